@@ -1,0 +1,207 @@
+"""A fork server: one process that has imported torch forks one clean child per trial.
+
+Importing torch costs seconds; forking a process that already has it costs
+milliseconds. The server imports torch and the built-in workloads but never
+touches CUDA (a CUDA context does not survive fork) and never runs a torch
+operation (OpenMP pools do not survive fork either).
+
+Unlike ``multiprocessing``'s forkserver it never re-imports the caller's
+``__main__``, so it works from any script, notebook or test runner.
+
+Protocol (length-prefixed pickles): the client writes ``(function, args,
+result_path)`` to the server's stdin; the server forks, answers
+``("started", pid)`` on the response pipe, waits for the child and answers
+``("exited", pid, exitcode)`` (negative: killed by that signal). The child
+starts its own process group and writes ``function(*args)`` to
+``result_path``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+_HEADER = struct.Struct("!Q")
+
+
+def _write_frame(fd: int, obj: Any) -> None:
+    data = pickle.dumps(obj)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, size)
+        if not chunk:
+            raise EOFError("fork server closed its pipe")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(fd: int) -> Any:
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    return pickle.loads(_read_exact(fd, size))
+
+
+# -- the server ---------------------------------------------------------------------
+
+
+def _serve(request_fd: int, response_fd: int) -> None:
+    while True:
+        try:
+            function, args, result_path = _read_frame(request_fd)
+        except EOFError:
+            return  # the client went away: so do we
+        pid = os.fork()
+        if pid == 0:
+            _child(function, args, result_path, request_fd, response_fd)
+        _write_frame(response_fd, ("started", pid))
+        _, status = os.waitpid(pid, 0)
+        _write_frame(response_fd, ("exited", pid, os.waitstatus_to_exitcode(status)))
+
+
+def _child(function: Callable[..., Any], args: tuple, result_path: str, *server_fds: int) -> None:
+    code = 0
+    try:
+        os.setsid()  # own process group: a timeout kills this child and all it started
+        for fd in server_fds:
+            os.close(fd)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle
+        outcome = function(*args)
+        tmp = f"{result_path}.tmp"
+        with open(tmp, "wb") as handle:
+            pickle.dump(outcome, handle)
+        os.replace(tmp, result_path)
+    except BaseException:  # noqa: BLE001 - report and leave; never return into the server loop
+        import traceback
+
+        traceback.print_exc()
+        code = 70
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main() -> None:
+    response_fd = int(sys.argv[1])
+    for module in sys.argv[2:]:
+        __import__(module)
+    _write_frame(response_fd, ("ready", os.getpid()))
+    _serve(sys.stdin.fileno(), response_fd)
+
+
+# -- the client ---------------------------------------------------------------------
+
+
+class ForkServer:
+    """Client of a fork server process; one call at a time.
+
+    Example::
+
+        server = ForkServer(preload=["torch"])
+        value, exitcode, timed_out = server.call(os.getpid, (), timeout=10)
+        server.close()
+    """
+
+    def __init__(self, preload: list[str] | None = None) -> None:
+        self.preload = list(preload or [])
+        self._process: subprocess.Popen | None = None
+        self._response_fd: int | None = None
+        self._tmpdir = tempfile.TemporaryDirectory(prefix="autotune-")
+        self.start_seconds: float | None = None
+
+    def _start(self) -> None:
+        started = time.perf_counter()
+        read_fd, write_fd = os.pipe()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "autotune._forkserver", str(write_fd), *self.preload],
+            stdin=subprocess.PIPE,
+            pass_fds=(write_fd,),
+            start_new_session=True,  # Ctrl-C in the terminal reaches the tuner, not the server
+        )
+        os.close(write_fd)
+        self._response_fd = read_fd
+        try:
+            message = _read_frame(read_fd)
+        except EOFError:
+            self.close()
+            raise RuntimeError("the fork server failed to start (see the error above)") from None
+        assert message[0] == "ready"
+        self.start_seconds = time.perf_counter() - started
+
+    def call(self, function: Callable[..., Any], args: tuple, timeout: float | None) -> tuple[Any, int | None, bool]:
+        """Run ``function(*args)`` in a fresh child: ``(result or None, exit code, timed out)``."""
+        if self._process is None or self._process.poll() is not None:
+            self._start()
+        assert self._process is not None and self._process.stdin is not None and self._response_fd is not None
+        result_path = Path(self._tmpdir.name) / f"result-{time.monotonic_ns()}.pickle"
+        _write_frame(self._process.stdin.fileno(), (function, args, str(result_path)))
+        kind, pid = _read_frame(self._response_fd)
+        assert kind == "started"
+        timed_out = False
+        try:
+            ready, _, _ = select.select([self._response_fd], [], [], timeout)
+            if not ready:
+                timed_out = True
+                kill_group(pid)
+            kind, _, exitcode = _read_frame(self._response_fd)
+        except BaseException:
+            # Interrupted (Ctrl-C) mid-trial: kill the trial, drop this server, start afresh next time.
+            kill_group(pid)
+            self.close()
+            raise
+        kill_group(pid)  # anything the trial started and left behind goes with it
+        outcome = None
+        if result_path.exists():
+            with open(result_path, "rb") as handle:
+                outcome = pickle.load(handle)
+            result_path.unlink()
+        return outcome, exitcode, timed_out
+
+    def close(self) -> None:
+        if self._process is not None:
+            if self._process.stdin is not None:
+                self._process.stdin.close()
+            try:
+                self._process.wait(5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+        if self._response_fd is not None:
+            os.close(self._response_fd)
+            self._response_fd = None
+        self._tmpdir.cleanup()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a child's whole process group; quiet if it is already gone."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""A small, safe expression language for conditional parameters.
+
+A condition in a search-space file decides whether a parameter is active,
+for example ``messages == 'scan' and dtype in ['float32', 'float64']``.
+It is parsed into a tree once and evaluated against the values chosen so far;
+nothing is ever passed to ``eval``.
+
+Grammar (lowest precedence first)::
+
+    expr       := and_expr ('or' and_expr)*
+    and_expr   := not_expr ('and' not_expr)*
+    not_expr   := 'not' not_expr | comparison
+    comparison := operand (('==' | '!=' | '<' | '<=' | '>' | '>=' | 'in' | 'not in') operand)?
+    operand    := NUMBER | STRING | true | false | null | NAME | '[' operand, ... ']' | '(' expr ')'
+
+A name refers to another parameter; an inactive parameter's value is ``null``.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from autotune.exceptions import SearchSpaceError
+
+__all__ = ["Condition", "ConditionError"]
+
+
+class ConditionError(SearchSpaceError):
+    """A condition that does not parse, or that names an unknown parameter."""
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<number>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)
+      | (?P<string>'[^']*'|"[^"]*")
+      | (?P<op>==|!=|<=|>=|<|>|\(|\)|\[|\]|,)
+      | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
+    )""",
+    re.VERBOSE,
+)
+
+_COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "in": lambda a, b: a in b,
+    "not in": lambda a, b: a not in b,
+}
+_CONSTANTS = {"true": True, "True": True, "false": False, "False": False, "null": None, "None": None}
+_KEYWORDS = {"and", "or", "not", "in"}
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            at = len(text) - len(text[pos:].lstrip())
+            raise ConditionError(f"unexpected character {text[at]!r} at {at} in {text!r}")
+        kind = match.lastgroup
+        assert kind is not None
+        tokens.append((kind, match.group(kind)))
+        pos = match.end()
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.pos = 0
+
+    def peek(self, offset: int = 0) -> tuple[str, str] | None:
+        index = self.pos + offset
+        return self.tokens[index] if index < len(self.tokens) else None
+
+    def accept(self, value: str) -> bool:
+        token = self.peek()
+        if token is not None and token[0] in ("op", "name") and token[1] == value:
+            self.pos += 1
+            return True
+        return False
+
+    def expect(self, value: str) -> None:
+        if not self.accept(value):
+            found = self.peek()
+            raise ConditionError(
+                f"expected {value!r} but found {found[1] if found else 'the end'!r} in {self.text!r}"
+            )
+
+    def parse(self) -> tuple:
+        if not self.tokens:
+            raise ConditionError("a condition must not be empty")
+        tree = self.expr()
+        if self.peek() is not None:
+            raise ConditionError(f"unexpected {self.peek()[1]!r} in {self.text!r}")  # type: ignore[index]
+        return tree
+
+    def expr(self) -> tuple:
+        node = self.and_expr()
+        while self.accept("or"):
+            node = ("or", node, self.and_expr())
+        return node
+
+    def and_expr(self) -> tuple:
+        node = self.not_expr()
+        while self.accept("and"):
+            node = ("and", node, self.not_expr())
+        return node
+
+    def not_expr(self) -> tuple:
+        if self.accept("not"):
+            return ("not", self.not_expr())
+        return self.comparison()
+
+    def comparison(self) -> tuple:
+        left = self.operand()
+        token = self.peek()
+        if token is None:
+            return left
+        if token == ("name", "not") and self.peek(1) == ("name", "in"):
+            self.pos += 2
+            return ("cmp", "not in", left, self.operand())
+        if token[1] in _COMPARISONS and token[0] in ("op", "name"):
+            self.pos += 1
+            return ("cmp", token[1], left, self.operand())
+        return left
+
+    def operand(self) -> tuple:
+        token = self.peek()
+        if token is None:
+            raise ConditionError(f"expression ends too early: {self.text!r}")
+        kind, value = token
+        self.pos += 1
+        if kind == "number":
+            number = float(value)
+            return ("const", int(number) if number.is_integer() and "." not in value and "e" not in value.lower() else number)
+        if kind == "string":
+            return ("const", value[1:-1])
+        if kind == "name":
+            if value in _CONSTANTS:
+                return ("const", _CONSTANTS[value])
+            if value in _KEYWORDS:
+                raise ConditionError(f"unexpected keyword {value!r} in {self.text!r}")
+            return ("name", value)
+        if value == "(":
+            node = self.expr()
+            self.expect(")")
+            return node
+        if value == "[":
+            items: list[tuple] = []
+            if not self.accept("]"):
+                items.append(self.operand())
+                while self.accept(","):
+                    items.append(self.operand())
+                self.expect("]")
+            return ("list", items)
+        raise ConditionError(f"unexpected {value!r} in {self.text!r}")
+
+
+def _names(node: tuple) -> set[str]:
+    kind = node[0]
+    if kind == "name":
+        return {node[1]}
+    if kind == "const":
+        return set()
+    if kind == "list":
+        return set().union(*(_names(item) for item in node[1])) if node[1] else set()
+    if kind == "cmp":
+        return _names(node[2]) | _names(node[3])
+    return set().union(*(_names(child) for child in node[1:]))
+
+
+def _evaluate(node: tuple, values: Mapping[str, Any]) -> Any:
+    kind = node[0]
+    if kind == "const":
+        return node[1]
+    if kind == "name":
+        return values.get(node[1])
+    if kind == "list":
+        return [_evaluate(item, values) for item in node[1]]
+    if kind == "not":
+        return not _evaluate(node[1], values)
+    if kind == "and":
+        return bool(_evaluate(node[1], values)) and bool(_evaluate(node[2], values))
+    if kind == "or":
+        return bool(_evaluate(node[1], values)) or bool(_evaluate(node[2], values))
+    left, right = _evaluate(node[2], values), _evaluate(node[3], values)
+    try:
+        return _COMPARISONS[node[1]](left, right)
+    except TypeError:
+        # Ordering a null (inactive parameter) against a number is simply false.
+        return False
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed condition.
+
+    Example::
+
+        >>> Condition.parse("kernel == 'scan' and chunk > 64").evaluate({"kernel": "scan", "chunk": 128})
+        True
+    """
+
+    text: str
+    tree: tuple
+
+    @classmethod
+    def parse(cls, text: str) -> "Condition":
+        if not isinstance(text, str):
+            raise ConditionError(f"a condition must be a string, got {text!r}")
+        return cls(text, _Parser(text).parse())
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The parameters this condition reads."""
+        return frozenset(_names(self.tree))
+
+    def evaluate(self, values: Mapping[str, Any]) -> bool:
+        return bool(_evaluate(self.tree, values))

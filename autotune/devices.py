@@ -1,0 +1,262 @@
+"""Device profiles: what a device can run, and which ones this machine has.
+
+A profile names a class of device (``v100``, ``h100``, ``cpu``...) with the
+capabilities that decide which knob values make sense on it: a V100 has fp16
+tensor cores but no bf16, so a V100 study never samples bf16. Search-space
+files name these capabilities in ``requires``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autotune.exceptions import DeviceUnavailableError, UnknownNameError
+
+__all__ = [
+    "CAPABILITIES",
+    "PROFILES",
+    "DetectedDevice",
+    "DeviceProfile",
+    "detect",
+    "get_profile",
+    "resolve_device",
+]
+
+#: Every capability a search-space file may require.
+CAPABILITIES = frozenset(
+    {
+        "cpu",  # runs on the host processor
+        "cuda",  # an NVIDIA GPU through CUDA
+        "mps",  # Apple GPU through Metal
+        "fp16",  # float16 arithmetic is supported at all
+        "fp16_tensor_cores",  # float16 matrix units (sm70+)
+        "bf16",  # bfloat16 arithmetic in hardware
+        "tf32",  # TF32 matrix units (sm80+)
+        "fp64",  # float64 is supported at all (not on MPS)
+        "fast_fp64",  # float64 at half the float32 rate or better
+        "flash_attention",  # FlashAttention kernels in SDPA (sm80+)
+        "cuda_graphs",  # CUDA graph capture
+        "compile",  # torch.compile with a working backend
+        "pinned_memory",  # page-locked host memory for async copies
+    }
+)
+
+_GIB = 1 << 30
+_CUDA_COMMON = frozenset({"cuda", "fp16", "fp64", "cuda_graphs", "compile", "pinned_memory"})
+_AMPERE_UP = _CUDA_COMMON | {"fp16_tensor_cores", "bf16", "tf32", "flash_attention"}
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """A class of device and what it can run.
+
+    ``memory_bytes`` is the typical memory of the class; the detected device's
+    own figure (:class:`DetectedDevice`) wins where there is one.
+    """
+
+    name: str
+    kind: str  # "cpu", "cuda" or "mps": the torch device type
+    description: str
+    capabilities: frozenset[str]
+    memory_bytes: int | None = None
+    compute_capability: tuple[int, int] | None = None
+    # Substrings of the driver's device name that identify this profile.
+    name_patterns: tuple[str, ...] = ()
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def missing(self, requirements: frozenset[str] | set[str] | tuple[str, ...]) -> set[str]:
+        """The requirements this device does not meet."""
+        return set(requirements) - self.capabilities
+
+    @property
+    def torch_device(self) -> str:
+        return self.kind
+
+
+PROFILES: dict[str, DeviceProfile] = {
+    profile.name: profile
+    for profile in [
+        DeviceProfile(
+            "cpu", "cpu", "the host CPU",
+            frozenset({"cpu", "fp16", "bf16", "fp64", "fast_fp64", "compile"}),
+        ),
+        DeviceProfile(
+            "v100", "cuda", "NVIDIA V100 (Volta, sm70)",
+            _CUDA_COMMON | {"fp16_tensor_cores", "fast_fp64"}, 32 * _GIB, (7, 0), ("V100",),
+        ),
+        DeviceProfile(
+            "a100", "cuda", "NVIDIA A100 (Ampere, sm80)",
+            _AMPERE_UP | {"fast_fp64"}, 80 * _GIB, (8, 0), ("A100",),
+        ),
+        DeviceProfile(
+            "h100", "cuda", "NVIDIA H100 (Hopper, sm90)",
+            _AMPERE_UP | {"fast_fp64"}, 80 * _GIB, (9, 0), ("H100",),
+        ),
+        DeviceProfile(
+            "h200", "cuda", "NVIDIA H200 (Hopper, sm90)",
+            _AMPERE_UP | {"fast_fp64"}, 141 * _GIB, (9, 0), ("H200",),
+        ),
+        DeviceProfile(
+            "rtx3090", "cuda", "NVIDIA GeForce RTX 3090 (Ampere, sm86; fp64 at 1/64 rate)",
+            _AMPERE_UP, 24 * _GIB, (8, 6), ("3090",),
+        ),
+        DeviceProfile(
+            "rtx5000-ada", "cuda", "NVIDIA RTX 5000 Ada (sm89; fp64 at 1/64 rate)",
+            _AMPERE_UP, 32 * _GIB, (8, 9), ("RTX 5000 Ada",),
+        ),
+        DeviceProfile(
+            # MPS has no float64 at all, and torch.compile on MPS is not dependable yet.
+            "mps", "mps", "Apple GPU through Metal (MPS)",
+            frozenset({"mps", "fp16", "bf16"}),
+        ),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class DetectedDevice:
+    """A device found on this machine, matched to a profile."""
+
+    profile: DeviceProfile
+    name: str  # what the driver or the OS calls it
+    memory_bytes: int | None = None
+    index: int | None = None  # CUDA ordinal
+    details: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+def get_profile(name: str) -> DeviceProfile:
+    """The profile called ``name``; raises :class:`UnknownNameError` listing the valid ones."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise UnknownNameError("device", name, [*PROFILES, "auto"]) from None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def cpu_threads() -> int:
+    """The cores this process may run on (affinity-aware where the OS says)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _profile_for_cuda_name(name: str, capability: tuple[int, int] | None) -> DeviceProfile:
+    for profile in PROFILES.values():
+        if any(pattern.lower() in name.lower() for pattern in profile.name_patterns):
+            return profile
+    # An NVIDIA GPU without a named profile: derive what we can from its compute capability.
+    major = capability[0] if capability else 0
+    caps = set(_CUDA_COMMON)
+    if major >= 7:
+        caps.add("fp16_tensor_cores")
+    if major >= 8:
+        caps |= {"bf16", "tf32", "flash_attention"}
+    label = f"cuda-sm{capability[0]}{capability[1]}" if capability else "cuda"
+    return DeviceProfile(label, "cuda", f"{name} (no named profile)", frozenset(caps), None, capability)
+
+
+def _cuda_devices_from_torch() -> list[DetectedDevice]:
+    import torch
+
+    found = []
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            capability = (props.major, props.minor)
+            found.append(
+                DetectedDevice(
+                    _profile_for_cuda_name(props.name, capability),
+                    props.name,
+                    props.total_memory,
+                    index,
+                    {"compute_capability": f"{props.major}.{props.minor}"},
+                )
+            )
+    return found
+
+
+def _cuda_devices_from_driver() -> list[DetectedDevice]:
+    # Linux NVIDIA drivers describe each GPU here; reading it avoids importing torch.
+    found = []
+    root = Path("/proc/driver/nvidia/gpus")
+    if root.is_dir():
+        for index, entry in enumerate(sorted(root.iterdir())):
+            try:
+                info = (entry / "information").read_text()
+            except OSError:
+                continue
+            model = next(
+                (line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("Model")),
+                "NVIDIA GPU",
+            )
+            found.append(DetectedDevice(_profile_for_cuda_name(model, None), model, None, index))
+    return found
+
+
+def detect(use_torch: bool = True) -> list[DetectedDevice]:
+    """Every device this machine offers, accelerators first, the CPU last.
+
+    With ``use_torch=False`` (used by :func:`autotune.load_config`) torch is not
+    imported unless it already is: NVIDIA GPUs are read from the driver's files.
+    """
+    devices: list[DetectedDevice] = []
+    if use_torch or "torch" in sys.modules:
+        devices += _cuda_devices_from_torch()
+        import torch
+
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
+    else:
+        devices += _cuda_devices_from_driver()
+        if sys.platform == "darwin" and platform.machine() == "arm64":
+            devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
+    devices.append(
+        DetectedDevice(
+            PROFILES["cpu"], _cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}
+        )
+    )
+    return devices
+
+
+def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice:
+    """The device to tune for: ``auto`` takes the first accelerator, else the CPU.
+
+    Naming a profile this machine does not have raises
+    :class:`DeviceUnavailableError` with what was found instead.
+    """
+    found = detect(use_torch)
+    if name == "auto":
+        return found[0]
+    profile = get_profile(name)
+    for device in found:
+        if device.profile.name == profile.name:
+            return device
+    summary = ", ".join(f"{d.profile.name} ({d.name})" for d in found)
+    raise DeviceUnavailableError(
+        f"device {name!r} ({profile.description}) is not on this machine; found: {summary}. "
+        f"Use --device auto or one of: {', '.join(dict.fromkeys(d.profile.name for d in found))}"
+    )

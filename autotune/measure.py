@@ -1,0 +1,135 @@
+"""Timing a run honestly: warm-up, synchronisation, repetition, median and spread.
+
+The measurer follows ``torch.utils.benchmark``'s ``blocked_autorange`` and
+triton's ``do_bench``: the first run (which pays for compilation and caches)
+is recorded on its own, warm-up continues until two runs agree, then timed
+runs repeat until both a minimum time and a minimum count are reached. Every
+raw time is kept; the figures are computed from them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+__all__ = ["Measurement", "Measurer"]
+
+
+@dataclass
+class Measurement:
+    """Raw times of one measured configuration and the statistics derived from them."""
+
+    times: list[float]  # seconds per timed run
+    items_per_run: int
+    first_run_seconds: float  # includes compilation and cold caches
+    warmup_times: list[float] = field(default_factory=list)
+    noisy_threshold: float = 0.1
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range of the run times (0 with fewer than 2 runs)."""
+        if len(self.times) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.times, n=4, method="inclusive")
+        return q3 - q1
+
+    @property
+    def relative_spread(self) -> float:
+        return self.iqr / self.median if self.median > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        """The spread is a large share of the median: treat small differences as ties."""
+        return self.relative_spread > self.noisy_threshold
+
+    @property
+    def throughput(self) -> float:
+        """Items per second at the median run time."""
+        return self.items_per_run / self.median if self.median > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(
+            median_seconds=self.median,
+            iqr_seconds=self.iqr,
+            relative_spread=self.relative_spread,
+            noisy=self.noisy,
+            throughput=self.throughput,
+        )
+        return data
+
+    @classmethod
+    def pooled(cls, parts: list["Measurement"]) -> "Measurement":
+        """One measurement from several (re-measurement rounds): all raw times together."""
+        return cls(
+            times=[t for part in parts for t in part.times],
+            items_per_run=parts[0].items_per_run,
+            first_run_seconds=parts[0].first_run_seconds,
+            warmup_times=[t for part in parts for t in part.warmup_times],
+            noisy_threshold=parts[0].noisy_threshold,
+        )
+
+
+@dataclass
+class Measurer:
+    """Times a run: ``Measurer(min_time=1.0).measure(run, items, sync)``.
+
+    ``clock`` is injectable so that tests can drive time by hand. ``on_output``
+    sees the output of the first run and of the last timed run, which is
+    where the runner checks correctness.
+    """
+
+    min_time: float = 1.0  # seconds of timed runs, at least
+    min_runs: int = 3
+    max_runs: int = 200
+    max_warmup_runs: int = 5
+    warmup_agreement: float = 0.1  # two consecutive warm-up runs within 10% count as stable
+    max_warmup_time: float = 10.0
+    noisy_threshold: float = 0.1
+    clock: Callable[[], float] = time.perf_counter
+
+    def _timed(self, run: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
+        sync()
+        start = self.clock()
+        output = run()
+        sync()
+        return self.clock() - start, output
+
+    def measure(
+        self,
+        run: Callable[[], Any],
+        items_per_run: int,
+        sync: Callable[[], None] = lambda: None,
+        on_output: Callable[[str, Any], None] | None = None,
+    ) -> Measurement:
+        first, output = self._timed(run, sync)
+        if on_output is not None:
+            on_output("first", output)
+        del output
+        # Warm up until two consecutive runs agree (compilation, caches, allocator).
+        warmup: list[float] = []
+        previous = first
+        spent = first
+        while len(warmup) < self.max_warmup_runs and spent < self.max_warmup_time:
+            seconds, _ = self._timed(run, sync)
+            warmup.append(seconds)
+            spent += seconds
+            if abs(seconds - previous) <= self.warmup_agreement * max(seconds, previous):
+                break
+            previous = seconds
+        times: list[float] = []
+        total = 0.0
+        output = None
+        while len(times) < self.max_runs and (len(times) < self.min_runs or total < self.min_time):
+            seconds, output = self._timed(run, sync)
+            times.append(seconds)
+            total += seconds
+        if on_output is not None:
+            on_output("last", output)
+        return Measurement(times, items_per_run, first, warmup, self.noisy_threshold)

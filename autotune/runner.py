@@ -1,0 +1,301 @@
+"""Running one configuration of a workload, isolated, and classifying what happened.
+
+By default every trial runs in a fresh process, so that threads, TF32 flags,
+``cudnn.benchmark`` and compile caches never leak from one trial into the
+next. Importing torch costs seconds, so children are forked from a server
+process that has imported torch (and the built-in workloads) but never
+touched CUDA: Python's ``forkserver`` start method with a preload list.
+
+Each child starts its own process group; a trial that runs past its timeout
+is killed with its whole group (DataLoader workers included). The outcome of
+every trial is one of :data:`STATUSES`:
+
+==========  ==============================================================
+ok          measured, and the output matches the reference
+incorrect   measured, but the output is off by more than its tolerance
+oom         the device or host ran out of memory (by exception type)
+timeout     ran past the trial timeout; killed
+crash       the process died from a signal or exited without a result
+error       an exception in build or run (its type and message are kept)
+==========  ==============================================================
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune._forkserver import ForkServer
+from autotune.measure import Measurement, Measurer
+
+__all__ = ["STATUSES", "Runner", "TrialRequest", "TrialResult"]
+
+STATUSES = ("ok", "incorrect", "oom", "timeout", "crash", "error")
+
+# What the fork server imports once, so each trial's child starts warm.
+_PRELOAD = ["autotune._child_preload"]
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    """Everything a child needs to build, measure and check one config."""
+
+    workload: str  # a registered name or path/to/file.py:ClassName
+    size: str
+    device: str  # the profile name (cpu, h100...)
+    torch_device: str  # cpu, cuda or mps
+    config: dict[str, Any]
+    cache_dir: str  # workload data and the reference output live here
+    measurer: dict[str, Any] = field(default_factory=dict)  # Measurer fields
+    threads: int | None = None
+    memory_limit_bytes: int | None = None  # RLIMIT_AS of the child (CPU devices only)
+    purpose: str = "trial"  # "trial" measures and checks; "reference" writes the reference output
+
+    @property
+    def reference_path(self) -> Path:
+        return Path(self.cache_dir) / f"reference-{self.device}.pt"
+
+
+@dataclass
+class TrialResult:
+    """What one run of one config produced; every field is JSON-able."""
+
+    status: str
+    config: dict[str, Any]
+    unit: str | None = None
+    items_per_run: int | None = None
+    throughput: float | None = None  # items per second at the median run time
+    median_seconds: float | None = None
+    iqr_seconds: float | None = None
+    relative_spread: float | None = None
+    noisy: bool | None = None
+    times: list[float] = field(default_factory=list)
+    warmup_seconds: float | None = None  # the first run, compilation included
+    warmup_times: list[float] = field(default_factory=list)
+    peak_memory_bytes: int | None = None
+    threads: int | None = None
+    check: dict[str, Any] | None = None
+    error: str | None = None  # one line: exception type and message, or what killed it
+    traceback: str | None = None
+    wall_seconds: float | None = None  # the whole trial, process start to result
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return self.status == "ok"
+
+    def measurement(self) -> Measurement | None:
+        if not self.times or self.items_per_run is None:
+            return None
+        return Measurement(self.times, self.items_per_run, self.warmup_seconds or 0.0, self.warmup_times)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("throughput",):  # JSON has no infinity
+            if data[key] is not None and not math.isfinite(data[key]):
+                data[key] = None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrialResult":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# -- inside the child ---------------------------------------------------------------
+
+
+def _is_out_of_memory(exc: BaseException, torch_device: str) -> bool:
+    """Out of memory, decided by exception type (and, on CPU, the allocator that raised)."""
+    if isinstance(exc, MemoryError):  # Python and NumPy
+        return True
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    oom_type = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(exc, oom_type):  # CUDA caching allocator
+        return True
+    if torch_device.startswith("cuda") and isinstance(exc, RuntimeError) and torch.cuda.is_available():
+        # Some CUDA paths (cuBLAS workspaces, NCCL) surface exhaustion as a plain
+        # RuntimeError; the allocator's own state says whether memory ran out.
+        free, total = torch.cuda.mem_get_info()
+        return free < 0.02 * total
+    # torch's CPU allocator raises a plain RuntimeError (no OOM type exists for
+    # it); its C++ origin, the DefaultCPUAllocator, is the only signal it gives.
+    return isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)
+
+
+def _peak_memory(torch_device: str) -> int:
+    import torch
+
+    if torch_device.startswith("cuda"):
+        return int(torch.cuda.max_memory_allocated())
+    if torch_device == "mps":
+        return int(torch.mps.driver_allocated_memory())
+    # ru_maxrss is KiB on Linux and bytes on macOS.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def execute(request: TrialRequest) -> dict[str, Any]:
+    """Build, measure and check one config in this process; returns a :class:`TrialResult` dict.
+
+    Expected failures of the configuration come back as a status; this
+    function itself never raises for them.
+    """
+    started = time.perf_counter()
+    result = TrialResult(status="error", config=dict(request.config))
+    try:
+        import numpy as np
+        import torch
+
+        from autotune.config import Config
+        from autotune.environment import fingerprint
+        from autotune.workload import get_workload_class
+
+        if request.threads:
+            torch.set_num_threads(request.threads)
+        result.threads = torch.get_num_threads()
+        torch.manual_seed(0)
+        np.random.seed(0)
+        workload = get_workload_class(request.workload)(request.size, request.torch_device, request.cache_dir)
+        result.unit = workload.unit
+        config = Config(request.config)
+        Path(request.cache_dir).mkdir(parents=True, exist_ok=True)
+        workload.prepare()
+        if request.torch_device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        run = workload.build(config)
+        result.items_per_run = workload.items_per_run(config)
+
+        if request.purpose == "reference":
+            workload.synchronize()
+            start = time.perf_counter()
+            output = run()
+            workload.synchronize()
+            result.times = [time.perf_counter() - start]
+            path = request.reference_path
+            tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+            torch.save(workload.to_reference(output), tmp)
+            os.replace(tmp, path)
+            result.status = "ok"
+        else:
+            reference = torch.load(request.reference_path, weights_only=False)
+            checks = []
+
+            def on_output(which: str, output: Any) -> None:
+                # Checked at once: a workload may reuse its output buffers on the next run.
+                checks.append(workload.check(output, reference, config))
+
+            measurer = Measurer(**request.measurer)
+            measurement = measurer.measure(run, result.items_per_run, workload.synchronize, on_output)
+            worst = max(checks, key=lambda c: (not c.passed, c.error / c.tolerance if c.tolerance else math.inf))
+            result.check = worst.to_dict()
+            result.times = measurement.times
+            result.warmup_seconds = measurement.first_run_seconds
+            result.warmup_times = measurement.warmup_times
+            result.median_seconds = measurement.median
+            result.iqr_seconds = measurement.iqr
+            result.relative_spread = measurement.relative_spread
+            result.noisy = measurement.noisy
+            result.throughput = measurement.throughput
+            result.status = "ok" if worst.passed else "incorrect"
+            if not worst.passed:
+                result.error = (
+                    f"output differs from the reference: {worst.metric} error "
+                    f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}"
+                )
+        result.peak_memory_bytes = _peak_memory(request.torch_device)
+        result.environment = fingerprint(request.torch_device)
+    except BaseException as exc:  # noqa: BLE001 - every failure of a config is data
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        result.status = "oom" if _is_out_of_memory(exc, request.torch_device) else "error"
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        result.error = f"{type(exc).__name__}: {message}"[:500]
+        result.traceback = "".join(traceback.format_exception(exc))[-4000:]
+    result.wall_seconds = time.perf_counter() - started
+    return result.to_dict()
+
+
+def _run_in_child(request: TrialRequest) -> dict[str, Any]:
+    if request.memory_limit_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (request.memory_limit_bytes, request.memory_limit_bytes))
+    return execute(request)
+
+
+# -- in the tuner -----------------------------------------------------------------
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class Runner:
+    """Runs trial requests, each in a fresh child process (``isolation="subprocess"``).
+
+    ``isolation="inprocess"`` runs them in this process: faster to start, but
+    global state leaks between trials, a timeout cannot be enforced, and a
+    crash takes the tuner down. Use it for debugging only.
+
+    Example::
+
+        runner = Runner(timeout=300)
+        result = runner.run(request)        # a TrialResult
+        runner.close()
+    """
+
+    def __init__(self, isolation: str = "subprocess", timeout: float = 600.0) -> None:
+        if isolation not in ("subprocess", "inprocess"):
+            raise ValueError(f"isolation must be 'subprocess' or 'inprocess', got {isolation!r}")
+        self.isolation = isolation
+        self.timeout = timeout
+        self._server: ForkServer | None = None
+
+    @property
+    def server(self) -> ForkServer:
+        if self._server is None:
+            self._server = ForkServer(_PRELOAD)
+        return self._server
+
+    def warm_up(self) -> float:
+        """Start the fork server now (it imports torch once); returns the seconds it took."""
+        if self.isolation == "inprocess":
+            return 0.0
+        started = time.perf_counter()
+        self.server.call(os.getpid, (), self.timeout)
+        return time.perf_counter() - started
+
+    def run(self, request: TrialRequest, timeout: float | None = None) -> TrialResult:
+        timeout = self.timeout if timeout is None else timeout
+        if self.isolation == "inprocess":
+            return TrialResult.from_dict(execute(request))
+        started = time.perf_counter()
+        outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout)
+        wall = time.perf_counter() - started
+        config = dict(request.config)
+        if timed_out:
+            return TrialResult("timeout", config, error=f"ran past the {timeout:g} s trial timeout; killed", wall_seconds=wall)
+        if outcome is not None:
+            result = TrialResult.from_dict(outcome)
+            result.wall_seconds = wall
+            return result
+        if exitcode is not None and exitcode < 0:
+            return TrialResult("crash", config, error=f"process died from {_signal_name(-exitcode)}", wall_seconds=wall)
+        return TrialResult("crash", config, error=f"process exited with status {exitcode} without a result", wall_seconds=wall)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None

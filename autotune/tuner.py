@@ -1,0 +1,506 @@
+"""The tuner: an Optuna study over a workload's space, and the re-measured winner.
+
+One search is:
+
+1. validate everything (workload, size, device, space) before writing anything;
+2. open (or resume) the study ``<workload>-<device>-<size>`` in the storage;
+3. make sure the reference output is cached (the workload's reference config);
+4. enqueue the baseline as the first trial of a new study;
+5. run the trial budget: each trial's config is measured and checked in a
+   fresh process; its figures, status and error become trial attributes, and
+   an incorrect or out-of-memory result is infeasible through Optuna's
+   constraint API, so it can never be chosen;
+6. re-measure the best few feasible configs and the baseline interleaved, in
+   rounds, pick the winner (ties within noise broken deterministically) and
+   export it with its speedup.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from autotune.config import SCHEMA_VERSION, Config, config_path, studies_dir, write_tuned_config
+from autotune.devices import DetectedDevice, resolve_device
+from autotune.exceptions import AutotuneError, StorageError
+from autotune.measure import Measurement
+from autotune.runner import STATUSES, Runner, TrialRequest, TrialResult
+from autotune.space import SearchSpace
+from autotune.workload import Workload, get_workload_class
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["Candidate", "SearchResult", "TrialRecord", "Tuner", "redact_storage"]
+
+# A measured config within this share of the best is a tie, unless the spreads are wider.
+TIE_TOLERANCE = 0.02
+
+
+def redact_storage(url: str) -> str:
+    """The storage URL with any password masked, for logs and files."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy knows: show it as it is
+        return url
+
+
+@dataclass
+class TrialRecord:
+    """One finished trial, as the progress callback and the result see it."""
+
+    number: int
+    config: Config
+    result: TrialResult
+    role: str = "search"  # "baseline" for the enqueued baseline
+    duplicate_of: int | None = None
+
+
+@dataclass
+class Candidate:
+    """A config re-measured at the end, with all its rounds pooled."""
+
+    config: Config
+    trial: int | None
+    role: str  # "baseline" or "candidate"
+    results: list[TrialResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.status == "ok" for r in self.results)
+
+    @property
+    def measurement(self) -> Measurement | None:
+        parts = [m for m in (r.measurement() for r in self.results if r.status == "ok") if m is not None]
+        return Measurement.pooled(parts) if parts else None
+
+    @property
+    def peak_memory_bytes(self) -> int | None:
+        peaks = [r.peak_memory_bytes for r in self.results if r.peak_memory_bytes is not None]
+        return max(peaks) if peaks else None
+
+    @property
+    def check(self) -> dict[str, Any] | None:
+        checks = [r.check for r in self.results if r.check]
+        if not checks:
+            return None
+        return max(checks, key=lambda c: (not c["passed"], (c["error"] if c["error"] is not None else math.inf) / c["tolerance"]))
+
+    def figures(self) -> dict[str, Any] | None:
+        m = self.measurement
+        if m is None:
+            return None
+        return {
+            "throughput": m.throughput,
+            "unit": self.results[0].unit,
+            "median_seconds": m.median,
+            "iqr_seconds": m.iqr,
+            "relative_spread": m.relative_spread,
+            "noisy": m.noisy,
+            "runs": len(m.times),
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "warmup_seconds": self.results[0].warmup_seconds,
+            "threads": self.results[0].threads,
+        }
+
+
+@dataclass
+class SearchResult:
+    """What a search found; ``winner`` is ``None`` when no config passed its check."""
+
+    workload: str
+    device: str
+    size: str
+    study_name: str
+    storage: str  # redacted
+    unit: str
+    trials: list[TrialRecord]
+    counts: dict[str, int]  # statuses over the whole study
+    candidates: list[Candidate]
+    winner: Candidate | None
+    baseline: Candidate | None
+    speedup: float | None
+    export_path: Path | None
+    document: dict[str, Any] | None
+    seconds: float
+
+
+def _study_counts(study: "optuna.Study") -> dict[str, int]:
+    counts = Counter(t.user_attrs.get("status", "unknown") for t in study.get_trials(deepcopy=False) if t.state.is_finished())
+    return {status: counts.get(status, 0) for status in STATUSES if counts.get(status)}
+
+
+class Tuner:
+    """Searches the fastest correct config of one workload on one device.
+
+    Construction validates the workload, size, device and space and writes
+    nothing; :meth:`search` opens the study, runs trials and exports.
+
+    Example::
+
+        tuner = Tuner("chmm", device="cpu", size="small")
+        result = tuner.search(n_trials=20)
+        print(result.winner.config, result.speedup)
+    """
+
+    def __init__(
+        self,
+        workload: str,
+        device: str = "auto",
+        size: str | None = None,
+        *,
+        storage: str | None = None,
+        study_name: str | None = None,
+        studies: str | Path | None = None,
+        isolation: str = "subprocess",
+        trial_timeout: float = 600.0,
+        memory_budget_bytes: int | None = None,
+        measurer: dict[str, Any] | None = None,
+        remeasure_top: int = 3,
+        remeasure_rounds: int = 3,
+        seed: int | None = None,
+        threads: int | None = None,
+        on_trial: Callable[[TrialRecord, int, int], None] | None = None,
+        on_stage: Callable[[str], None] | None = None,
+    ) -> None:
+        self.workload_spec = workload
+        self.workload_class: type[Workload] = get_workload_class(workload)
+        self.size = size or self.workload_class.default_size
+        if self.size not in self.workload_class.sizes:
+            from autotune.exceptions import UnknownNameError
+
+            raise UnknownNameError(f"size of workload {self.workload_class.name!r}", self.size, self.workload_class.sizes)
+        self.detected: DetectedDevice = resolve_device(device)
+        self.device = self.detected.profile
+        self.space: SearchSpace = SearchSpace.from_file(self.workload_class.space_path()).for_device(self.device)
+        self.reference_config = self.space.validate(dict(self.workload_class.reference_config), "reference_config")
+        self.studies = Path(studies) if studies is not None else studies_dir()
+        self.storage = storage or f"sqlite:///{self.studies / 'autotune.db'}"
+        self.study_name = study_name or f"{self.workload_class.name}-{self.device.name}-{self.size}"
+        self.cache_dir = self.studies / "cache" / self.workload_class.name / f"{self.size}-v{self.workload_class.version}"
+        self.runner = Runner(isolation, trial_timeout)
+        self.memory_budget_bytes = memory_budget_bytes
+        self.measurer = dict(measurer or {})
+        self.remeasure_top = remeasure_top
+        self.remeasure_rounds = remeasure_rounds
+        self.seed = seed
+        self.threads = threads
+        self.on_trial = on_trial
+        self.on_stage = on_stage or (lambda message: None)
+        self.stop_requested = False
+
+    # -- pieces ------------------------------------------------------------------
+
+    def request(self, config: Config, purpose: str = "trial") -> TrialRequest:
+        return TrialRequest(
+            workload=self.workload_spec,
+            size=self.size,
+            device=self.device.name,
+            torch_device=self.device.torch_device,
+            config=config.to_dict(),
+            cache_dir=str(self.cache_dir),
+            measurer=self.measurer,
+            threads=self.threads,
+            purpose=purpose,
+        )
+
+    def ensure_reference(self) -> None:
+        """Compute and cache the reference output once per workload, size, version and device."""
+        request = self.request(self.reference_config, "reference")
+        if request.reference_path.is_file():
+            return
+        self.on_stage(f"computing the reference output ({self.reference_config.describe()})")
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        result = self.runner.run(request, timeout=max(self.runner.timeout * 4, 600))
+        if result.status != "ok":
+            raise AutotuneError(
+                f"the reference config of {self.workload_class.name!r} failed ({result.status}): {result.error}"
+            )
+
+    def run_config(self, config: Config) -> TrialResult:
+        """Measure and check one config (reference cached first)."""
+        self.ensure_reference()
+        return self.runner.run(self.request(config))
+
+    def _open_study(self) -> "optuna.Study":
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        if self.storage.startswith("sqlite:///"):
+            Path(self.storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            study = optuna.create_study(
+                storage=self.storage,
+                study_name=self.study_name,
+                directions=["maximize", "minimize"],
+                sampler=optuna.samplers.TPESampler(seed=self.seed),
+                load_if_exists=True,
+            )
+        except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
+            raise StorageError(f"cannot open storage {redact_storage(self.storage)}: {type(exc).__name__}: {exc}") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(["throughput", "peak_memory_bytes"])
+        for key, value in {
+            "workload": self.workload_class.name,
+            "device": self.device.name,
+            "size": self.size,
+            "unit": self.workload_class.unit,
+            "space": str(self.space.source),
+        }.items():
+            if study.user_attrs.get(key) != value:
+                study.set_user_attr(key, value)
+        return study
+
+    def _sampled_params(self, config: Config) -> dict[str, Any]:
+        """The part of a config Optuna samples (active, tunable parameters)."""
+        tunable = {p.name for p in self.space.tunable}
+        seen: dict[str, Any] = {}
+        params = {}
+        for name in self.space.parameters:
+            active = self.space.is_active(name, seen)
+            seen[name] = config[name] if active else None
+            if active and name in tunable:
+                params[name] = config[name]
+        return params
+
+    def _record(self, trial: "optuna.Trial", result: TrialResult, config: Config, role: str, duplicate_of: int | None) -> None:
+        attrs = {
+            "status": result.status,
+            "role": role,
+            "config": config.to_dict(),
+            "config_key": config.key,
+            "throughput": result.throughput,
+            "unit": result.unit,
+            "peak_memory_bytes": result.peak_memory_bytes,
+            "median_seconds": result.median_seconds,
+            "iqr_seconds": result.iqr_seconds,
+            "noisy": result.noisy,
+            "warmup_seconds": result.warmup_seconds,
+            "times": result.times,
+            "threads": result.threads,
+            "check": result.check,
+            "error": result.error,
+            "wall_seconds": result.wall_seconds,
+        }
+        if duplicate_of is not None:
+            attrs["duplicate_of"] = duplicate_of
+        for key, value in attrs.items():
+            if value is not None:
+                trial.set_user_attr(key, value)
+
+    def _tell(self, study: "optuna.Study", trial: "optuna.Trial", result: TrialResult) -> None:
+        from optuna.trial import TrialState
+
+        if result.status in ("ok", "incorrect", "oom"):
+            check = result.check or {}
+            if result.status == "ok":
+                correct = 0.0
+            elif result.status == "incorrect" and check.get("error") is not None:
+                correct = max(check["error"] / check["tolerance"] - 1.0, 1e-9) if check["tolerance"] else 1.0
+            else:
+                correct = 1.0  # out of memory, or an unbounded error (NaN output)
+            trial.set_constraint("correct", correct)
+            if result.status == "oom":
+                # Nothing was produced; the run needed at least all the memory there was.
+                throughput, memory = 0.0, float(self.detected.memory_bytes or self.device.memory_bytes or 0)
+            else:
+                throughput, memory = float(result.throughput or 0.0), float(result.peak_memory_bytes or 0)
+            trial.set_constraint("fits_memory", (memory - self.memory_budget_bytes) / self.memory_budget_bytes if self.memory_budget_bytes else 0.0)
+            study.tell(trial, [throughput, memory])
+        else:
+            study.tell(trial, state=TrialState.FAIL)
+
+    # -- the search ----------------------------------------------------------------
+
+    def search(self, n_trials: int = 20) -> SearchResult:
+        """Run ``n_trials`` more trials (resuming the study), re-measure and export."""
+        started = time.perf_counter()
+        study = self._open_study()
+        self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({len(study.trials)} trials so far)")
+        warm = self.runner.warm_up()
+        if warm:
+            self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
+        self.ensure_reference()
+        baseline = self.space.baseline
+        if not study.trials:
+            study.enqueue_trial(self._sampled_params(baseline), user_attrs={"role": "baseline"})
+        known: dict[str, int] = {
+            t.user_attrs["config_key"]: t.number
+            for t in study.get_trials(deepcopy=False)
+            if t.state.is_finished() and "config_key" in t.user_attrs and "duplicate_of" not in t.user_attrs
+        }
+        records: list[TrialRecord] = []
+        for index in range(n_trials):
+            if self.stop_requested:
+                break
+            trial = study.ask()
+            config = self.space.suggest(trial)
+            role = trial.user_attrs.get("role", "search")
+            duplicate_of = known.get(config.key)
+            if duplicate_of is not None:
+                # The same config was measured already: reuse its figures rather than spend the time again.
+                previous = study.trials[duplicate_of]
+                result = _result_from_attrs(previous.user_attrs, config)
+            else:
+                result = self.runner.run(self.request(config))
+                known[config.key] = trial.number
+            self._record(trial, result, config, role, duplicate_of)
+            self._tell(study, trial, result)
+            record = TrialRecord(trial.number, config, result, role, duplicate_of)
+            records.append(record)
+            if self.on_trial is not None:
+                self.on_trial(record, index + 1, n_trials)
+        return self.finish(study, records, started)
+
+    def _candidates(self, study: "optuna.Study") -> list[Candidate]:
+        feasible = [
+            t for t in study.get_trials(deepcopy=False)
+            if t.user_attrs.get("status") == "ok" and "duplicate_of" not in t.user_attrs
+        ]
+        feasible.sort(key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
+        candidates: list[Candidate] = []
+        seen: set[str] = set()
+        baseline = self.space.baseline
+        for t in feasible:
+            key = t.user_attrs["config_key"]
+            if key in seen or key == baseline.key:
+                continue
+            seen.add(key)
+            candidates.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate"))
+            if len(candidates) >= self.remeasure_top:
+                break
+        baseline_trial = next(
+            (t.number for t in study.get_trials(deepcopy=False) if t.user_attrs.get("config_key") == baseline.key), None
+        )
+        return [Candidate(baseline, baseline_trial, "baseline"), *candidates]
+
+    def remeasure(self, candidates: list[Candidate]) -> None:
+        """Measure every candidate in rounds, interleaved, so drift hits them all alike."""
+        for round_index in range(self.remeasure_rounds):
+            order = candidates[round_index % len(candidates):] + candidates[: round_index % len(candidates)]
+            for candidate in order:
+                self.on_stage(
+                    f"re-measuring round {round_index + 1}/{self.remeasure_rounds}: "
+                    f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip()
+                )
+                candidate.results.append(self.runner.run(self.request(candidate.config)))
+
+    @staticmethod
+    def pick_winner(candidates: list[Candidate]) -> Candidate | None:
+        """The fastest candidate that passed every re-measurement.
+
+        Candidates within noise of the fastest (``TIE_TOLERANCE`` or their
+        relative spread, whichever is wider) are a tie, broken by lower peak
+        memory, then by the earlier trial, so the same figures give the same winner.
+        """
+        passed = [c for c in candidates if c.passed and c.measurement is not None]
+        if not passed:
+            return None
+        best = max(passed, key=lambda c: c.measurement.throughput)  # type: ignore[union-attr]
+        top = best.measurement.throughput  # type: ignore[union-attr]
+
+        def within_noise(c: Candidate) -> bool:
+            m = c.measurement
+            assert m is not None
+            margin = max(TIE_TOLERANCE, m.relative_spread, best.measurement.relative_spread)  # type: ignore[union-attr]
+            return m.throughput >= top * (1 - margin)
+
+        tied = [c for c in passed if within_noise(c)]
+        return min(
+            tied,
+            key=lambda c: (
+                c.peak_memory_bytes if c.peak_memory_bytes is not None else math.inf,
+                c.trial if c.trial is not None else math.inf,
+                c.config.key,
+            ),
+        )
+
+    def finish(self, study: "optuna.Study", records: list[TrialRecord], started: float) -> SearchResult:
+        candidates = self._candidates(study)
+        winner = baseline = None
+        speedup = None
+        document = export_path = None
+        if len(candidates) > 1 or (candidates and candidates[0].trial is not None):
+            self.remeasure(candidates)
+            winner = self.pick_winner(candidates)
+            baseline = candidates[0]
+        if winner is not None and baseline is not None:
+            base_m, win_m = baseline.measurement, winner.measurement
+            if base_m is not None and win_m is not None and baseline.passed:
+                speedup = win_m.throughput / base_m.throughput
+            document = self._document(study, winner, baseline, speedup, candidates)
+            export_path = write_tuned_config(document, config_path(self.workload_class.name, self.device.name, self.studies))
+            study.set_user_attr("winner_trial", winner.trial)
+            study.set_user_attr("speedup", speedup)
+        return SearchResult(
+            workload=self.workload_class.name,
+            device=self.device.name,
+            size=self.size,
+            study_name=self.study_name,
+            storage=redact_storage(self.storage),
+            unit=self.workload_class.unit,
+            trials=records,
+            counts=_study_counts(study),
+            candidates=candidates,
+            winner=winner,
+            baseline=baseline,
+            speedup=speedup,
+            export_path=export_path,
+            document=document,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _document(
+        self, study: "optuna.Study", winner: Candidate, baseline: Candidate, speedup: float | None,
+        candidates: list[Candidate],
+    ) -> dict[str, Any]:
+        environment = next((r.environment for r in winner.results if r.environment), {})
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "workload": self.workload_class.name,
+            "device": self.device.name,
+            "device_name": self.detected.name,
+            "size": self.size,
+            "config": winner.config.to_dict(),
+            "measured": winner.figures(),
+            "baseline": {"config": baseline.config.to_dict(), **(baseline.figures() or {})},
+            "speedup": speedup,
+            "check": winner.check,
+            "remeasure": {
+                "rounds": self.remeasure_rounds,
+                "candidates": [
+                    {
+                        "trial": c.trial,
+                        "role": c.role,
+                        "passed": c.passed,
+                        "throughput": (c.measurement.throughput if c.measurement else None),
+                        "statuses": [r.status for r in c.results],
+                    }
+                    for c in candidates
+                ],
+            },
+            "environment": environment,
+            "study": {"name": self.study_name, "storage": redact_storage(self.storage), "trials": len(study.trials)},
+            "trial": winner.trial,
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def _result_from_attrs(attrs: dict[str, Any], config: Config) -> TrialResult:
+    known = TrialResult.__dataclass_fields__
+    data = {k: v for k, v in attrs.items() if k in known}
+    data["config"] = config.to_dict()
+    data.setdefault("status", "error")
+    return TrialResult.from_dict(data)
+

@@ -1,0 +1,493 @@
+"""CHMM: one EM iteration of an action-conditioned clone-structured HMM.
+
+A miniature of the project in seed 000: the cloned HMM of George et al.
+("clone-structured cognitive graphs"), ported from NumPy + numba to PyTorch,
+learning the map of a room from a long random walk. Every observation symbol
+owns a block of hidden "clones"; ``T[a, i, j] = P(next clone j | clone i,
+action a)``. One EM iteration is
+
+* a forward pass (messages normalised at every step, their normalisers give
+  the log2 likelihood),
+* a backward pass,
+* ``update_counts`` (the published ``updateC``: expected transition counts),
+* ``update_transitions`` (``update_T``: counts plus a pseudocount, row-normalised).
+
+The seed's "before" (its PyTorch port) checks assertions at every step,
+computes block indices per step from tensors, allocates per step and updates
+counts one step at a time; each fix it proposed is a knob here. The unit is
+timesteps of the sequence.
+
+Users of the model can call :func:`log2_likelihood` and :func:`em_step`
+directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from autotune.check import Check, relative_error
+from autotune.config import Config
+from autotune.workload import Workload, register_workload
+
+__all__ = [
+    "ChmmWorkload",
+    "TOLERANCES",
+    "em_step",
+    "log2_likelihood",
+    "random_walk",
+    "update_counts",
+    "update_transitions",
+]
+
+N_ACTIONS = 4  # left, right, up, down
+PSEUDOCOUNT = 2e-3  # as in the published CSCG examples
+
+_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+#: Relative tolerances per dtype: (log2 likelihood, expected counts). Each is a
+#: small multiple of the dtype's unit roundoff (2^-53, 2^-24, 2^-11, 2^-8) with
+#: room for the ~1e5 sums of a long sequence: the 16-bit types may lose a
+#: little on each count, never the likelihood.
+TOLERANCES: Mapping[str, tuple[float, float]] = {
+    "float64": (1e-10, 1e-8),
+    "float32": (1e-5, 1e-5),
+    "bfloat16": (1e-3, 3e-2),
+    "float16": (1e-4, 4e-3),
+}
+
+
+# -- data ---------------------------------------------------------------------
+
+
+def random_walk(rows: int, cols: int, n_obs: int, steps: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random walk in a ``rows x cols`` room whose cells show one of ``n_obs`` symbols.
+
+    Returns ``(room, x, a)``: ``x[t]`` is the symbol seen at step ``t`` and
+    ``a[t]`` the action taken there, which leads to ``x[t + 1]``. Moving into
+    a wall leaves the agent where it is, as in the published room generator.
+    """
+    rng = np.random.default_rng(seed)
+    room = rng.integers(0, n_obs, size=(rows, cols))
+    a = rng.integers(0, N_ACTIONS, size=steps)
+    moves = np.array([(0, -1), (0, 1), (-1, 0), (1, 0)])
+    x = np.empty(steps, dtype=np.int64)
+    r, c = int(rng.integers(rows)), int(rng.integers(cols))
+    for t in range(steps):
+        x[t] = room[r, c]
+        dr, dc = moves[a[t]]
+        if 0 <= r + dr < rows and 0 <= c + dc < cols:
+            r, c = r + dr, c + dc
+    return room, x, a.astype(np.int64)
+
+
+def initial_transitions(n_clones: np.ndarray, seed: int = 0, pseudocount: float = PSEUDOCOUNT) -> np.ndarray:
+    """Random counts turned into transitions, as the published model initialises (float64)."""
+    n_states = int(n_clones.sum())
+    counts = np.random.default_rng(seed + 1).random((N_ACTIONS, n_states, n_states))
+    return update_transitions(counts, pseudocount)
+
+
+# -- the algorithm --------------------------------------------------------------
+
+
+class _Layout:
+    """Index arithmetic of one sequence: where each observation's clones and each step's message live."""
+
+    def __init__(self, n_clones: np.ndarray, x: np.ndarray, a: np.ndarray) -> None:
+        n_clones = np.asarray(n_clones, dtype=np.int64)
+        self.n_clones = n_clones
+        self.steps = len(x)
+        self.state_loc = np.concatenate([[0], np.cumsum(n_clones)])
+        self.mess_loc = np.concatenate([[0], np.cumsum(n_clones[x])])
+        self.x, self.a = np.asarray(x, dtype=np.int64), np.asarray(a, dtype=np.int64)
+        self.uniform = bool(np.all(n_clones == n_clones[0]))
+        # Precomputed per-step indices (the seed's fix #2), as Python ints for the loops.
+        self.starts = self.state_loc[self.x].tolist()
+        self.stops = self.state_loc[self.x + 1].tolist()
+        self.mstarts = self.mess_loc[:-1].tolist()
+        self.mstops = self.mess_loc[1:].tolist()
+        self.actions = self.a.tolist()
+        self.obs = self.x.tolist()
+
+
+def _debug_step(message: torch.Tensor, norm: torch.Tensor, size: int, action: int, n_actions: int) -> None:
+    # The seed's per-step assertions. Each `.item()`-like check synchronises a GPU.
+    if not 0 <= action < n_actions:
+        raise AssertionError(f"action {action} out of range")
+    if message.shape[0] != size:
+        raise AssertionError(f"message has {message.shape[0]} entries, expected {size}")
+    if not bool(torch.isfinite(message).all()):
+        raise AssertionError("message is not finite")
+    if not bool((message >= 0).all()):
+        raise AssertionError("message has a negative entry")
+    if not bool(norm > 0):
+        raise AssertionError("an observation has zero probability")
+
+
+class _Kernels:
+    """The forward, backward and count kernels of one EM iteration under one config.
+
+    ``indices``: ``per_step`` computes block bounds from tensors at every step
+    (the seed's "before"), ``precomputed`` reads them from Python lists made
+    once, ``block_views`` also makes every (action, obs, obs) block view once.
+    ``workspace``: messages go into buffers allocated once and reused, instead
+    of a fresh tensor per step.
+    """
+
+    def __init__(
+        self,
+        layout: _Layout,
+        device: torch.device | str,
+        dtype: torch.dtype,
+        indices: str = "precomputed",
+        workspace: bool = False,
+        debug: bool = False,
+    ) -> None:
+        self.layout, self.device, self.dtype = layout, torch.device(device), dtype
+        self.indices, self.workspace, self.debug = indices, workspace, debug
+        n = layout.steps
+        self.n_states = int(layout.state_loc[-1])
+        if indices == "per_step":
+            self.x_t = torch.as_tensor(layout.x, device=self.device)
+            self.a_t = torch.as_tensor(layout.a, device=self.device)
+            self.state_loc_t = torch.as_tensor(layout.state_loc, device=self.device)
+            self.mess_loc_t = torch.as_tensor(layout.mess_loc, device=self.device)
+        if workspace:
+            total = int(layout.mess_loc[-1])
+            self.fwd_buf = torch.empty(total, dtype=dtype, device=self.device)
+            self.bwd_buf = torch.empty(total, dtype=dtype, device=self.device)
+            self.norm_buf = torch.empty(n, dtype=dtype, device=self.device)
+        self._views: dict[tuple[int, int, int], torch.Tensor] = {}
+        self._views_of: torch.Tensor | None = None
+
+    # Block bounds for step t: clones of x[t] (and, per step, from tensors as the seed did).
+    def _bounds(self, t: int) -> tuple[int, int, int, int, int]:
+        if self.indices == "per_step":
+            obs = self.x_t[t]
+            start, stop = (int(v) for v in self.state_loc_t[obs : obs + 2])
+            mstart, mstop = (int(v) for v in self.mess_loc_t[t : t + 2])
+            return start, stop, mstart, mstop, int(self.a_t[t])
+        lay = self.layout
+        return lay.starts[t], lay.stops[t], lay.mstarts[t], lay.mstops[t], lay.actions[t]
+
+    def _block(self, matrix: torch.Tensor, action: int, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
+        if self.indices != "block_views":
+            return matrix[action, r0:r1, c0:c1]
+        if self._views_of is not matrix:
+            self._views, self._views_of = {}, matrix
+        key = (action, r0, c0)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = matrix[action, r0:r1, c0:c1]
+        return view
+
+    def forward(self, T_tr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward messages (flat) and the per-step normalisers ``p(x_t | x_<t)``."""
+        n = self.layout.steps
+        j0, j1, m0, m1, action = self._bounds(0)
+        # Initial distribution: uniform over all clones, restricted to x[0]'s clones.
+        first = torch.full((j1 - j0,), 1.0 / self.n_states, dtype=self.dtype, device=self.device)
+        if self.workspace:
+            fwd, norms = self.fwd_buf, self.norm_buf
+            torch.sum(first, 0, keepdim=True, out=norms[0:1])
+            torch.div(first, norms[0:1], out=fwd[m0:m1])
+            message = fwd[m0:m1]
+            for t in range(1, n):
+                i0, i1, prev_action = j0, j1, action  # a[t - 1] leads from x[t - 1] to x[t]
+                j0, j1, m0, m1, action = self._bounds(t)
+                out = fwd[m0:m1]
+                torch.mv(self._block(T_tr, prev_action, j0, j1, i0, i1), message, out=out)
+                norm = norms[t : t + 1]
+                torch.sum(out, 0, keepdim=True, out=norm)
+                out.div_(norm)
+                if self.debug:
+                    _debug_step(out, norm, j1 - j0, prev_action, T_tr.shape[0])
+                message = out
+            return fwd, norms
+        norm = first.sum()
+        message = first / norm
+        messages, norm_list = [message], [norm]
+        for t in range(1, n):
+            i0, i1, prev_action = j0, j1, action
+            j0, j1, m0, m1, action = self._bounds(t)
+            message = torch.mv(self._block(T_tr, prev_action, j0, j1, i0, i1), message)
+            norm = message.sum()
+            message = message / norm
+            if self.debug:
+                _debug_step(message, norm, j1 - j0, prev_action, T_tr.shape[0])
+            messages.append(message)
+            norm_list.append(norm)
+        return torch.cat(messages), torch.stack(norm_list)
+
+    def backward(self, T: torch.Tensor) -> torch.Tensor:
+        """Backward messages (flat), each normalised to sum to one."""
+        n = self.layout.steps
+        i0, i1, m0, m1, _ = self._bounds(n - 1)
+        last = torch.full((i1 - i0,), 1.0 / (i1 - i0), dtype=self.dtype, device=self.device)
+        if self.workspace:
+            bwd = self.bwd_buf
+            bwd[m0:m1] = last
+            message = bwd[m0:m1]
+            for t in range(n - 2, -1, -1):
+                j0, j1 = i0, i1
+                i0, i1, m0, m1, action = self._bounds(t)
+                out = bwd[m0:m1]
+                torch.mv(self._block(T, action, i0, i1, j0, j1), message, out=out)
+                norm = out.sum()
+                out.div_(norm)
+                if self.debug:
+                    _debug_step(out, norm, i1 - i0, action, T.shape[0])
+                message = out
+            return bwd
+        messages = [last]
+        message = last
+        for t in range(n - 2, -1, -1):
+            j0, j1 = i0, i1
+            i0, i1, m0, m1, action = self._bounds(t)
+            message = torch.mv(self._block(T, action, i0, i1, j0, j1), message)
+            norm = message.sum()
+            message = message / norm
+            if self.debug:
+                _debug_step(message, norm, i1 - i0, action, T.shape[0])
+            messages.append(message)
+        return torch.cat(messages[::-1])
+
+
+def update_transitions(counts: Any, pseudocount: float = PSEUDOCOUNT) -> Any:
+    """``update_T``: counts plus a pseudocount, each row normalised (NumPy or torch)."""
+    T = counts + pseudocount
+    norm = T.sum(2, keepdims=True) if isinstance(T, np.ndarray) else T.sum(2, keepdim=True)
+    norm[norm == 0] = 1
+    return T / norm
+
+
+class _Grouping:
+    """Steps grouped by (action, previous observation, observation) for the grouped count update."""
+
+    def __init__(self, layout: _Layout, device: torch.device) -> None:
+        x, a = layout.x, layout.a
+        n_obs = len(layout.n_clones)
+        key = (a[:-1] * n_obs + x[:-1]) * n_obs + x[1:]
+        order = np.argsort(key, kind="stable")
+        sorted_keys = key[order]
+        cuts = np.flatnonzero(np.diff(sorted_keys)) + 1
+        self.groups = []
+        for ts in np.split(order + 1, cuts):  # ts: the steps t (>= 1) of one group
+            t0 = int(ts[0])
+            i, j = int(x[t0 - 1]), int(x[t0])
+            self.groups.append(
+                (
+                    int(a[t0 - 1]),
+                    (int(layout.state_loc[i]), int(layout.state_loc[i + 1])),
+                    (int(layout.state_loc[j]), int(layout.state_loc[j + 1])),
+                    torch.as_tensor(ts, device=device),
+                    torch.as_tensor(ts - 1, device=device),
+                )
+            )
+        self.cmax = int(layout.n_clones.max())
+        if not layout.uniform:
+            # Where each flat message entry goes in a (steps, cmax) padded matrix.
+            lengths = layout.n_clones[x]
+            rows = np.repeat(np.arange(layout.steps), lengths)
+            cols = np.arange(int(layout.mess_loc[-1])) - np.repeat(layout.mess_loc[:-1], lengths)
+            self.scatter = (torch.as_tensor(rows, device=device), torch.as_tensor(cols, device=device))
+        self.uniform = layout.uniform
+        self.steps = layout.steps
+
+    def padded(self, flat: torch.Tensor) -> torch.Tensor:
+        if self.uniform:
+            return flat.view(self.steps, self.cmax)
+        out = flat.new_zeros(self.steps, self.cmax)
+        out[self.scatter] = flat
+        return out
+
+
+def update_counts(
+    T: torch.Tensor,
+    layout: _Layout,
+    fwd: torch.Tensor,
+    bwd: torch.Tensor,
+    norms: torch.Tensor,
+    method: str = "loop",
+    grouping: _Grouping | None = None,
+    out: torch.Tensor | None = None,
+    debug: bool = False,
+    bounds: Callable[[int], tuple[int, int, int, int, int]] | None = None,
+) -> torch.Tensor:
+    """``updateC``: expected transition counts of one sequence.
+
+    ``loop`` and ``loop_outer`` visit one step at a time, as the published
+    code does (``loop`` multiplies twice, the seed's "before"; ``loop_outer``
+    forms the outer product, its fix #3). ``grouped`` gathers all steps with
+    the same (action, previous observation, observation): their counts are one
+    matrix product of stacked forward and backward messages, each step
+    normalised by ``p_t * <alpha_t, beta_t>`` taken from the forward pass.
+    """
+    C = out if out is not None else torch.empty_like(T)
+    C.zero_()
+    if method in ("loop", "loop_outer"):
+        if bounds is None:
+            lay = layout
+
+            def bounds(t: int) -> tuple[int, int, int, int, int]:
+                return lay.starts[t], lay.stops[t], lay.mstarts[t], lay.mstops[t], lay.actions[t]
+
+        j0, j1, n0, n1, next_action = bounds(0)
+        for t in range(1, layout.steps):
+            i0, i1, m0, m1, action = j0, j1, n0, n1, next_action
+            j0, j1, n0, n1, next_action = bounds(t)
+            alpha = fwd[m0:m1]
+            beta = bwd[n0:n1]
+            block = T[action, i0:i1, j0:j1]
+            if method == "loop":
+                q = torch.mul(torch.mul(alpha.reshape(-1, 1), block), beta.reshape(1, -1))
+            else:
+                q = torch.outer(alpha, beta) * block
+            norm = q.sum()
+            if debug and not bool(norm > 0):
+                raise AssertionError(f"step {t}: expected counts sum to zero")
+            q /= norm
+            C[action, i0:i1, j0:j1] += q
+        return C
+    if method != "grouped":
+        raise ValueError(f"unknown count update {method!r}; choose loop, loop_outer or grouped")
+    grouping = grouping or _Grouping(layout, T.device)
+    A = grouping.padded(fwd)
+    B = grouping.padded(bwd)
+    # sum_ij alpha_{t-1,i} T_ij beta_{t,j} = p_t * <alpha_t, beta_t>: no per-step recomputation.
+    weights = 1.0 / (norms * (A * B).sum(1))
+    for action, (i0, i1), (j0, j1), ts, prev in grouping.groups:
+        alphas = A.index_select(0, prev)[:, : i1 - i0] * weights.index_select(0, ts).unsqueeze(1)
+        betas = B.index_select(0, ts)[:, : j1 - j0]
+        C[action, i0:i1, j0:j1] += T[action, i0:i1, j0:j1] * (alphas.transpose(0, 1) @ betas)
+    if debug and not bool(torch.isfinite(C).all()):
+        raise AssertionError("expected counts are not finite")
+    return C
+
+
+def _as_tensor(array: Any, dtype: torch.dtype | None = None, device: str | torch.device = "cpu") -> torch.Tensor:
+    tensor = array if isinstance(array, torch.Tensor) else torch.as_tensor(np.asarray(array))
+    return tensor.to(device=device, dtype=dtype) if dtype is not None else tensor.to(device)
+
+
+def log2_likelihood(T: Any, n_clones: Any, x: Any, a: Any) -> float:
+    """Total log2 likelihood of ``x`` given actions ``a`` under transitions ``T``.
+
+    ``T`` has shape (n_actions, n_states, n_states) (NumPy or torch); the
+    initial distribution is uniform over all clones, and ``a[t]`` leads from
+    ``x[t]`` to ``x[t + 1]``. Computed in T's dtype, summed in float64.
+    """
+    T = _as_tensor(T)
+    layout = _Layout(np.asarray(n_clones), np.asarray(x), np.asarray(a))
+    kernels = _Kernels(layout, T.device, T.dtype)
+    _, norms = kernels.forward(T.transpose(1, 2))
+    return float(torch.log2(norms.double()).sum())
+
+
+def em_step(
+    T: Any,
+    n_clones: Any,
+    x: Any,
+    a: Any,
+    pseudocount: float = PSEUDOCOUNT,
+    update: str = "grouped",
+) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """One EM iteration: returns ``(log2 likelihood under T, expected counts, new T)``."""
+    T = _as_tensor(T)
+    layout = _Layout(np.asarray(n_clones), np.asarray(x), np.asarray(a))
+    kernels = _Kernels(layout, T.device, T.dtype)
+    fwd, norms = kernels.forward(T.transpose(1, 2).contiguous())
+    bwd = kernels.backward(T)
+    C = update_counts(T, layout, fwd, bwd, norms, update)
+    return float(torch.log2(norms.double()).sum()), C, update_transitions(C, pseudocount)
+
+
+# -- the workload -----------------------------------------------------------------
+
+
+@register_workload
+class ChmmWorkload(Workload):
+    """One EM iteration of a cloned HMM on a random walk in a room (unit: timesteps)."""
+
+    name = "chmm"
+    unit = "timesteps"
+    version = 1
+    sizes = {
+        # The seed's validation case is `full`: 16 symbols in a 20x20 room, 150 clones each.
+        "tiny": {"rows": 6, "cols": 6, "n_obs": 16, "clones": 4, "steps": 400, "seed": 7},
+        "small": {"rows": 20, "cols": 20, "n_obs": 16, "clones": 50, "steps": 10_000, "seed": 0},
+        "full": {"rows": 20, "cols": 20, "n_obs": 16, "clones": 150, "steps": 150_000, "seed": 0},
+    }
+    reference_config = {
+        "dtype": "float64",
+        "debug_asserts": False,
+        "indices": "precomputed",
+        "workspace": False,
+        "update_c": "loop",
+    }
+
+    def _data(self) -> tuple[np.ndarray, np.ndarray]:
+        p = self.params
+        path = self.cache_dir / "walk.npz" if self.cache_dir is not None else None
+        if path is not None and path.is_file():
+            with np.load(path) as data:
+                return data["x"], data["a"]
+        _, x, a = random_walk(p["rows"], p["cols"], p["n_obs"], p["steps"], p["seed"])
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"walk-{id(self)}.npz")
+            np.savez(tmp, x=x, a=a)
+            tmp.replace(path)
+        return x, a
+
+    def prepare(self) -> None:
+        self._data()
+
+    def build(self, config: Config) -> Callable[[], dict[str, torch.Tensor]]:
+        p = self.params
+        x, a = self._data()
+        n_clones = np.full(p["n_obs"], p["clones"], dtype=np.int64)
+        dtype = _DTYPES[config["dtype"]]
+        device = torch.device(self.device)
+        layout = _Layout(n_clones, x, a)
+        T = torch.as_tensor(initial_transitions(n_clones, p["seed"])).to(device=device, dtype=dtype)
+        T_tr = T.transpose(1, 2).contiguous()
+        kernels = _Kernels(layout, device, dtype, config["indices"], config["workspace"], config["debug_asserts"])
+        grouping = _Grouping(layout, device) if config["update_c"] == "grouped" else None
+        counts = torch.empty_like(T) if config["workspace"] else None
+
+        def run() -> dict[str, torch.Tensor]:
+            fwd, norms = kernels.forward(T_tr)
+            bwd = kernels.backward(T)
+            C = update_counts(T, layout, fwd, bwd, norms, config["update_c"], grouping, counts,
+                              config["debug_asserts"], kernels._bounds)
+            T_new = update_transitions(C)
+            return {"log2_likelihood": torch.log2(norms.double()).sum(), "counts": C, "transitions": T_new}
+
+        return run
+
+    def items_per_run(self, config: Config) -> int:
+        return int(self.params["steps"])
+
+    def to_reference(self, output: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"log2_likelihood": output["log2_likelihood"].detach().cpu().double(),
+                "counts": output["counts"].detach().cpu().double()}
+
+    def check(self, output: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor], config: Config) -> Check:
+        lik_tol, count_tol = TOLERANCES[config["dtype"]]
+        return Check.from_metrics(
+            {
+                "log2_likelihood": (relative_error(output["log2_likelihood"], reference["log2_likelihood"]), lik_tol),
+                "counts": (relative_error(output["counts"], reference["counts"]), count_tol),
+            }
+        )
+
