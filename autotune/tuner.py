@@ -364,6 +364,7 @@ class Tuner:
         feasible = [
             t for t in study.get_trials(deepcopy=False)
             if t.user_attrs.get("status") == "ok" and "duplicate_of" not in t.user_attrs
+            and all(value <= 0 for value in t.constraints.values())
         ]
         feasible.sort(key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
         candidates: list[Candidate] = []
@@ -394,14 +395,18 @@ class Tuner:
                 candidate.results.append(self.runner.run(self.request(candidate.config)))
 
     @staticmethod
-    def pick_winner(candidates: list[Candidate]) -> Candidate | None:
-        """The fastest candidate that passed every re-measurement.
+    def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = None) -> Candidate | None:
+        """The fastest candidate that passed every re-measurement (and fits the memory budget).
 
         Candidates within noise of the fastest (``TIE_TOLERANCE`` or their
         relative spread, whichever is wider) are a tie, broken by lower peak
         memory, then by the earlier trial, so the same figures give the same winner.
         """
-        passed = [c for c in candidates if c.passed and c.measurement is not None]
+        passed = [
+            c for c in candidates
+            if c.passed and c.measurement is not None
+            and (memory_budget_bytes is None or (c.peak_memory_bytes or 0) <= memory_budget_bytes)
+        ]
         if not passed:
             return None
         best = max(passed, key=lambda c: c.measurement.throughput)  # type: ignore[union-attr]
@@ -430,7 +435,7 @@ class Tuner:
         document = export_path = None
         if len(candidates) > 1 or (candidates and candidates[0].trial is not None):
             self.remeasure(candidates)
-            winner = self.pick_winner(candidates)
+            winner = self.pick_winner(candidates, self.memory_budget_bytes)
             baseline = candidates[0]
         if winner is not None and baseline is not None:
             base_m, win_m = baseline.measurement, winner.measurement

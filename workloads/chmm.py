@@ -471,7 +471,10 @@ class ChmmWorkload(Workload):
             C = update_counts(T, layout, fwd, bwd, norms, config["update_c"], grouping, counts,
                               config["debug_asserts"], kernels._bounds)
             T_new = update_transitions(C)
-            return {"log2_likelihood": torch.log2(norms.double()).sum(), "counts": C, "transitions": T_new}
+            # As the published code does: per-step log2 likelihoods and their total in the
+            # working dtype. A 16-bit total of a long sequence loses digits or overflows,
+            # and the check must see that.
+            return {"log2_likelihood": torch.log2(norms).sum(), "counts": C, "transitions": T_new}
 
         return run
 

@@ -1,0 +1,440 @@
+"""The ``autotune`` command: a thin click layer over the library.
+
+Each command parses its options, calls one library function and prints.
+Errors a user can fix are one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from autotune._version import __version__
+from autotune.exceptions import AutotuneError
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
+          "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
+
+
+def parse_bytes(text: str) -> int:
+    """``"4GiB"``, ``"500MB"``, ``"1e9"`` -> bytes."""
+    match = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size; use e.g. 4GiB, 512MB or a number of bytes")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{int(value)} B"
+
+
+def _rate(value: float | None, unit: str | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:,.0f} {unit or 'items'}/s" if value >= 100 else f"{value:.3g} {unit or 'items'}/s"
+
+
+def _speedup(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "-"
+
+
+def _check_line(check: dict[str, Any] | None) -> str:
+    if not check:
+        return "not checked"
+    parts = []
+    for name, (error, tolerance) in check.get("metrics", {}).items():
+        shown = "inf" if error is None else f"{error:.2g}"
+        parts.append(f"{name} {shown} {'<=' if error is not None and error <= tolerance else '>'} {tolerance:.0e}")
+    return ("passed: " if check["passed"] else "FAILED: ") + ", ".join(parts)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"autotune: error: {message}", err=True)
+    sys.exit(2)
+
+
+def _library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return function(*args, **kwargs)
+    except AutotuneError as exc:
+        _fail(str(exc))
+
+
+# -- options shared by several commands ----------------------------------------------
+
+def _workload_option(f: Callable) -> Callable:
+    return click.option("--workload", "-w", required=True,
+                        help="A built-in workload (see `autotune list`), an installed one, or path/to/file.py:ClassName.")(f)
+
+
+def _device_option(f: Callable) -> Callable:
+    return click.option("--device", "-d", default="auto", show_default=True,
+                        help="Device profile: cpu, v100, a100, h100, h200, rtx3090, rtx5000-ada, mps, or auto.")(f)
+
+
+def _size_option(f: Callable) -> Callable:
+    return click.option("--size", "-s", default=None, help="Workload size: tiny, small (default) or full.")(f)
+
+
+def _studies_option(f: Callable) -> Callable:
+    return click.option("--studies", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="Directory of studies and exported configs [default: $AUTOTUNE_STUDIES or ./studies].")(f)
+
+
+def _measure_options(f: Callable) -> Callable:
+    f = click.option("--min-time", type=float, default=1.0, show_default=True,
+                     help="Seconds of timed runs per measurement, at least (and at least 3 runs).")(f)
+    f = click.option("--trial-timeout", type=float, default=600.0, show_default=True,
+                     help="Seconds before a trial is killed and recorded as a timeout.")(f)
+    f = click.option("--isolation", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True,
+                     help="Run each trial in a fresh process (default), or in this one (debugging only).")(f)
+    f = click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="CPU threads for torch [default: every core this process may use].")(f)
+    return f
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="autotune")
+def cli() -> None:
+    """Find the fastest correct way to run a PyTorch workload on a device.
+
+    \b
+    autotune search --workload chmm --device cpu --trials 20
+    autotune best   --workload chmm --device cpu
+    autotune run    --workload chmm --set dtype=float64 --json
+    autotune list
+    autotune devices
+    """
+
+
+# -- search -----------------------------------------------------------------------------
+
+@cli.command()
+@_workload_option
+@_device_option
+@_size_option
+@click.option("--trials", "-n", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Trials to add to the study in this run (a re-run resumes the study).")
+@click.option("--storage", default=None, help="SQLAlchemy URL of the study storage [default: sqlite:///<studies>/autotune.db].")
+@click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")
+@_studies_option
+@click.option("--memory-budget", default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
+@_measure_options
+@click.option("--remeasure-top", type=click.IntRange(min=1), default=3, show_default=True,
+              help="How many of the best configs to re-measure beside the baseline at the end.")
+@click.option("--remeasure-rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved rounds of that re-measurement.")
+@click.option("--seed", type=int, default=None, help="Seed of the sampler, for a repeatable sequence of trials.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines; only the final table.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
+def search(workload: str, device: str, size: str | None, trials: int, storage: str | None, study_name: str | None,
+           studies: Path | None, memory_budget: str | None, min_time: float, trial_timeout: float, isolation: str,
+           threads: int | None, remeasure_top: int, remeasure_rounds: int, seed: int | None, quiet: bool,
+           as_json: bool) -> None:
+    """Tune WORKLOAD on DEVICE: run trials, re-measure the best beside the baseline, export.
+
+    The study lives in the storage (SQLite under the studies directory by
+    default); running the same command again adds trials to it. The winner
+    is written to <studies>/<workload>/<device>.json for `autotune.load_config`.
+
+    \b
+    Examples:
+      autotune search --workload chmm --device cpu --trials 20
+      autotune search -w chmm -d cpu -s tiny -n 5 --min-time 0.2
+      autotune search -w chmm --memory-budget 2GiB --storage sqlite:///my.db
+    """
+    from autotune.tuner import Tuner
+
+    budget = parse_bytes(memory_budget) if memory_budget else None
+    progress = _Progress(quiet or as_json)
+    tuner = _library_call(
+        Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
+        isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=budget,
+        measurer={"min_time": min_time}, remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds,
+        seed=seed, threads=threads, on_trial=progress.trial, on_stage=progress.stage,
+    )
+    try:
+        result = _library_call(tuner.search, trials)
+    except KeyboardInterrupt:
+        click.echo(
+            "\nautotune: interrupted; every completed trial is stored. Run the same command again to resume.",
+            err=True,
+        )
+        sys.exit(130)
+    finally:
+        tuner.close()
+    if as_json:
+        click.echo(json.dumps(_result_json(result), indent=2))
+    else:
+        click.echo(_result_table(result))
+
+
+class _Progress:
+    """One line per trial on stderr, with the best throughput so far."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.best: float | None = None
+
+    def stage(self, message: str) -> None:
+        if not self.quiet:
+            click.echo(f"autotune: {message}", err=True)
+
+    def trial(self, record: Any, index: int, total: int) -> None:
+        result = record.result
+        if result.status == "ok" and result.throughput is not None:
+            self.best = max(self.best or 0.0, result.throughput)
+        if self.quiet:
+            return
+        width = len(str(total))
+        figures = f"{_rate(result.throughput, result.unit):>22}  {_bytes(result.peak_memory_bytes):>10}"
+        note = f"  (same config as #{record.duplicate_of})" if record.duplicate_of is not None else ""
+        error = f"  {result.error}" if result.error and result.status != "ok" else ""
+        role = " baseline" if record.role == "baseline" else ""
+        click.echo(
+            f"[{index:>{width}}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "
+            f"best {_rate(self.best, result.unit)}  {record.config.describe()}{note}{error}",
+            err=True,
+        )
+
+
+def _candidate_json(candidate: Any) -> dict[str, Any] | None:
+    if candidate is None:
+        return None
+    return {"trial": candidate.trial, "config": candidate.config.to_dict(), "passed": candidate.passed,
+            "measured": candidate.figures(), "check": candidate.check,
+            "statuses": [r.status for r in candidate.results]}
+
+
+def _result_json(result: Any) -> dict[str, Any]:
+    return {
+        "workload": result.workload, "device": result.device, "size": result.size,
+        "study": result.study_name, "storage": result.storage, "unit": result.unit,
+        "trials_run": len(result.trials), "counts": result.counts,
+        "winner": _candidate_json(result.winner), "baseline": _candidate_json(result.baseline),
+        "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
+        "candidates": [_candidate_json(c) for c in result.candidates], "seconds": result.seconds,
+    }
+
+
+def _figures_row(label: str, figures: dict[str, Any] | None) -> str:
+    if not figures:
+        return f"  {label:<16} -"
+    spread = f"±{100 * figures['relative_spread']:.1f}%" + (" (noisy)" if figures.get("noisy") else "")
+    return (f"  {label:<16} {_rate(figures['throughput'], figures['unit']):>24}  "
+            f"{_bytes(figures['peak_memory_bytes']):>10}  {spread}")
+
+
+def _result_table(result: Any) -> str:
+    counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
+    lines = [
+        f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, "
+        f"{len(result.trials)} trials this run ({counts} in the study), {result.seconds:.0f} s",
+    ]
+    if result.winner is None:
+        lines.append("No configuration passed its correctness check: nothing exported.")
+        return "\n".join(lines)
+    winner, baseline = result.winner, result.baseline
+    lines += [
+        f"Best config (trial #{winner.trial}): {winner.config.describe()}",
+        "",
+        f"  {'':<16} {'throughput':>24}  {'peak memory':>10}  spread",
+        _figures_row(f"best #{winner.trial}", winner.figures()),
+        _figures_row(f"baseline #{baseline.trial}" if baseline.trial is not None else "baseline", baseline.figures()),
+        f"  {'speedup':<16} {_speedup(result.speedup):>24}   "
+        f"(re-measured side by side, {len(winner.results)} interleaved rounds)",
+        f"  {'check':<16} {_check_line(winner.check)}",
+        "",
+        f"Exported to {result.export_path}",
+    ]
+    losers = [c for c in result.candidates if c is not winner and c.role != "baseline"]
+    if losers:
+        lines.insert(-2, "  other candidates: " + "; ".join(
+            f"#{c.trial} {_rate(c.figures()['throughput'], c.figures()['unit']) if c.figures() else c.results[-1].status}"
+            for c in losers))
+    return "\n".join(lines)
+
+
+# -- best -------------------------------------------------------------------------------
+
+@cli.command()
+@_workload_option
+@_device_option
+@_studies_option
+@click.option("--json", "as_json", is_flag=True, help="Print the exported document as JSON.")
+def best(workload: str, device: str, studies: Path | None, as_json: bool) -> None:
+    """Print the tuned config of WORKLOAD on DEVICE (from the exported file).
+
+    \b
+    Examples:
+      autotune best --workload chmm --device cpu
+      autotune best -w chmm --json
+    """
+    from autotune.config import load_config
+    from autotune.devices import get_profile, resolve_device
+
+    if device == "auto":
+        device = _library_call(resolve_device, "auto").profile.name
+    else:
+        _library_call(get_profile, device)
+    cfg = _library_call(load_config, workload, device, strict=True, studies=studies)
+    if as_json:
+        click.echo(json.dumps(cfg.document, indent=2))
+        return
+    doc = cfg.document
+    lines = [
+        f"{doc['workload']} ({doc.get('size')}) on {doc['device']} ({doc.get('device_name', '')}), from {cfg.source}",
+        f"Best config (trial #{doc.get('trial')}): " + " ".join(f"{k}={v}" for k, v in doc["config"].items()),
+        "",
+        _figures_row("best", doc.get("measured")),
+        _figures_row("baseline", doc.get("baseline")),
+        f"  {'speedup':<16} {_speedup(doc.get('speedup')):>24}",
+        f"  {'check':<16} {_check_line(doc.get('check'))}",
+    ]
+    click.echo("\n".join(lines))
+
+
+# -- run ----------------------------------------------------------------------------------
+
+@cli.command()
+@_workload_option
+@_device_option
+@_size_option
+@click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE",
+              help="Set a knob (repeatable); values are parsed by the knob's declared type.")
+@click.option("--baseline", "from_baseline", is_flag=True, help="Start from the baseline config instead of the defaults.")
+@_studies_option
+@_measure_options
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def run(workload: str, device: str, size: str | None, assignments: tuple[str, ...], from_baseline: bool,
+        studies: Path | None, min_time: float, trial_timeout: float, isolation: str, threads: int | None,
+        as_json: bool) -> None:
+    """Measure and check one config of WORKLOAD: throughput, peak memory and correctness.
+
+    Exit status 0 when the config ran and passed its check, 1 otherwise.
+
+    \b
+    Examples:
+      autotune run --workload chmm --device cpu
+      autotune run -w chmm --baseline --set debug_asserts=false
+      autotune run -w chmm -s tiny --set dtype=float16 --set update_c=loop --json
+    """
+    from autotune.tuner import Tuner
+
+    tuner = _library_call(Tuner, workload, device, size, studies=studies, isolation=isolation,
+                          trial_timeout=trial_timeout, measurer={"min_time": min_time}, threads=threads)
+    base = tuner.space.baseline if from_baseline else tuner.space.defaults
+    config = _library_call(tuner.space.parse_assignments, assignments, base)
+    try:
+        result = _library_call(tuner.run_config, config)
+    finally:
+        tuner.close()
+    if as_json:
+        data = result.to_dict()
+        data.update(workload=tuner.workload_class.name, device=tuner.device.name, size=tuner.size)
+        click.echo(json.dumps(data, indent=2))
+    else:
+        lines = [f"{tuner.workload_class.name} ({tuner.size}) on {tuner.device.name}: {result.status}",
+                 f"  config       {config.describe()}"]
+        if result.throughput is not None:
+            lines += [
+                f"  throughput   {_rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
+                f"over {len(result.times)} runs, spread ±{100 * (result.relative_spread or 0):.1f}%"
+                f"{', noisy' if result.noisy else ''}); first run {result.warmup_seconds:.3g} s",
+                f"  peak memory  {_bytes(result.peak_memory_bytes)}, {result.threads} threads",
+                f"  check        {_check_line(result.check)}",
+            ]
+        if result.error and result.status != "ok":
+            lines.append(f"  error        {result.error}")
+        click.echo("\n".join(lines))
+    sys.exit(0 if result.status == "ok" else 1)
+
+
+# -- list and devices -------------------------------------------------------------------
+
+@cli.command("list")
+@click.option("--workload", "-w", default=None, help="Show only this workload.")
+def list_workloads(workload: str | None) -> None:
+    """List the workloads and their knobs (values, default, baseline, device needs).
+
+    \b
+    Examples:
+      autotune list
+      autotune list --workload chmm
+    """
+    from autotune.space import SearchSpace
+    from autotune.workload import get_workload_class, workload_names
+
+    names = [workload] if workload else workload_names()
+    for name in names:
+        cls = _library_call(get_workload_class, name)
+        space = _library_call(SearchSpace.from_file, cls.space_path())
+        click.echo(f"{cls.name}  (unit: {cls.unit}; sizes: {', '.join(cls.sizes)}; default {cls.default_size})")
+        if space.description:
+            click.echo(f"  {space.description}")
+        for row in space.describe():
+            extra = []
+            if row["condition"]:
+                extra.append(f"when {row['condition']}")
+            if row["requires"]:
+                extra.append(f"needs {row['requires']}")
+            click.echo(f"  {row['name']:<16} {row['values']:<44} default {row['default']:<12} baseline {row['baseline']:<12}"
+                       + (f" ({'; '.join(extra)})" if extra else ""))
+        click.echo("")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def devices(as_json: bool) -> None:
+    """Show the devices found on this machine and every device profile.
+
+    \b
+    Examples:
+      autotune devices
+      autotune devices --json
+    """
+    from autotune.devices import PROFILES, detect
+
+    found = detect()
+    if as_json:
+        click.echo(json.dumps({
+            "detected": [{"profile": d.profile.name, "name": d.name, "memory_bytes": d.memory_bytes, **d.details} for d in found],
+            "profiles": {p.name: {"kind": p.kind, "description": p.description, "memory_bytes": p.memory_bytes,
+                                  "capabilities": sorted(p.capabilities)} for p in PROFILES.values()},
+        }, indent=2))
+        return
+    click.echo("Detected (auto picks the first):")
+    for d in found:
+        click.echo(f"  {d.profile.name:<12} {d.name}  {_bytes(d.memory_bytes)}"
+                   + "".join(f"  {k}={v}" for k, v in d.details.items()))
+    click.echo("\nProfiles:")
+    for p in PROFILES.values():
+        click.echo(f"  {p.name:<12} {p.description:<58} {_bytes(p.memory_bytes):>10}  {', '.join(sorted(p.capabilities))}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: click's usage errors become one line and exit status 2."""
+    try:
+        cli.main(args=argv, prog_name="autotune", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("autotune: aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        _fail(exc.format_message() + hint)
+    except click.exceptions.ClickException as exc:
+        _fail(exc.format_message())
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    sys.exit(0)

@@ -1,0 +1,186 @@
+"""The CHMM workload against a plain, obviously-correct NumPy version of the published algorithm."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from autotune.config import Config
+from autotune.space import load_space
+from workloads.chmm import (
+    TOLERANCES,
+    ChmmWorkload,
+    em_step,
+    initial_transitions,
+    log2_likelihood,
+    random_walk,
+)
+
+
+def numpy_em_step(T, n_clones, x, a, pseudocount):
+    """Forward, backward and updateC exactly as the published cloned-HMM code, in float64."""
+    state_loc = np.concatenate([[0], np.cumsum(n_clones)])
+    n_states = state_loc[-1]
+    steps = len(x)
+
+    def block(t):
+        return state_loc[x[t]], state_loc[x[t] + 1]
+
+    fwd = []
+    log2_lik = np.zeros(steps)
+    j0, j1 = block(0)
+    message = np.ones(j1 - j0) / n_states
+    p = message.sum()
+    fwd.append(message / p)
+    log2_lik[0] = np.log2(p)
+    for t in range(1, steps):
+        (i0, i1), (j0, j1) = block(t - 1), block(t)
+        message = T[a[t - 1], i0:i1, j0:j1].T @ fwd[-1]
+        p = message.sum()
+        fwd.append(message / p)
+        log2_lik[t] = np.log2(p)
+    bwd = [None] * steps
+    i0, i1 = block(steps - 1)
+    bwd[-1] = np.ones(i1 - i0) / (i1 - i0)
+    for t in range(steps - 2, -1, -1):
+        (i0, i1), (j0, j1) = block(t), block(t + 1)
+        message = T[a[t], i0:i1, j0:j1] @ bwd[t + 1]
+        bwd[t] = message / message.sum()
+    C = np.zeros_like(T)
+    for t in range(1, steps):
+        (i0, i1), (j0, j1) = block(t - 1), block(t)
+        q = fwd[t - 1][:, None] * T[a[t - 1], i0:i1, j0:j1] * bwd[t][None, :]
+        C[a[t - 1], i0:i1, j0:j1] += q / q.sum()
+    T_new = C + pseudocount
+    T_new /= T_new.sum(2, keepdims=True)
+    return log2_lik.sum(), C, T_new
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    workload = ChmmWorkload("tiny")
+    p = workload.params
+    _, x, a = random_walk(p["rows"], p["cols"], p["n_obs"], p["steps"], p["seed"])
+    n_clones = np.full(p["n_obs"], p["clones"])
+    T = initial_transitions(n_clones, p["seed"])
+    return workload, T, n_clones, x, a
+
+
+@pytest.fixture(scope="module")
+def space():
+    return load_space("chmm")
+
+
+@pytest.fixture(scope="module")
+def reference(tiny, space):
+    workload = tiny[0]
+    config = space.validate(dict(ChmmWorkload.reference_config))
+    return workload.to_reference(workload.build(config)())
+
+
+def test_reference_config_matches_plain_numpy(tiny, reference):
+    _, T, n_clones, x, a = tiny
+    lik, C, _ = numpy_em_step(T, n_clones, x, a, 2e-3)
+    assert float(reference["log2_likelihood"]) == pytest.approx(lik, rel=1e-12)
+    np.testing.assert_allclose(reference["counts"].numpy(), C, rtol=1e-10, atol=1e-12)
+    assert C.sum() == pytest.approx(len(x) - 1)  # one unit of expected count per transition
+
+
+def test_public_api_matches_plain_numpy(tiny):
+    _, T, n_clones, x, a = tiny
+    lik, C, T_new = numpy_em_step(T, n_clones, x, a, 2e-3)
+    assert log2_likelihood(T, n_clones, x, a) == pytest.approx(lik, rel=1e-12)
+    assert log2_likelihood(torch.as_tensor(T), n_clones, x, a) == pytest.approx(lik, rel=1e-12)
+    em_lik, em_C, em_T = em_step(T, n_clones, x, a, update="grouped")
+    assert em_lik == pytest.approx(lik, rel=1e-12)
+    np.testing.assert_allclose(em_C.numpy(), C, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(em_T.numpy(), T_new, rtol=1e-9, atol=1e-12)
+
+
+KERNELS = list(itertools.product(["per_step", "precomputed", "block_views"], [False, True], ["loop", "loop_outer", "grouped"]))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("indices, workspace, update_c", KERNELS)
+def test_every_kernel_agrees_with_the_reference(tiny, space, reference, dtype, indices, workspace, update_c):
+    workload = tiny[0]
+    config = space.validate({"dtype": dtype, "debug_asserts": True, "indices": indices, "workspace": workspace, "update_c": update_c})
+    run = workload.build(config)
+    first = workload.check(run(), reference, config)
+    again = workload.check(run(), reference, config)  # reused buffers must give the same answer
+    assert first.passed and again.passed, (first, again)
+    assert first.metrics["log2_likelihood"][1] == TOLERANCES[dtype][0]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_is_judged_by_its_own_tolerance(tiny, space, reference, dtype):
+    workload = tiny[0]
+    config = space.defaults.replace(dtype=dtype)
+    check = workload.check(workload.build(config)(), reference, config)
+    assert check.metrics["log2_likelihood"][1] == TOLERANCES[dtype][0]
+    assert 0 < check.metrics["counts"][0]  # half precision is never exact
+
+
+def test_em_never_decreases_the_likelihood(tiny):
+    _, T, n_clones, x, a = tiny
+    liks = []
+    for _ in range(6):
+        lik, _, T = em_step(T, n_clones, x, a)
+        liks.append(lik)
+    assert all(b >= a_ - 1e-9 * abs(a_) for a_, b in zip(liks, liks[1:])), liks
+    assert liks[-1] > liks[0]
+
+
+def test_long_sequence_would_underflow_without_normalisation():
+    # 4,000 steps: the unnormalised forward product is about 2^-16000, far below
+    # float32's smallest number, yet every normalised kernel keeps its precision.
+    class Long(ChmmWorkload):
+        sizes = {"tiny": {**ChmmWorkload.sizes["tiny"], "steps": 4000}}
+
+    workload = Long("tiny")
+    space = load_space("chmm")
+    reference = workload.to_reference(workload.build(space.validate(dict(ChmmWorkload.reference_config)))())
+    assert float(reference["log2_likelihood"]) < -8000
+    for update_c in ("loop", "grouped"):
+        config = space.defaults.replace(dtype="float32", update_c=update_c)
+        check = workload.check(workload.build(config)(), reference, config)
+        assert check.passed, check
+
+
+def test_float16_total_overflows_on_a_long_sequence_and_fails_the_check():
+    # A float16 total of the log2 likelihood cannot pass -65504: the check must catch it.
+    class Long(ChmmWorkload):
+        sizes = {"tiny": {**ChmmWorkload.sizes["tiny"], "clones": 1, "steps": 20_000}}
+
+    workload = Long("tiny")
+    space = load_space("chmm")
+    reference = workload.to_reference(workload.build(space.validate(dict(ChmmWorkload.reference_config, update_c="grouped")))())
+    assert float(reference["log2_likelihood"]) < -65504
+    config = space.defaults.replace(dtype="float16")
+    check = workload.check(workload.build(config)(), reference, config)
+    assert not check.passed and check.metric == "log2_likelihood" and check.error == float("inf")
+
+
+def test_debug_assertions_catch_a_broken_model(tiny, space):
+    workload = tiny[0]
+    config = space.defaults.replace(debug_asserts=True, dtype="float64", workspace=False)
+    run = workload.build(config)
+    # Zero the transitions out of every clone: the next observation becomes impossible.
+    for cell in run.__closure__:
+        value = cell.cell_contents
+        if isinstance(value, torch.Tensor) and value.dim() == 3:
+            value.zero_()
+    with pytest.raises(AssertionError):
+        run()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("indices, workspace, update_c", KERNELS)
+def test_every_kernel_on_cuda(tiny, space, reference, indices, workspace, update_c):
+    workload = ChmmWorkload("tiny", device="cuda")
+    config = space.validate({"dtype": "float32", "debug_asserts": False, "indices": indices, "workspace": workspace, "update_c": update_c})
+    output = workload.build(config)()
+    assert output["counts"].device.type == "cuda"
+    assert workload.check(output, reference, config).passed

@@ -1,0 +1,98 @@
+"""The command line as a user meets it: help, errors, and the JSON shapes scripts rely on."""
+
+import json
+import shutil
+
+import pytest
+
+from tests.conftest import BROKEN, run_cli
+
+COMMANDS = ["search", "best", "run", "list", "devices"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_an_example(tmp_path, command):
+    done = run_cli(command, "--help", cwd=tmp_path)
+    assert done.returncode == 0
+    assert "autotune " + command in done.stdout or command in ("list", "devices")
+    assert "Example" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["search", "--workload", "nope"], "unknown workload 'nope'; valid: chmm"),
+        (["search", "--workload", "chmm", "--device", "v100"], "device 'v100'"),
+        (["search", "--workload", "chmm", "--device", "tpu"], "unknown device 'tpu'; valid:"),
+        (["search", "--workload", "chmm", "--size", "huge"], "unknown size of workload 'chmm' 'huge'; valid: full, small, tiny"),
+        (["search", "--workload", "chmm", "--trials", "0"], "--trials"),
+        (["search", "--workload", "chmm", "--memory-budget", "lots"], "is not a size"),
+        (["search", "--bogus"], "No such option"),
+        (["run", "--workload", "chmm", "--set", "dtype=float8"], "dtype='float8' is not allowed; choose one of: float64"),
+        (["run", "--workload", "chmm", "--set", "colour=red"], "unknown parameter in --set 'colour'; valid: debug_asserts"),
+        (["run", "--workload", "chmm", "--set", "dtype"], "must look like name=value"),
+        (["run", "--workload", "tests/nothing.py:Nope"], "does not exist"),
+        (["best", "--workload", "chmm", "--device", "cpu"], "no tuned config for workload 'chmm'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, fragment):
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), done.stderr
+    assert fragment in lines[0]
+    assert list(tmp_path.iterdir()) == []  # no studies directory, no database
+
+
+def test_malformed_space_file_is_named(tmp_path):
+    shutil.copy(BROKEN.split(":")[0], tmp_path / "bad.py")
+    (tmp_path / "bad.yaml").write_text("schema_version: 1\nparameters:\n  behaviour: {choices: []}\n")
+    done = run_cli("search", "--workload", "bad.py:BrokenWorkload", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "bad.yaml: parameters.behaviour.choices: must be a non-empty list" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.py", "bad.yaml"]
+
+
+def test_run_json_shape(tmp_path):
+    done = run_cli("run", "-w", "chmm", "-s", "tiny", "-d", "cpu", "--min-time", "0.05", "--set", "dtype=float64", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["status"] == "ok" and data["unit"] == "timesteps" and data["config"]["dtype"] == "float64"
+    assert data["throughput"] > 0 and data["peak_memory_bytes"] > 0 and data["warmup_seconds"] > 0
+    assert set(data["check"]) >= {"error", "tolerance", "passed"} and data["check"]["passed"] is True
+
+
+def test_run_of_an_incorrect_config_exits_1(tmp_path):
+    done = run_cli("run", "-w", BROKEN, "--min-time", "0.05", "--set", "behaviour=wrong", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "incorrect" in done.stdout and "FAILED" in done.stdout
+
+
+def test_search_then_best(tmp_path):
+    done = run_cli("search", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-n", "3", "--min-time", "0.05",
+                   "--remeasure-rounds", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "[1/3] trial #0 baseline" in done.stderr and "[3/3]" in done.stderr
+    for word in ("Best config", "throughput", "peak memory", "baseline", "speedup", "check", "passed"):
+        assert word in done.stdout, word
+    assert (tmp_path / "studies" / "autotune.db").is_file()
+    best = run_cli("best", "-w", "chmm", "-d", "cpu", "--json", cwd=tmp_path)
+    assert best.returncode == 0, best.stderr
+    document = json.loads(best.stdout)
+    for key in ("schema_version", "workload", "device", "size", "config", "measured", "baseline", "speedup",
+                "check", "environment", "study", "trial"):
+        assert key in document
+    assert set(document["measured"]) >= {"throughput", "unit", "peak_memory_bytes", "iqr_seconds"}
+
+
+def test_list_and_devices(tmp_path):
+    listing = run_cli("list", cwd=tmp_path)
+    assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
+    found = run_cli("devices", "--json", cwd=tmp_path)
+    data = json.loads(found.stdout)
+    assert data["detected"][-1]["profile"] == "cpu" and "v100" in data["profiles"]
+
+
+def test_console_script_is_installed():
+    script = shutil.which("autotune")
+    assert script is not None, "pip install -e . puts `autotune` on PATH"

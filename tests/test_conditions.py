@@ -1,0 +1,44 @@
+import pytest
+
+from autotune.conditions import Condition, ConditionError
+
+
+@pytest.mark.parametrize(
+    "text, values, expected",
+    [
+        ("kernel == 'scan'", {"kernel": "scan"}, True),
+        ("kernel != 'scan'", {"kernel": "scan"}, False),
+        ("chunk >= 64 and chunk < 1024", {"chunk": 64}, True),
+        ("chunk >= 64 and chunk < 1024", {"chunk": 1024}, False),
+        ("dtype in ['float16', 'bfloat16']", {"dtype": "bfloat16"}, True),
+        ("dtype not in ['float16', 'bfloat16']", {"dtype": "bfloat16"}, False),
+        ("not debug", {"debug": False}, True),
+        ("a or b and c", {"a": False, "b": True, "c": False}, False),  # and binds tighter
+        ("(a or b) and c", {"a": True, "b": False, "c": True}, True),
+        ("x == null", {"x": None}, True),
+        ("flag == true", {"flag": True}, True),
+        ("ratio > -0.5", {"ratio": 0.0}, True),
+        ("chunk > 3", {"chunk": None}, False),  # an inactive parameter never orders
+        ('mode == "max-autotune"', {"mode": "max-autotune"}, True),
+    ],
+)
+def test_evaluates(text, values, expected):
+    assert Condition.parse(text).evaluate(values) is expected
+
+
+def test_names_are_the_parameters_read():
+    assert Condition.parse("(a or b) and c in [d, 1]").names == {"a", "b", "c", "d"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "a ==", "a = 1", "__import__('os')", "a and and b", "[1, 2", "a.b == 1", "lambda: 1", "a == 1 1"],
+)
+def test_rejects_what_is_not_the_language(text):
+    with pytest.raises(ConditionError):
+        Condition.parse(text)
+
+
+def test_never_evaluates_python():
+    # A name is only ever looked up in the values, never in Python's namespaces.
+    assert Condition.parse("open == print").evaluate({}) is True  # both are null

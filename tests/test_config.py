@@ -1,0 +1,69 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autotune.config import SCHEMA_VERSION, Config, TunedConfig, config_path, load_config, write_tuned_config
+from autotune.exceptions import ConfigNotFoundError, InvalidConfigError
+
+
+def test_config_is_frozen_hashable_and_round_trips_json():
+    config = Config({"dtype": "float32", "chunk": 64, "graphs": False, "lr": 0.5, "mode": None})
+    assert config == Config(json.loads(json.dumps(config.to_dict())))
+    assert hash(config) == hash(Config(dict(reversed(list(config.items())))))
+    assert {config: 1}[Config(config.to_dict())] == 1
+    with pytest.raises(TypeError):
+        config["dtype"] = "float64"  # type: ignore[index]
+    assert config.replace(dtype="float64")["dtype"] == "float64" and config["dtype"] == "float32"
+    with pytest.raises(InvalidConfigError):
+        Config({"x": [1, 2]})
+
+
+def _document(**extra):
+    return {"schema_version": SCHEMA_VERSION, "workload": "chmm", "device": "cpu", "size": "small",
+            "config": {"dtype": "float64"}, "measured": {"throughput": 10.0}, "speedup": 3.5, **extra}
+
+
+def test_load_config_reads_the_exported_file(tmp_path):
+    write_tuned_config(_document(), config_path("chmm", "cpu", tmp_path))
+    cfg = load_config("chmm", device="cpu", studies=tmp_path)
+    assert isinstance(cfg, TunedConfig)
+    assert cfg["dtype"] == "float64" and cfg.speedup == 3.5 and cfg.measured == {"throughput": 10.0}
+    assert dict(cfg) == {"dtype": "float64"}
+    with pytest.raises(TypeError):
+        cfg["dtype"] = "float32"  # type: ignore[index]
+
+
+def test_load_config_honours_the_environment_variable(tmp_path, monkeypatch):
+    write_tuned_config(_document(), config_path("chmm", "cpu", tmp_path / "elsewhere"))
+    monkeypatch.setenv("AUTOTUNE_STUDIES", str(tmp_path / "elsewhere"))
+    assert load_config("chmm", device="cpu").speedup == 3.5
+
+
+def test_without_a_file_defaults_with_a_warning_or_strict_error(tmp_path):
+    with pytest.warns(UserWarning, match="using the search space's defaults"):
+        cfg = load_config("chmm", device="cpu", studies=tmp_path)
+    assert cfg.source == "defaults" and cfg["update_c"] == "grouped" and cfg.speedup is None
+    with pytest.raises(ConfigNotFoundError, match="autotune search --workload chmm --device cpu"):
+        load_config("chmm", device="cpu", studies=tmp_path, strict=True)
+
+
+def test_old_schema_is_refused(tmp_path):
+    write_tuned_config(_document(schema_version=0), config_path("chmm", "cpu", tmp_path))
+    with pytest.raises(InvalidConfigError, match="schema_version must be 1"):
+        load_config("chmm", device="cpu", studies=tmp_path)
+
+
+def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
+    write_tuned_config(_document(), config_path("chmm", "cpu", tmp_path))
+    code = (
+        "import sys, warnings, autotune\n"
+        f"cfg = autotune.load_config('chmm', device='auto', studies={str(tmp_path)!r})\n"
+        "warnings.simplefilter('ignore')\n"
+        f"autotune.load_config('chmm', device='cpu', studies={str(tmp_path / 'none')!r})\n"
+        "assert cfg['dtype'] == 'float64', cfg\n"
+        "heavy = [m for m in ('torch', 'optuna', 'plotly', 'sqlalchemy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)

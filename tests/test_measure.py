@@ -1,0 +1,60 @@
+import pytest
+
+from autotune.measure import Measurement, Measurer
+
+
+class FakeClock:
+    """Time moves only when the fake run says so."""
+
+    def __init__(self, durations):
+        self.now = 0.0
+        self.durations = list(durations)
+        self.calls = 0
+
+    def __call__(self):
+        return self.now
+
+    def run(self):
+        self.now += self.durations[min(self.calls, len(self.durations) - 1)]
+        self.calls += 1
+        return self.calls
+
+
+def test_first_run_is_kept_apart_and_warm_up_stops_when_runs_agree():
+    clock = FakeClock([5.0, 1.5, 1.0, 1.0625, 0.5, 0.5, 0.5, 0.5])  # binary-exact
+    outputs = []
+    m = Measurer(min_time=1.2, min_runs=3, clock=clock).measure(clock.run, 100, on_output=lambda w, o: outputs.append((w, o)))
+    assert m.first_run_seconds == 5.0
+    assert m.warmup_times == [1.5, 1.0, 1.0625]  # 1.0 and 1.0625 agree within 10%
+    assert m.times == [0.5, 0.5, 0.5]  # 3 runs and 1.5 s >= min_time
+    assert m.throughput == 200.0 and m.median == 0.5 and m.iqr == 0.0 and not m.noisy
+    assert outputs == [("first", 1), ("last", 7)]
+
+
+def test_runs_continue_until_minimum_time():
+    clock = FakeClock([0.125] * 100)
+    m = Measurer(min_time=1.0, min_runs=3, clock=clock).measure(clock.run, 1)
+    assert len(m.times) == 8 and m.median == 0.125
+
+
+def test_spread_and_noise_come_from_the_raw_times():
+    m = Measurement([1.0, 1.0, 2.0, 2.0, 1.0], items_per_run=10, first_run_seconds=3.0)
+    assert m.median == 1.0 and m.iqr == 1.0 and m.noisy and m.throughput == 10.0
+    pooled = Measurement.pooled([m, Measurement([1.0], 10, 1.0)])
+    assert len(pooled.times) == 6
+
+
+def test_synchronises_around_every_timed_run():
+    clock = FakeClock([0.2] * 20)
+    events = []
+
+    def sync():
+        events.append("sync")
+
+    def run():
+        events.append("run")
+        return clock.run()
+
+    Measurer(min_time=0.0, min_runs=3, max_warmup_runs=1, clock=clock).measure(run, 1, sync)
+    # sync, run, sync for the first run, the one warm-up run and three timed runs
+    assert events == ["sync", "run", "sync"] * 5

@@ -1,0 +1,83 @@
+"""Every outcome a trial can have is classified, and nothing is left running."""
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from autotune.runner import Runner, TrialRequest
+from tests.conftest import BROKEN, FAST_MEASURER
+
+
+def _request(cache: Path, behaviour: str, purpose: str = "trial") -> TrialRequest:
+    return TrialRequest(BROKEN, "tiny", "cpu", "cpu", {"behaviour": behaviour}, str(cache), FAST_MEASURER, purpose=purpose)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory, runner):
+    cache = tmp_path_factory.mktemp("broken-cache")
+    assert runner.run(_request(cache, "ok", "reference")).status == "ok"
+    return cache
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize(
+    "behaviour, status, fragment",
+    [
+        ("ok", "ok", None),
+        ("wrong", "incorrect", "value error 1 > tolerance"),
+        ("nan", "incorrect", "value error inf"),
+        ("raise_build", "error", "ValueError: broken on purpose in build"),
+        ("raise_run", "error", "RuntimeError: broken on purpose in run"),
+        ("segfault", "crash", "SIGSEGV"),
+        ("exit", "crash", "exited with status 3"),
+        ("oom_torch", "oom", "DefaultCPUAllocator"),
+        ("oom_numpy", "oom", "MemoryError"),
+    ],
+)
+def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
+    result = runner.run(_request(cache, behaviour))
+    assert result.status == status, result.error
+    if fragment:
+        assert fragment in (result.error or "")
+    if status in ("ok", "incorrect"):
+        assert result.throughput > 0 and len(result.times) >= 3 and result.check is not None
+        assert result.peak_memory_bytes > 0 and result.threads >= 1
+    assert _gone(int((cache / "trial.pid").read_text()))
+
+
+def test_hang_times_out_and_its_whole_process_group_is_killed(cache):
+    runner = Runner(timeout=3)
+    try:
+        started = time.perf_counter()
+        result = runner.run(_request(cache, "hang"))
+        assert result.status == "timeout" and "3 s trial timeout" in result.error
+        assert time.perf_counter() - started < 30
+        assert _gone(int((cache / "trial.pid").read_text()))
+        assert _gone(int((cache / "grandchild.pid").read_text()))
+        # The server is still usable after a kill.
+        assert runner.run(_request(cache, "ok")).status == "ok"
+    finally:
+        runner.close()
+
+
+def test_trials_do_not_share_a_process(runner, cache):
+    pids = set()
+    for _ in range(3):
+        assert runner.run(_request(cache, "ok")).status == "ok"
+        pids.add((cache / "trial.pid").read_text())
+    assert len(pids) == 3 and str(os.getpid()) not in pids
+
+
+def test_inprocess_isolation_runs_here(cache):
+    result = Runner("inprocess").run(_request(cache, "wrong"))
+    assert result.status == "incorrect"
+    assert (cache / "trial.pid").read_text() == str(os.getpid())

@@ -1,0 +1,154 @@
+import copy
+
+import optuna
+import pytest
+
+from autotune.devices import PROFILES
+from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
+from autotune.space import SearchSpace, load_space
+
+SPACE = {
+    "schema_version": 1,
+    "parameters": {
+        "dtype": {
+            "choices": ["float64", "float32", "bfloat16", "float16"],
+            "requires": {"bfloat16": ["bf16"], "float16": ["fp16"], "float64": ["fp64"]},
+        },
+        "kernel": {"choices": ["loop", "scan"]},
+        "chunk": {"type": "int", "low": 16, "high": 4096, "log": True, "condition": "kernel == 'scan'"},
+        "lr": {"type": "float", "low": 0.1, "high": 1.0, "step": 0.1},
+        "graphs": {"choices": [False, True], "requires": ["cuda_graphs"]},
+    },
+    "defaults": {"dtype": "float32", "kernel": "loop", "chunk": 256, "lr": 0.5, "graphs": False},
+    "baseline": {"dtype": "float64"},
+}
+
+
+def space(data=None):
+    return SearchSpace.from_dict(copy.deepcopy(data or SPACE), source="test.yaml")
+
+
+def broken(path, value):
+    data = copy.deepcopy(SPACE)
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return data
+
+
+def test_baseline_is_defaults_overridden():
+    s = space()
+    assert s.baseline["dtype"] == "float64" and s.baseline["kernel"] == "loop"
+    assert s.defaults["dtype"] == "float32"
+
+
+@pytest.mark.parametrize(
+    "path, value, fragment",
+    [
+        (["schema_version"], 2, "schema_version"),
+        (["parameters"], {}, "parameters"),
+        (["parameters", "kernel", "choices"], [], "parameters.kernel.choices"),
+        (["parameters", "kernel", "choices"], ["a", "a"], "must not repeat"),
+        (["parameters", "kernel", "type"], "enum", "parameters.kernel.type"),
+        (["parameters", "kernel", "colour"], "red", "parameters.kernel.colour"),
+        (["parameters", "chunk", "low"], 0, "log scale"),
+        (["parameters", "chunk", "high"], 8, "low must not exceed high"),
+        (["parameters", "chunk", "low"], "small", "parameters.chunk.low"),
+        (["parameters", "chunk", "step"], 2, "cannot be combined with log"),
+        (["parameters", "chunk", "condition"], "kernel ==", "parameters.chunk.condition"),
+        (["parameters", "chunk", "condition"], "later == 1", "not a parameter declared above"),
+        (["parameters", "dtype", "requires"], {"float8": ["fp16"]}, "not one of the choices"),
+        (["parameters", "graphs", "requires"], ["warp_drive"], "unknown capability 'warp_drive'"),
+        (["defaults", "lr"], KeyError, "missing: lr"),
+        (["defaults", "lr"], 5.0, "defaults.lr"),
+        (["baseline", "nope"], 1, "baseline.nope"),
+        (["baseline", "dtype"], "float8", "baseline.dtype"),
+        (["extra"], 1, "extra"),
+    ],
+)
+def test_validation_names_file_key_and_problem(path, value, fragment):
+    with pytest.raises(SearchSpaceError) as info:
+        space(broken(path, value))
+    message = str(info.value)
+    assert message.startswith("test.yaml: ")
+    assert fragment in message
+
+
+def test_malformed_yaml_file_is_named(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("parameters: [unclosed\n")
+    with pytest.raises(SearchSpaceError, match="bad.yaml: not valid YAML"):
+        SearchSpace.from_file(path)
+
+
+def test_v100_never_samples_bf16_and_cpu_never_cuda_graphs():
+    v100 = space().for_device(PROFILES["v100"])
+    assert "bfloat16" not in v100.parameters["dtype"].choices
+    assert "float16" in v100.parameters["dtype"].choices
+    cpu = space().for_device(PROFILES["cpu"])
+    assert cpu.parameters["graphs"].choices == (False,)
+    assert "graphs" not in {p.name for p in cpu.tunable}
+    mps = space().for_device(PROFILES["mps"])
+    assert "float64" not in mps.parameters["dtype"].choices
+    assert mps.baseline["dtype"] != "float64"  # moved to a choice MPS can run
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(50):
+        trial = study.ask()
+        config = v100.suggest(trial)
+        assert config["dtype"] != "bfloat16"
+        study.tell(trial, 0.0)
+
+
+def test_conditional_parameter_sampled_only_when_active():
+    s = space().for_device(PROFILES["cpu"])
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    seen_kernels = set()
+    for _ in range(40):
+        trial = study.ask()
+        config = s.suggest(trial)
+        seen_kernels.add(config["kernel"])
+        if config["kernel"] == "loop":
+            assert "chunk" not in trial.params and config["chunk"] == 256  # inactive: the default
+        else:
+            assert 16 <= trial.params["chunk"] <= 4096 and config["chunk"] == trial.params["chunk"]
+        assert abs(config["lr"] * 10 - round(config["lr"] * 10)) < 1e-9
+        study.tell(trial, 0.0)
+    assert seen_kernels == {"loop", "scan"}
+
+
+def test_equal_runs_give_equal_configs():
+    s = space()
+    assert s.complete({"kernel": "loop", "chunk": 999}) == s.complete({"kernel": "loop"})
+
+
+def test_set_assignments_are_typed_and_validated():
+    s = space().for_device(PROFILES["cpu"])
+    config = s.parse_assignments(["kernel=scan", "chunk=64", "lr=0.3", "graphs=false"])
+    assert config["chunk"] == 64 and isinstance(config["chunk"], int)
+    assert config["lr"] == 0.3 and config["graphs"] is False
+    with pytest.raises(UnknownNameError, match="valid: chunk, dtype, graphs, kernel, lr"):
+        s.parse_assignments(["colour=red"])
+    with pytest.raises(InvalidConfigError, match=r"int in \[16, 4096\]"):
+        s.parse_assignments(["chunk=5000"])
+    with pytest.raises(InvalidConfigError, match="not a valid int"):
+        s.parse_assignments(["chunk=big"])
+    with pytest.raises(InvalidConfigError, match="step 0.1"):
+        s.parse_assignments(["lr=0.25"])
+    with pytest.raises(InvalidConfigError, match="choose one of: loop, scan"):
+        s.parse_assignments(["kernel=fft"])
+    with pytest.raises(InvalidConfigError, match="name=value"):
+        s.parse_assignments(["kernel"])
+    with pytest.raises(InvalidConfigError, match="graphs=true is not allowed on device 'cpu'"):
+        s.validate({"graphs": True})
+
+
+def test_shipped_chmm_space_loads_with_the_seed_baseline():
+    s = load_space("chmm")
+    assert s.baseline.to_dict() == {
+        "debug_asserts": True, "dtype": "float32", "indices": "per_step", "update_c": "loop", "workspace": False,
+    }
+    assert {p.name for p in s.tunable} == {"dtype", "debug_asserts", "indices", "workspace", "update_c"}
