@@ -125,7 +125,8 @@ def cli() -> None:
 @_device_option
 @_size_option
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Trials to add to the study in this run (a re-run resumes the study).")
+              help="Configs to measure in this run; a config the study already measured is not re-run "
+                   "and not counted. A re-run resumes the study.")
 @click.option("--storage", default=None, help="SQLAlchemy URL of the study storage [default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")
 @_studies_option
@@ -199,11 +200,12 @@ class _Progress:
             return
         width = len(str(total))
         figures = f"{_rate(result.throughput, result.unit):>22}  {_bytes(result.peak_memory_bytes):>10}"
-        note = f"  (same config as #{record.duplicate_of})" if record.duplicate_of is not None else ""
+        note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
         role = " baseline" if record.role == "baseline" else ""
+        counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
         click.echo(
-            f"[{index:>{width}}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "
+            f"[{counter}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "
             f"best {_rate(self.best, result.unit)}  {record.config.describe()}{note}{error}",
             err=True,
         )
@@ -238,9 +240,12 @@ def _figures_row(label: str, figures: dict[str, Any] | None) -> str:
 
 def _result_table(result: Any) -> str:
     counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
+    repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
     lines = [
         f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, "
-        f"{len(result.trials)} trials this run ({counts} in the study), {result.seconds:.0f} s",
+        f"{len(result.trials) - repeats} configs measured this run"
+        + (f" (+{repeats} repeats not re-run)" if repeats else "")
+        + f"; in the study: {counts}; {result.seconds:.0f} s",
     ]
     if result.winner is None:
         lines.append("No configuration passed its correctness check: nothing exported.")

@@ -161,8 +161,10 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         from autotune.environment import fingerprint
         from autotune.workload import get_workload_class
 
-        if request.threads:
-            torch.set_num_threads(request.threads)
+        from autotune.devices import cpu_threads
+
+        # Set explicitly, never inherited: the count is part of what was measured.
+        torch.set_num_threads(request.threads or cpu_threads())
         result.threads = torch.get_num_threads()
         torch.manual_seed(0)
         np.random.seed(0)

@@ -38,8 +38,18 @@ if TYPE_CHECKING:
 
 __all__ = ["Candidate", "SearchResult", "TrialRecord", "Tuner", "redact_storage"]
 
-# A measured config within this share of the best is a tie, unless the spreads are wider.
+# A measured config within this share of the best is a tie, unless the medians'
+# uncertainty is wider (see Tuner.pick_winner).
 TIE_TOLERANCE = 0.02
+# Runs per re-measurement round, at least: the pooled rounds decide the winner.
+REMEASURE_MIN_RUNS = 5
+# Asks per counted trial before a search gives up finding configs it has not measured.
+DUPLICATE_ASK_FACTOR = 5
+
+
+def _median_uncertainty(m: Measurement) -> float:
+    """Relative half-width of a box plot's notch, 1.57 IQR / sqrt(n) (McGill et al. 1978)."""
+    return 1.57 * m.relative_spread / math.sqrt(len(m.times))
 
 
 def redact_storage(url: str) -> str:
@@ -198,7 +208,10 @@ class Tuner:
 
     # -- pieces ------------------------------------------------------------------
 
-    def request(self, config: Config, purpose: str = "trial") -> TrialRequest:
+    def request(self, config: Config, purpose: str = "trial", min_runs: int | None = None) -> TrialRequest:
+        measurer = dict(self.measurer)
+        if min_runs is not None:
+            measurer["min_runs"] = max(min_runs, measurer.get("min_runs", 0))
         return TrialRequest(
             workload=self.workload_spec,
             size=self.size,
@@ -206,7 +219,7 @@ class Tuner:
             torch_device=self.device.torch_device,
             config=config.to_dict(),
             cache_dir=str(self.cache_dir),
-            measurer=self.measurer,
+            measurer=measurer,
             threads=self.threads,
             purpose=purpose,
         )
@@ -321,7 +334,11 @@ class Tuner:
     # -- the search ----------------------------------------------------------------
 
     def search(self, n_trials: int = 20) -> SearchResult:
-        """Run ``n_trials`` more trials (resuming the study), re-measure and export."""
+        """Measure ``n_trials`` more configs (resuming the study), re-measure the best and export.
+
+        A config the study has measured already is recorded as a trial that
+        reuses the earlier figures (``duplicate_of``) and does not count.
+        """
         started = time.perf_counter()
         study = self._open_study()
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({len(study.trials)} trials so far)")
@@ -338,26 +355,41 @@ class Tuner:
             if t.state.is_finished() and "config_key" in t.user_attrs and "duplicate_of" not in t.user_attrs
         }
         records: list[TrialRecord] = []
-        for index in range(n_trials):
-            if self.stop_requested:
-                break
+        measured = 0
+        # A repeated config costs no budget, but a sampler stuck on a small, exhausted
+        # space must still end: at most this many asks in one search.
+        max_asks = DUPLICATE_ASK_FACTOR * n_trials
+        asks = 0
+        while measured < n_trials and asks < max_asks and not self.stop_requested:
+            asks += 1
             trial = study.ask()
             config = self.space.suggest(trial)
             role = trial.user_attrs.get("role", "search")
             duplicate_of = known.get(config.key)
             if duplicate_of is not None:
-                # The same config was measured already: reuse its figures rather than spend the time again.
+                # Measured already: reuse its figures rather than spend the time again.
                 previous = study.trials[duplicate_of]
                 result = _result_from_attrs(previous.user_attrs, config)
             else:
-                result = self.runner.run(self.request(config))
+                try:
+                    result = self.runner.run(self.request(config))
+                except KeyboardInterrupt:
+                    # The trial's child is gone; say so in the study rather than leave it RUNNING.
+                    from optuna.trial import TrialState
+
+                    trial.set_user_attr("status", "error")
+                    trial.set_user_attr("error", "interrupted by the user before the trial finished")
+                    trial.set_user_attr("config", config.to_dict())
+                    study.tell(trial, state=TrialState.FAIL)
+                    raise
                 known[config.key] = trial.number
+                measured += 1
             self._record(trial, result, config, role, duplicate_of)
             self._tell(study, trial, result)
             record = TrialRecord(trial.number, config, result, role, duplicate_of)
             records.append(record)
             if self.on_trial is not None:
-                self.on_trial(record, index + 1, n_trials)
+                self.on_trial(record, measured, n_trials)
         return self.finish(study, records, started)
 
     def _candidates(self, study: "optuna.Study") -> list[Candidate]:
@@ -392,15 +424,16 @@ class Tuner:
                     f"re-measuring round {round_index + 1}/{self.remeasure_rounds}: "
                     f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip()
                 )
-                candidate.results.append(self.runner.run(self.request(candidate.config)))
+                candidate.results.append(self.runner.run(self.request(candidate.config, min_runs=REMEASURE_MIN_RUNS)))
 
     @staticmethod
     def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = None) -> Candidate | None:
         """The fastest candidate that passed every re-measurement (and fits the memory budget).
 
-        Candidates within noise of the fastest (``TIE_TOLERANCE`` or their
-        relative spread, whichever is wider) are a tie, broken by lower peak
-        memory, then by the earlier trial, so the same figures give the same winner.
+        A candidate is tied with the fastest when their medians differ by less
+        than ``TIE_TOLERANCE`` or than their notches (the medians' uncertainty)
+        together; ties are broken by lower peak memory, then by the earlier
+        trial, so the same figures give the same winner.
         """
         passed = [
             c for c in candidates
@@ -415,7 +448,7 @@ class Tuner:
         def within_noise(c: Candidate) -> bool:
             m = c.measurement
             assert m is not None
-            margin = max(TIE_TOLERANCE, m.relative_spread, best.measurement.relative_spread)  # type: ignore[union-attr]
+            margin = max(TIE_TOLERANCE, _median_uncertainty(m) + _median_uncertainty(best.measurement))  # type: ignore[arg-type]
             return m.throughput >= top * (1 - margin)
 
         tied = [c for c in passed if within_noise(c)]

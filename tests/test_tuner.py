@@ -22,7 +22,10 @@ def test_chmm_search_exports_resumes_and_loads(studies):
         result = tuner.search(n_trials=5)
     finally:
         tuner.close()
-    assert [r.number for r in seen] == [0, 1, 2, 3, 4] and seen[0].role == "baseline"
+    measured = [r for r in seen if r.duplicate_of is None]
+    assert len(measured) == 5 and seen[0].number == 0 and seen[0].role == "baseline"
+    for repeat in (r for r in seen if r.duplicate_of is not None):
+        assert repeat.config == next(r.config for r in measured if r.number == repeat.duplicate_of)
     assert seen[0].config == tuner.space.baseline
     assert result.winner is not None and result.winner.passed
     assert result.baseline.config == tuner.space.baseline and len(result.baseline.results) == 2
@@ -46,7 +49,7 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     finally:
         again.close()
     study = optuna.load_study(study_name="chmm-cpu-tiny", storage=f"sqlite:///{studies / 'autotune.db'}")
-    assert len(study.trials) == 7
+    assert len([t for t in study.trials if "duplicate_of" not in t.user_attrs]) == 7
     baseline_trials = [t for t in study.trials if t.user_attrs.get("role") == "baseline"]
     assert len(baseline_trials) == 1  # enqueued once, not on resume
     for trial in study.trials:
@@ -87,6 +90,15 @@ def _candidate(throughput_times, memory, trial):
     return Candidate(Config({"t": trial}), trial, "candidate", [result])
 
 
+def test_noisy_medians_tie_only_within_their_notches():
+    steady = _candidate([0.32] * 10, 100, 6)  # slower, smaller
+    bimodal = _candidate([0.27, 0.27, 0.27, 0.28, 0.28, 0.33, 0.33, 0.27, 0.27, 0.28], 900, 17)
+    # 15% faster in median; its spread is wide, but ten runs pin the median down.
+    assert Tuner.pick_winner([steady, bimodal]) is bimodal
+    few = _candidate([0.28, 0.36, 0.28], 900, 18)  # 14% faster from three wide runs: a tie
+    assert Tuner.pick_winner([steady, few]) is steady
+
+
 def test_ties_within_noise_break_by_memory_then_trial():
     fast_big = _candidate([1.00, 1.00, 1.00], 900, 5)
     fast_small = _candidate([1.01, 1.01, 1.01], 100, 7)  # 1% slower: a tie
@@ -113,3 +125,54 @@ def test_memory_budget_makes_big_configs_infeasible(studies):
     assert result.trials[0].result.status == "ok"
     assert result.winner is None and result.export_path is None
     assert not (studies / "chmm" / "cpu.json").exists()
+
+
+def test_interrupt_keeps_completed_trials_and_resume_goes_on(studies, monkeypatch):
+    tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1)
+    real_run = tuner.runner.run
+    calls = []
+
+    def run_then_interrupt(request, timeout=None):
+        calls.append(request.purpose)
+        if calls.count("trial") == 2:
+            raise KeyboardInterrupt
+        return real_run(request, timeout)
+
+    monkeypatch.setattr(tuner.runner, "run", run_then_interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tuner.search(n_trials=4)
+    finally:
+        tuner.close()
+    storage = f"sqlite:///{studies / 'autotune.db'}"
+    study = optuna.load_study(study_name="chmm-cpu-tiny", storage=storage)
+    states = [t.state for t in study.trials]
+    assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL]
+    assert "interrupted" in study.trials[1].user_attrs["error"]
+    resumed = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1)
+    try:
+        resumed.search(n_trials=1)
+    finally:
+        resumed.close()
+    assert len(optuna.load_study(study_name="chmm-cpu-tiny", storage=storage).trials) == 3
+
+
+def test_repeats_cost_no_budget_and_an_exhausted_space_ends(studies, tmp_path):
+    import shutil
+
+    from tests.conftest import TESTS
+
+    shutil.copy(TESTS / "workloads" / "broken.py", tmp_path / "two.py")
+    (tmp_path / "two.yaml").write_text(
+        "schema_version: 1\nparameters:\n  behaviour: {choices: [ok, fast]}\n"
+        "defaults: {behaviour: ok}\nbaseline: {behaviour: ok}\n"
+    )
+    tuner = Tuner(f"{tmp_path / 'two.py'}:BrokenWorkload", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
+    try:
+        result = tuner.search(n_trials=4)  # only two configs exist
+    finally:
+        tuner.close()
+    measured = [r for r in result.trials if r.duplicate_of is None]
+    assert sorted(r.config["behaviour"] for r in measured) == ["fast", "ok"]
+    assert len(result.trials) == 4 * 5  # gave up after DUPLICATE_ASK_FACTOR asks per trial
+    assert result.winner.config["behaviour"] == "fast"
