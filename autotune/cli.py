@@ -202,7 +202,7 @@ class _Progress:
         figures = f"{_rate(result.throughput, result.unit):>22}  {_bytes(result.peak_memory_bytes):>10}"
         note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
-        role = " baseline" if record.role == "baseline" else ""
+        role = f" {record.role}" if record.role in ("baseline", "defaults") else ""
         counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
         click.echo(
             f"[{counter}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "

@@ -69,7 +69,7 @@ class TrialRecord:
     number: int
     config: Config
     result: TrialResult
-    role: str = "search"  # "baseline" for the enqueued baseline
+    role: str = "search"  # "baseline" and "defaults" for the two enqueued first
     duplicate_of: int | None = None
 
 
@@ -143,7 +143,11 @@ class SearchResult:
 
 
 def _study_counts(study: "optuna.Study") -> dict[str, int]:
-    counts = Counter(t.user_attrs.get("status", "unknown") for t in study.get_trials(deepcopy=False) if t.state.is_finished())
+    counts = Counter(
+        t.user_attrs.get("status", "unknown")
+        for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished() and "duplicate_of" not in t.user_attrs  # a repeat is not a new outcome
+    )
     return {status: counts.get(status, 0) for status in STATUSES if counts.get(status)}
 
 
@@ -348,7 +352,12 @@ class Tuner:
         self.ensure_reference()
         baseline = self.space.baseline
         if not study.trials:
+            # The baseline (what users run today) and the defaults (what autotune
+            # recommends untuned) are measured first: every study reports both,
+            # and the sampler starts from a known-good point, not only random ones.
             study.enqueue_trial(self._sampled_params(baseline), user_attrs={"role": "baseline"})
+            if self.space.defaults != baseline:
+                study.enqueue_trial(self._sampled_params(self.space.defaults), user_attrs={"role": "defaults"})
         known: dict[str, int] = {
             t.user_attrs["config_key"]: t.number
             for t in study.get_trials(deepcopy=False)
