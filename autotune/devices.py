@@ -8,10 +8,11 @@ files name these capabilities in ``requires``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autotune.exceptions import DeviceUnavailableError, UnknownNameError
@@ -42,6 +43,7 @@ CAPABILITIES = frozenset(
         "cuda_graphs",  # CUDA graph capture
         "compile",  # torch.compile with a working backend
         "pinned_memory",  # page-locked host memory for async copies
+        "numba",  # software: numba is installed (the `numba` extra); added at detection
     }
 )
 
@@ -234,12 +236,17 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
         devices += _cuda_devices_from_driver()
         if sys.platform == "darwin" and platform.machine() == "arm64":
             devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
-    devices.append(
-        DetectedDevice(
-            PROFILES["cpu"], _cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}
-        )
-    )
+    cpu = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities | _software_capabilities())
+    devices.append(DetectedDevice(cpu, _cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}))
     return devices
+
+
+def _software_capabilities() -> frozenset[str]:
+    """Capabilities that come from installed packages rather than the hardware."""
+    found = set()
+    if importlib.util.find_spec("numba") is not None:
+        found.add("numba")
+    return frozenset(found)
 
 
 def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice:

@@ -163,6 +163,9 @@ def execute(request: TrialRequest) -> dict[str, Any]:
 
         from autotune.devices import cpu_threads
 
+        # numba (when a workload uses it) caches compiled kernels here, shared by all trials.
+        os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(request.cache_dir).parent.parent / "numba"))
+
         # Set explicitly, never inherited: the count is part of what was measured.
         torch.set_num_threads(request.threads or cpu_threads())
         result.threads = torch.get_num_threads()

@@ -1,5 +1,6 @@
 """The CHMM workload against a plain, obviously-correct NumPy version of the published algorithm."""
 
+import importlib.util
 import itertools
 
 import numpy as np
@@ -98,14 +99,31 @@ def test_public_api_matches_plain_numpy(tiny):
     np.testing.assert_allclose(em_T.numpy(), T_new, rtol=1e-9, atol=1e-12)
 
 
-KERNELS = list(itertools.product(["per_step", "precomputed", "block_views"], [False, True], ["loop", "loop_outer", "grouped"]))
+UPDATES = ["loop", "loop_outer", "grouped"]
+LOOP_KERNELS = [
+    {"messages": "loop", "indices": indices, "workspace": workspace, "update_c": update_c}
+    for indices, workspace, update_c in itertools.product(["per_step", "precomputed", "block_views"], [False, True], UPDATES)
+]
+OTHER_KERNELS = [{"messages": "numba", "overlap_passes": o, "update_c": u} for o in (False, True) for u in UPDATES] + [
+    {"messages": "scan", "chunk_size": chunk, "update_c": u} for chunk in (8, 13, 1000) for u in UPDATES
+]
+
+
+def _needs(kernel):
+    marks = []
+    if kernel["messages"] == "numba":
+        marks.append(pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="needs numba"))
+    return pytest.param(kernel, marks=marks, id="-".join(str(v) for v in kernel.values()))
+
+
+KERNELS = [_needs(k) for k in LOOP_KERNELS + OTHER_KERNELS]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("indices, workspace, update_c", KERNELS)
-def test_every_kernel_agrees_with_the_reference(tiny, space, reference, dtype, indices, workspace, update_c):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_kernel_agrees_with_the_reference(tiny, space, reference, dtype, kernel):
     workload = tiny[0]
-    config = space.validate({"dtype": dtype, "debug_asserts": True, "indices": indices, "workspace": workspace, "update_c": update_c})
+    config = space.validate({"dtype": dtype, "debug_asserts": True, **kernel})
     run = workload.build(config)
     first = workload.check(run(), reference, config)
     again = workload.check(run(), reference, config)  # reused buffers must give the same answer
@@ -132,20 +150,30 @@ def test_em_never_decreases_the_likelihood(tiny):
     assert liks[-1] > liks[0]
 
 
-def test_long_sequence_would_underflow_without_normalisation():
-    # 4,000 steps: the unnormalised forward product is about 2^-16000, far below
-    # float32's smallest number, yet every normalised kernel keeps its precision.
+@pytest.fixture(scope="module")
+def long_sequence():
     class Long(ChmmWorkload):
         sizes = {"tiny": {**ChmmWorkload.sizes["tiny"], "steps": 4000}}
 
     workload = Long("tiny")
-    space = load_space("chmm")
-    reference = workload.to_reference(workload.build(space.validate(dict(ChmmWorkload.reference_config)))())
+    config = load_space("chmm").validate(dict(ChmmWorkload.reference_config, update_c="grouped"))
+    return workload, workload.to_reference(workload.build(config)())
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [_needs({"messages": "loop"}), _needs({"messages": "numba"}),
+     _needs({"messages": "scan", "chunk_size": 4096}), _needs({"messages": "scan", "chunk_size": 64})],
+)
+def test_long_sequence_would_underflow_without_normalisation(long_sequence, kernel):
+    # 4,000 steps: the unnormalised forward product is about 2^-16000, far below
+    # float32's smallest number (2^-149); a scan chunk of 4,000 products would
+    # underflow too without its carried log-scale. Every kernel keeps its precision.
+    workload, reference = long_sequence
     assert float(reference["log2_likelihood"]) < -8000
-    for update_c in ("loop", "grouped"):
-        config = space.defaults.replace(dtype="float32", update_c=update_c)
-        check = workload.check(workload.build(config)(), reference, config)
-        assert check.passed, check
+    config = load_space("chmm").validate({"dtype": "float32", "update_c": "grouped", **kernel})
+    check = workload.check(workload.build(config)(), reference, config)
+    assert check.passed, check
 
 
 def test_float16_total_overflows_on_a_long_sequence_and_fails_the_check():
@@ -175,12 +203,37 @@ def test_debug_assertions_catch_a_broken_model(tiny, space):
         run()
 
 
+def test_numba_refuses_what_it_cannot_run(tiny, space):
+    pytest.importorskip("numba")
+    with pytest.raises(ValueError, match="float32 or float64 only"):
+        tiny[0].build(space.defaults.replace(messages="numba", dtype="float16"))
+
+
+def test_scan_chunks_are_chained_exactly():
+    # The scan's messages and normalisers equal the step-by-step recursion's.
+    from workloads.chmm import _Kernels, _Layout
+
+    _, x, a = random_walk(5, 5, 6, 300, seed=3)
+    n_clones = np.full(6, 3)
+    T = torch.as_tensor(initial_transitions(n_clones, 3))
+    layout = _Layout(n_clones, x, a)
+    loop = _Kernels(layout, "cpu", torch.float64)
+    fwd, norms = loop.forward(T.transpose(1, 2).contiguous())
+    bwd = loop.backward(T)
+    for chunk in (1, 2, 7, 299, 300, 1024):
+        scan = _Kernels(layout, "cpu", torch.float64, messages="scan", chunk_size=chunk)
+        s_fwd, s_norms = scan.forward(T.transpose(1, 2).contiguous())
+        torch.testing.assert_close(s_fwd, fwd, rtol=1e-10, atol=1e-13)
+        torch.testing.assert_close(s_norms, norms, rtol=1e-10, atol=1e-13)
+        torch.testing.assert_close(scan.backward(T), bwd, rtol=1e-10, atol=1e-13)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("indices, workspace, update_c", KERNELS)
-def test_every_kernel_on_cuda(tiny, space, reference, indices, workspace, update_c):
+@pytest.mark.parametrize("kernel", [_needs(k) for k in LOOP_KERNELS + OTHER_KERNELS if k["messages"] != "numba"])
+def test_every_kernel_on_cuda(tiny, space, reference, kernel):
     workload = ChmmWorkload("tiny", device="cuda")
-    config = space.validate({"dtype": "float32", "debug_asserts": False, "indices": indices, "workspace": workspace, "update_c": update_c})
+    config = space.validate({"dtype": "float32", "debug_asserts": False, **kernel})
     output = workload.build(config)()
     assert output["counts"].device.type == "cuda"
     assert workload.check(output, reference, config).passed

@@ -149,6 +149,9 @@ def test_set_assignments_are_typed_and_validated():
 def test_shipped_chmm_space_loads_with_the_seed_baseline():
     s = load_space("chmm")
     assert s.baseline.to_dict() == {
-        "debug_asserts": True, "dtype": "float32", "indices": "per_step", "update_c": "loop", "workspace": False,
+        "messages": "loop", "chunk_size": 64, "overlap_passes": False, "debug_asserts": True, "dtype": "float32", "indices": "per_step",
+        "update_c": "loop", "workspace": False,
     }
-    assert {p.name for p in s.tunable} == {"dtype", "debug_asserts", "indices", "workspace", "update_c"}
+    assert {p.name for p in s.tunable} == {"messages", "chunk_size", "overlap_passes", "dtype", "debug_asserts", "indices", "workspace", "update_c"}
+    # numba is a CPU kernel: a GPU study never samples it.
+    assert "numba" not in s.for_device(PROFILES["h100"]).parameters["messages"].choices

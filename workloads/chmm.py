@@ -23,7 +23,7 @@ directly.
 
 from __future__ import annotations
 
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -151,9 +151,38 @@ class _Kernels:
         indices: str = "precomputed",
         workspace: bool = False,
         debug: bool = False,
+        messages: str = "loop",
+        chunk_size: int = 256,
     ) -> None:
         self.layout, self.device, self.dtype = layout, torch.device(device), dtype
         self.indices, self.workspace, self.debug = indices, workspace, debug
+        self.messages, self.chunk_size = messages, int(chunk_size)
+        if messages == "scan" and not layout.uniform:
+            raise ValueError("the scan kernel needs the same number of clones for every observation")
+        if messages == "numba":
+            if self.device.type != "cpu" or dtype not in (torch.float32, torch.float64):
+                raise ValueError("numba messages run on the CPU in float32 or float64 only")
+            from workloads import _chmm_numba
+
+            self._numba = _chmm_numba
+            self._numba_index = _chmm_numba.arrays(layout)
+            total = int(layout.mess_loc[-1])
+            numpy_dtype = np.float32 if dtype == torch.float32 else np.float64
+            self._np_fwd = np.empty(total, numpy_dtype)
+            self._np_bwd = np.empty(total, numpy_dtype)
+            self._np_norms = np.empty(layout.steps, numpy_dtype)
+        if messages == "scan":
+            c = int(layout.n_clones[0])
+            self._scan_fwd_index = tuple(
+                torch.as_tensor(v, device=self.device)
+                for v in (np.r_[0, layout.a[:-1]], layout.x, np.r_[0, layout.x[:-1]])
+            )
+            reversed_t = np.arange(layout.steps - 1, -1, -1)  # recursion step k works on t = n-1-k
+            nxt = np.minimum(reversed_t + 1, layout.steps - 1)
+            self._scan_bwd_index = tuple(
+                torch.as_tensor(v, device=self.device) for v in (layout.a[reversed_t], layout.x[reversed_t], layout.x[nxt])
+            )
+            self._clones = c
         n = layout.steps
         self.n_states = int(layout.state_loc[-1])
         if indices == "per_step":
@@ -192,6 +221,16 @@ class _Kernels:
 
     def forward(self, T_tr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward messages (flat) and the per-step normalisers ``p(x_t | x_<t)``."""
+        if self.messages == "numba":
+            starts, stops, actions, mstarts = self._numba_index
+            self._numba.forward(T_tr.numpy(), starts, stops, actions, mstarts, self.n_states,
+                                self._np_fwd, self._np_norms, self.debug)
+            return torch.from_numpy(self._np_fwd), torch.from_numpy(self._np_norms)
+        if self.messages == "scan":
+            c = self._clones
+            init = torch.full((c,), 1.0 / self.n_states, dtype=self.dtype, device=self.device)
+            messages, log_norms = _scan(_blocks(T_tr, c), *self._scan_fwd_index, init, self.chunk_size, self.debug)
+            return messages.reshape(-1), torch.exp(log_norms).to(self.dtype)
         n = self.layout.steps
         j0, j1, m0, m1, action = self._bounds(0)
         # Initial distribution: uniform over all clones, restricted to x[0]'s clones.
@@ -230,6 +269,15 @@ class _Kernels:
 
     def backward(self, T: torch.Tensor) -> torch.Tensor:
         """Backward messages (flat), each normalised to sum to one."""
+        if self.messages == "numba":
+            starts, stops, actions, mstarts = self._numba_index
+            self._numba.backward(T.numpy(), starts, stops, actions, mstarts, self._np_bwd, self.debug)
+            return torch.from_numpy(self._np_bwd)
+        if self.messages == "scan":
+            c = self._clones
+            init = torch.full((c,), 1.0 / c, dtype=self.dtype, device=self.device)
+            messages, _ = _scan(_blocks(T, c), *self._scan_bwd_index, init, self.chunk_size, self.debug)
+            return messages.flip(0).reshape(-1)
         n = self.layout.steps
         i0, i1, m0, m1, _ = self._bounds(n - 1)
         last = torch.full((i1 - i0,), 1.0 / (i1 - i0), dtype=self.dtype, device=self.device)
@@ -260,6 +308,65 @@ class _Kernels:
                 _debug_step(message, norm, i1 - i0, action, T.shape[0])
             messages.append(message)
         return torch.cat(messages[::-1])
+
+
+def _blocks(matrix: torch.Tensor, clones: int) -> torch.Tensor:
+    """``matrix[a, i, j]`` as ``[a, obs_i, clone_i, obs_j, clone_j]`` (every observation has ``clones``)."""
+    n_actions, n_states, _ = matrix.shape
+    n_obs = n_states // clones
+    return matrix.contiguous().view(n_actions, n_obs, clones, n_obs, clones)
+
+
+def _scan(
+    blocks: torch.Tensor,
+    actions: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    init: torch.Tensor,
+    chunk_size: int,
+    debug: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Messages of ``m_k = normalise(B_k m_(k-1))`` by a chunked parallel prefix scan.
+
+    ``B_k = blocks[actions[k], rows[k], :, cols[k], :]`` for ``k >= 1``; ``m_0``
+    is ``init`` normalised. Within a chunk, the products ``B_k ... B_start``
+    are formed in log2(chunk) rounds of batched matrix products (Hillis-Steele),
+    each product renormalised to sum one with its log-scale carried in
+    float64, so nothing underflows however long the chunk. Chunks are chained
+    one after the other. Returns the messages, shape (steps, clones), and the
+    log of each step's normaliser (float64); entry 0 is the log of init's sum.
+    """
+    steps, clones = actions.shape[0], init.shape[0]
+    messages = torch.empty(steps, clones, dtype=init.dtype, device=init.device)
+    log_norms = torch.empty(steps, dtype=torch.float64, device=init.device)
+    total = init.sum()
+    messages[0] = init / total
+    log_norms[0] = torch.log(total.double())
+    current = messages[0]
+    for start in range(1, steps, chunk_size):
+        stop = min(start + chunk_size, steps)
+        products = blocks[actions[start:stop], rows[start:stop], :, cols[start:stop], :]  # (L, c, c)
+        sums = products.sum((1, 2))
+        products = products / sums[:, None, None]
+        log_scale = torch.log(sums.double())
+        shift = 1
+        while shift < products.shape[0]:
+            # products[k] <- products[k] @ products[k - shift]: each now spans twice the steps.
+            longer = products[shift:] @ products[:-shift]
+            sums = longer.sum((1, 2))
+            products = torch.cat([products[:shift], longer / sums[:, None, None]])
+            log_scale = torch.cat([log_scale[:shift], log_scale[shift:] + log_scale[:-shift] + torch.log(sums.double())])
+            shift *= 2
+        unnormalised = products @ current  # (L, c): B_k ... B_start m_(start-1), up to scale
+        mass = unnormalised.sum(1)
+        cumulative = log_scale + torch.log(mass.double())  # log p(steps start..k | m_(start-1))
+        messages[start:stop] = unnormalised / mass[:, None]
+        log_norms[start] = cumulative[0]
+        log_norms[start + 1 : stop] = cumulative[1:] - cumulative[:-1]
+        current = messages[stop - 1]
+        if debug and not bool(torch.isfinite(cumulative).all()):
+            raise AssertionError(f"steps {start}..{stop - 1}: an observation has zero probability")
+    return messages, log_norms
 
 
 def update_transitions(counts: Any, pseudocount: float = PSEUDOCOUNT) -> Any:
@@ -428,6 +535,7 @@ class ChmmWorkload(Workload):
         "full": {"rows": 20, "cols": 20, "n_obs": 16, "clones": 150, "steps": 150_000, "seed": 0},
     }
     reference_config = {
+        "messages": "loop",
         "dtype": "float64",
         "debug_asserts": False,
         "indices": "precomputed",
@@ -461,13 +569,23 @@ class ChmmWorkload(Workload):
         layout = _Layout(n_clones, x, a)
         T = torch.as_tensor(initial_transitions(n_clones, p["seed"])).to(device=device, dtype=dtype)
         T_tr = T.transpose(1, 2).contiguous()
-        kernels = _Kernels(layout, device, dtype, config["indices"], config["workspace"], config["debug_asserts"])
+        kernels = _Kernels(layout, device, dtype, config["indices"], config["workspace"], config["debug_asserts"],
+                           config["messages"], config["chunk_size"])
         grouping = _Grouping(layout, device) if config["update_c"] == "grouped" else None
         counts = torch.empty_like(T) if config["workspace"] else None
 
+        overlap = config["messages"] == "numba" and config["overlap_passes"]
+        pool = ThreadPoolExecutor(1) if overlap else None
+
         def run() -> dict[str, torch.Tensor]:
-            fwd, norms = kernels.forward(T_tr)
-            bwd = kernels.backward(T)
+            if pool is not None:
+                # The numba kernels release the GIL: the backward pass runs on a second core.
+                pending = pool.submit(kernels.backward, T)
+                fwd, norms = kernels.forward(T_tr)
+                bwd = pending.result()
+            else:
+                fwd, norms = kernels.forward(T_tr)
+                bwd = kernels.backward(T)
             C = update_counts(T, layout, fwd, bwd, norms, config["update_c"], grouping, counts,
                               config["debug_asserts"], kernels._bounds)
             T_new = update_transitions(C)
