@@ -226,6 +226,8 @@ def _result_json(result: Any) -> dict[str, Any]:
         "trials_run": len(result.trials), "counts": result.counts,
         "winner": _candidate_json(result.winner), "baseline": _candidate_json(result.baseline),
         "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
+        "choices": [{"parameter": o.parameter, "value": o.value, "verdict": o.verdict, "measured": o.measured,
+                     "best_throughput": o.best_throughput, "statuses": o.statuses} for o in result.choices],
         "candidates": [_candidate_json(c) for c in result.candidates], "seconds": result.seconds,
     }
 
@@ -263,6 +265,13 @@ def _result_table(result: Any) -> str:
         "",
         f"Exported to {result.export_path}",
     ]
+    if result.choices:
+        lines.insert(-2, "")
+        lines.insert(-2, "What each choice did (best correct throughput in the study; how its trials ended):")
+        for outcome in result.choices:
+            ended = ", ".join(f"{status} {n}" for status, n in sorted(outcome.statuses.items()))
+            lines.insert(-2, f"  {outcome.parameter:<16} {str(outcome.value):<12} {outcome.verdict:<10} "
+                             f"{_rate(outcome.best_throughput, result.unit):>22}  {ended}")
     losers = [c for c in result.candidates if c is not winner and c.role != "baseline"]
     if losers:
         lines.insert(-2, "  other candidates: " + "; ".join(

@@ -36,7 +36,7 @@ from autotune.workload import Workload, get_workload_class
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["Candidate", "SearchResult", "TrialRecord", "Tuner", "redact_storage"]
+__all__ = ["Candidate", "ChoiceOutcome", "SearchResult", "TrialRecord", "Tuner", "choice_outcomes", "redact_storage"]
 
 # A measured config within this share of the best is a tie, unless the medians'
 # uncertainty is wider (see Tuner.pick_winner).
@@ -140,6 +140,55 @@ class SearchResult:
     export_path: Path | None
     document: dict[str, Any] | None
     seconds: float
+    choices: list[ChoiceOutcome] = field(default_factory=list)
+
+
+@dataclass
+class ChoiceOutcome:
+    """What one value of one knob did over a study: its best correct throughput and its failures."""
+
+    parameter: str
+    value: Any
+    measured: int  # trials (repeats not counted) that ran with this value
+    best_throughput: float | None  # best among those that passed their check
+    statuses: dict[str, int]  # how those trials ended
+    in_winner: bool
+
+    @property
+    def verdict(self) -> str:
+        if self.in_winner:
+            return "winner"
+        if self.best_throughput is not None:
+            return "slower"
+        failed = {k: v for k, v in self.statuses.items() if k != "ok"}
+        return ("incorrect" if set(failed) == {"incorrect"} else "failed") if failed else "not tried"
+
+
+def choice_outcomes(study: "optuna.Study", space: SearchSpace, winner: Config | None) -> list[ChoiceOutcome]:
+    """For each tunable categorical knob and each of its values: how its trials ended.
+
+    This is how a search says which kernels lost and why: slower than the
+    winner, incorrect, or failed (error, crash, timeout, oom).
+    """
+    trials = [
+        t for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished() and "config" in t.user_attrs and "duplicate_of" not in t.user_attrs
+    ]
+    outcomes = []
+    for param in space.tunable:
+        if param.type != "categorical":
+            continue
+        for value in param.choices:
+            mine = [t for t in trials if t.user_attrs["config"].get(param.name) == value]
+            correct = [t.user_attrs["throughput"] for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")]
+            outcomes.append(
+                ChoiceOutcome(
+                    param.name, value, len(mine), max(correct) if correct else None,
+                    dict(Counter(t.user_attrs.get("status", "unknown") for t in mine)),
+                    winner is not None and winner.get(param.name) == value,
+                )
+            )
+    return outcomes
 
 
 def _study_counts(study: "optuna.Study") -> dict[str, int]:
@@ -503,6 +552,7 @@ class Tuner:
             export_path=export_path,
             document=document,
             seconds=time.perf_counter() - started,
+            choices=choice_outcomes(study, self.space, winner.config if winner else None),
         )
 
     def _document(

@@ -29,7 +29,7 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["search", "--workload", "chmm", "--memory-budget", "lots"], "is not a size"),
         (["search", "--bogus"], "No such option"),
         (["run", "--workload", "chmm", "--set", "dtype=float8"], "dtype='float8' is not allowed; choose one of: float64"),
-        (["run", "--workload", "chmm", "--set", "colour=red"], "unknown parameter in --set 'colour'; valid: debug_asserts"),
+        (["run", "--workload", "chmm", "--set", "colour=red"], "unknown parameter in --set 'colour'; valid: chunk_size, debug_asserts"),
         (["run", "--workload", "chmm", "--set", "dtype"], "must look like name=value"),
         (["run", "--workload", "tests/nothing.py:Nope"], "does not exist"),
         (["best", "--workload", "chmm", "--device", "cpu"], "no tuned config for workload 'chmm'"),
