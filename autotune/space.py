@@ -25,6 +25,7 @@ parameter or per choice. Example::
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -334,6 +335,25 @@ class SearchSpace:
                 continue
             fixed = param.type == "categorical" and len(param.choices) == 1
             seen[name] = chosen[name] = param.choices[0] if fixed else param.suggest(trial)
+        return self.complete(chosen)
+
+    def sample(self, rng: random.Random) -> Config:
+        """A config drawn at random (uniform choices; log-uniform where the range is log)."""
+        chosen: dict[str, Any] = {}
+        seen: dict[str, Any] = {}
+        for name, param in self.parameters.items():
+            if not self.is_active(name, seen):
+                seen[name] = None
+                continue
+            if param.type == "categorical":
+                value = rng.choice(param.choices)
+            else:
+                low, high = float(param.low), float(param.high)  # type: ignore[arg-type]
+                value = math.exp(rng.uniform(math.log(low), math.log(high))) if param.log else rng.uniform(low, high)
+                if param.step is not None and not param.log:
+                    value = low + round((value - low) / param.step) * param.step
+                value = min(max(int(round(value)) if param.type == "int" else value, param.low), param.high)
+            seen[name] = chosen[name] = value
         return self.complete(chosen)
 
     def describe(self) -> list[dict[str, Any]]:

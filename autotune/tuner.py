@@ -18,6 +18,7 @@ One search is:
 from __future__ import annotations
 
 import math
+import random
 import time
 import warnings
 from collections import Counter
@@ -41,6 +42,8 @@ __all__ = ["Candidate", "ChoiceOutcome", "SearchResult", "TrialRecord", "Tuner",
 # A measured config within this share of the best is a tie, unless the medians'
 # uncertainty is wider (see Tuner.pick_winner).
 TIE_TOLERANCE = 0.02
+# Among configs tied on speed, memory decides only when it differs by more than this share.
+MEMORY_TOLERANCE = 0.05
 # Runs per re-measurement round, at least: the pooled rounds decide the winner.
 REMEASURE_MIN_RUNS = 5
 # Asks per counted trial before a search gives up finding configs it has not measured.
@@ -229,6 +232,7 @@ class Tuner:
         remeasure_top: int = 3,
         remeasure_rounds: int = 3,
         seed: int | None = None,
+        sampler: "optuna.samplers.BaseSampler | None" = None,
         threads: int | None = None,
         on_trial: Callable[[TrialRecord, int, int], None] | None = None,
         on_stage: Callable[[str], None] | None = None,
@@ -254,6 +258,7 @@ class Tuner:
         self.remeasure_top = remeasure_top
         self.remeasure_rounds = remeasure_rounds
         self.seed = seed
+        self.sampler = sampler  # default: TPE (Optuna 5 handles constraints and two objectives)
         self.threads = threads
         self.on_trial = on_trial
         self.on_stage = on_stage or (lambda message: None)
@@ -306,7 +311,7 @@ class Tuner:
                 storage=self.storage,
                 study_name=self.study_name,
                 directions=["maximize", "minimize"],
-                sampler=optuna.samplers.TPESampler(seed=self.seed),
+                sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
                 load_if_exists=True,
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
@@ -413,6 +418,7 @@ class Tuner:
             if t.state.is_finished() and "config_key" in t.user_attrs and "duplicate_of" not in t.user_attrs
         }
         records: list[TrialRecord] = []
+        rng = random.Random(self.seed)
         measured = 0
         # A repeated config costs no budget, but a sampler stuck on a small, exhausted
         # space must still end: at most this many asks in one search.
@@ -425,9 +431,14 @@ class Tuner:
             role = trial.user_attrs.get("role", "search")
             duplicate_of = known.get(config.key)
             if duplicate_of is not None:
-                # Measured already: reuse its figures rather than spend the time again.
+                # Measured already: reuse its figures rather than spend the time again, and
+                # give the sampler a config it has not seen next, so that a sampler stuck
+                # on a small space still explores.
                 previous = study.trials[duplicate_of]
                 result = _result_from_attrs(previous.user_attrs, config)
+                fresh = self._unseen_config(known, rng)
+                if fresh is not None:
+                    study.enqueue_trial(self._sampled_params(fresh), user_attrs={"role": "random"})
             else:
                 try:
                     result = self.runner.run(self.request(config))
@@ -449,6 +460,13 @@ class Tuner:
             if self.on_trial is not None:
                 self.on_trial(record, measured, n_trials)
         return self.finish(study, records, started)
+
+    def _unseen_config(self, known: dict[str, int], rng: random.Random, tries: int = 200) -> Config | None:
+        for _ in range(tries):
+            config = self.space.sample(rng)
+            if config.key not in known:
+                return config
+        return None  # the space is (nearly) exhausted
 
     def _candidates(self, study: "optuna.Study") -> list[Candidate]:
         feasible = [
@@ -490,8 +508,9 @@ class Tuner:
 
         A candidate is tied with the fastest when their medians differ by less
         than ``TIE_TOLERANCE`` or than their notches (the medians' uncertainty)
-        together; ties are broken by lower peak memory, then by the earlier
-        trial, so the same figures give the same winner.
+        together. Among tied candidates, one that needs clearly less memory
+        (``MEMORY_TOLERANCE``) wins; otherwise the faster median, then the
+        earlier trial, so the same figures give the same winner.
         """
         passed = [
             c for c in candidates
@@ -510,10 +529,14 @@ class Tuner:
             return m.throughput >= top * (1 - margin)
 
         tied = [c for c in passed if within_noise(c)]
+        peaks = [c.peak_memory_bytes for c in tied if c.peak_memory_bytes is not None]
+        if peaks:
+            leanest = min(peaks)
+            tied = [c for c in tied if c.peak_memory_bytes is not None and c.peak_memory_bytes <= leanest * (1 + MEMORY_TOLERANCE)]
         return min(
             tied,
             key=lambda c: (
-                c.peak_memory_bytes if c.peak_memory_bytes is not None else math.inf,
+                -c.measurement.throughput,  # type: ignore[union-attr]
                 c.trial if c.trial is not None else math.inf,
                 c.config.key,
             ),

@@ -155,3 +155,18 @@ def test_shipped_chmm_space_loads_with_the_seed_baseline():
     assert {p.name for p in s.tunable} == {"messages", "chunk_size", "overlap_passes", "dtype", "debug_asserts", "indices", "workspace", "update_c"}
     # numba is a CPU kernel: a GPU study never samples it.
     assert "numba" not in s.for_device(PROFILES["h100"]).parameters["messages"].choices
+
+
+def test_random_sample_respects_ranges_steps_and_conditions():
+    import random
+
+    s = space().for_device(PROFILES["cpu"])
+    rng = random.Random(0)
+    configs = [s.sample(rng) for _ in range(300)]
+    for config in configs:
+        assert s.validate(config.to_dict()) == config
+        if config["kernel"] == "loop":
+            assert config["chunk"] == 256
+    chunks = [c["chunk"] for c in configs if c["kernel"] == "scan"]
+    assert min(chunks) < 64 and max(chunks) > 1024  # log-uniform reaches both ends
+    assert {c["dtype"] for c in configs} == {"float64", "float32", "bfloat16", "float16"}

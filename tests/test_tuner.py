@@ -107,13 +107,15 @@ def test_noisy_medians_tie_only_within_their_notches():
     assert Tuner.pick_winner([steady, few]) is steady
 
 
-def test_ties_within_noise_break_by_memory_then_trial():
+def test_ties_within_noise_break_by_clearly_less_memory_then_speed_then_trial():
     fast_big = _candidate([1.00, 1.00, 1.00], 900, 5)
     fast_small = _candidate([1.01, 1.01, 1.01], 100, 7)  # 1% slower: a tie
     slow = _candidate([2.0, 2.0, 2.0], 50, 1)
     assert Tuner.pick_winner([fast_big, fast_small, slow]) is fast_small
-    same = _candidate([1.00, 1.00, 1.00], 100, 2)
-    assert Tuner.pick_winner([fast_small, same]) is same  # equal memory: the earlier trial
+    nearly_as_small = _candidate([1.00, 1.00, 1.00], 102, 8)  # 2% more memory is no reason
+    assert Tuner.pick_winner([fast_small, nearly_as_small]) is nearly_as_small  # the faster median
+    same = _candidate([1.00, 1.00, 1.00], 102, 2)
+    assert Tuner.pick_winner([nearly_as_small, same]) is same  # equal figures: the earlier trial
     clearly = _candidate([0.5, 0.5, 0.5], 900, 9)
     assert Tuner.pick_winner([fast_small, clearly]) is clearly
     failed = Candidate(Config({"t": 0}), 0, "candidate", [TrialResult("incorrect", {"t": 0}, items_per_run=1, times=[0.1] * 3)])
@@ -184,3 +186,28 @@ def test_repeats_cost_no_budget_and_an_exhausted_space_ends(studies, tmp_path):
     assert sorted(r.config["behaviour"] for r in measured) == ["fast", "ok"]
     assert len(result.trials) == 4 * 5  # gave up after DUPLICATE_ASK_FACTOR asks per trial
     assert result.winner.config["behaviour"] == "fast"
+
+
+def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
+    """A sampler stuck on one config cannot stall the search: repeats enqueue unseen configs."""
+    defaults = autotune.load_space("chmm").defaults
+
+    class Stuck(optuna.samplers.BaseSampler):  # always suggests the defaults
+        def infer_relative_search_space(self, study, trial):
+            return {}
+
+        def sample_relative(self, study, trial, search_space):
+            return {}
+
+        def sample_independent(self, study, trial, name, distribution):
+            return defaults[name]
+
+    tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
+                  sampler=Stuck())
+    try:
+        result = tuner.search(n_trials=4)
+    finally:
+        tuner.close()
+    measured = [r for r in result.trials if r.duplicate_of is None]
+    assert len(measured) == 4 and len({r.config for r in measured}) == 4
+    assert any(r.role == "random" for r in measured)
