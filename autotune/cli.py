@@ -112,6 +112,7 @@ def cli() -> None:
     \b
     autotune search --workload chmm --device cpu --trials 20
     autotune best   --workload chmm --device cpu
+    autotune report --workload chmm --device cpu
     autotune run    --workload chmm --set dtype=float64 --json
     autotune list
     autotune devices
@@ -158,7 +159,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     from autotune.tuner import Tuner
 
     budget = parse_bytes(memory_budget) if memory_budget else None
-    progress = _Progress(quiet or as_json)
+    progress = _Progress(quiet or as_json, trials)
     tuner = _library_call(
         Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
         isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=budget,
@@ -168,12 +169,14 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     try:
         result = _library_call(tuner.search, trials)
     except KeyboardInterrupt:
+        progress.close()
         click.echo(
             "\nautotune: interrupted; every completed trial is stored. Run the same command again to resume.",
             err=True,
         )
         sys.exit(130)
     finally:
+        progress.close()
         tuner.close()
     if as_json:
         click.echo(json.dumps(_result_json(result), indent=2))
@@ -182,21 +185,51 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
 
 
 class _Progress:
-    """One line per trial on stderr, with the best throughput so far."""
+    """Search progress on stderr: a bar on a terminal, one plain line per trial otherwise.
 
-    def __init__(self, quiet: bool) -> None:
+    The bar counts measured configs against ``--trials`` and shows the best
+    correct throughput so far, the last trial's status and the count per status.
+    """
+
+    def __init__(self, quiet: bool, total: int, bar: bool | None = None) -> None:
         self.quiet = quiet
         self.best: float | None = None
+        self.counts: dict[str, int] = {}
+        self.bar = None
+        if not quiet and (sys.stderr.isatty() if bar is None else bar):
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True)
+
+    def _echo(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            click.echo(line, err=True)
 
     def stage(self, message: str) -> None:
         if not self.quiet:
-            click.echo(f"autotune: {message}", err=True)
+            self._echo(f"autotune: {message}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
     def trial(self, record: Any, index: int, total: int) -> None:
         result = record.result
         if result.status == "ok" and result.throughput is not None:
             self.best = max(self.best or 0.0, result.throughput)
+        if record.duplicate_of is None:
+            self.counts[result.status] = self.counts.get(result.status, 0) + 1
         if self.quiet:
+            return
+        if self.bar is not None:
+            if record.duplicate_of is None:
+                self.bar.update(1)
+            self.bar.set_postfix_str(
+                f"best {_rate(self.best, result.unit)}, last {result.status}, "
+                + " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+            )
             return
         width = len(str(total))
         figures = f"{_rate(result.throughput, result.unit):>22}  {_bytes(result.peak_memory_bytes):>10}"
@@ -204,10 +237,9 @@ class _Progress:
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
         role = f" {record.role}" if record.role in ("baseline", "defaults") else ""
         counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
-        click.echo(
+        self._echo(
             f"[{counter}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "
-            f"best {_rate(self.best, result.unit)}  {record.config.describe()}{note}{error}",
-            err=True,
+            f"best {_rate(self.best, result.unit)}  {record.config.describe()}{note}{error}"
         )
 
 
@@ -278,6 +310,38 @@ def _result_table(result: Any) -> str:
             f"#{c.trial} {_rate(c.figures()['throughput'], c.figures()['unit']) if c.figures() else c.results[-1].status}"
             for c in losers))
     return "\n".join(lines)
+
+
+# -- report -----------------------------------------------------------------------------
+
+@cli.command()
+@_workload_option
+@click.option("--device", "-d", default="auto", show_default=True,
+              help="Device profile of the study; it need not be on this machine.")
+@_size_option
+@click.option("--storage", default=None, help="SQLAlchemy URL of the study storage [default: sqlite:///<studies>/autotune.db].")
+@click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")
+@_studies_option
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file to write [default: <studies>/<workload>/<device>-<size>-report.html].")
+def report(workload: str, device: str, size: str | None, storage: str | None, study_name: str | None,
+           studies: Path | None, output: Path | None) -> None:
+    """Write a self-contained HTML report of a study (plotly inlined: it opens offline).
+
+    It shows the trials by status, the winner against the baseline, the
+    optimisation history, throughput against memory, which knobs matter, and
+    a table of every trial with its error.
+
+    \b
+    Examples:
+      autotune report --workload chmm --device cpu
+      autotune report -w chmm -d h100 -s full -o chmm-h100.html
+    """
+    from autotune.report import report as write_report
+
+    path = _library_call(write_report, workload, device, size, storage=storage, study_name=study_name,
+                         studies=studies, output=output)
+    click.echo(f"Report written to {path}")
 
 
 # -- best -------------------------------------------------------------------------------

@@ -551,6 +551,10 @@ class Tuner:
             self.remeasure(candidates)
             winner = self.pick_winner(candidates, self.memory_budget_bytes)
             baseline = candidates[0]
+        environment = next((r.environment for c in candidates for r in c.results if r.environment), None)
+        if environment:
+            study.set_user_attr("environment", environment)  # the report shows it even without an export
+        study.set_user_attr("device_name", self.detected.name)
         if winner is not None and baseline is not None:
             base_m, win_m = baseline.measurement, winner.measurement
             if base_m is not None and win_m is not None and baseline.passed:

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import BROKEN, run_cli
 
-COMMANDS = ["search", "best", "run", "list", "devices"]
+COMMANDS = ["search", "best", "report", "run", "list", "devices"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -33,6 +33,8 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["run", "--workload", "chmm", "--set", "dtype"], "must look like name=value"),
         (["run", "--workload", "tests/nothing.py:Nope"], "does not exist"),
         (["best", "--workload", "chmm", "--device", "cpu"], "no tuned config for workload 'chmm'"),
+        (["report", "--workload", "chmm", "--device", "cpu"], "no study storage at sqlite:///studies/autotune.db"),
+        (["report", "--workload", "chmm", "--device", "tpu"], "unknown device 'tpu'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, fragment):
@@ -83,6 +85,14 @@ def test_search_then_best(tmp_path):
                 "check", "environment", "study", "trial"):
         assert key in document
     assert set(document["measured"]) >= {"throughput", "unit", "peak_memory_bytes", "iqr_seconds"}
+    for outcome in ("winner", "slower"):
+        assert outcome in done.stdout  # what each choice did
+    report = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-o", "out/report.html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.count('class="plotly-graph-div"') == 5 and "chmm-cpu-tiny" in page
+    missing = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--study", "nope", cwd=tmp_path)
+    assert missing.returncode == 2 and "unknown study 'nope'; valid: chmm-cpu-tiny" in missing.stderr
 
 
 def test_list_and_devices(tmp_path):
@@ -96,3 +106,30 @@ def test_list_and_devices(tmp_path):
 def test_console_script_is_installed():
     script = shutil.which("autotune")
     assert script is not None, "pip install -e . puts `autotune` on PATH"
+
+
+def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
+    from autotune.cli import _Progress
+    from autotune.config import Config
+    from autotune.runner import TrialResult
+    from autotune.tuner import TrialRecord
+
+    records = [
+        TrialRecord(0, Config(x=1), TrialResult("ok", {"x": 1}, unit="items", throughput=500.0, peak_memory_bytes=2**20), "baseline"),
+        TrialRecord(1, Config(x=2), TrialResult("crash", {"x": 2}, error="process died from SIGSEGV")),
+        TrialRecord(2, Config(x=1), TrialResult("ok", {"x": 1}, unit="items", throughput=500.0), duplicate_of=0),
+    ]
+    bar = _Progress(quiet=False, total=2, bar=True)
+    for index, record in enumerate(records, 1):
+        bar.trial(record, min(index, 2), 2)
+    assert bar.bar.n == 2  # the repeat does not advance the bar
+    assert "crash 1" in bar.bar.postfix and "ok 1" in bar.bar.postfix and "best 500 items/s" in bar.bar.postfix
+    bar.close()
+    plain = _Progress(quiet=False, total=2, bar=False)
+    for index, record in enumerate(records, 1):
+        plain.trial(record, min(index, 2), 2)
+    err = capsys.readouterr().err
+    assert "[1/2] trial #0 baseline ok" in err and "process died from SIGSEGV" in err and "not counted" in err
+    quiet = _Progress(quiet=True, total=2)
+    quiet.trial(records[0], 1, 2)
+    assert capsys.readouterr().err == ""

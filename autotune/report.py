@@ -1,0 +1,416 @@
+"""``autotune report``: one self-contained HTML file that shows why a config won.
+
+Every figure is a ``_get_*_info`` function that computes its data from the
+study (unit-tested without rendering) and a ``_draw_*`` function that turns
+it into a plotly figure. Optuna's own plots are used where they already do
+the job (Pareto front, parameter importances, parallel coordinates); what
+they lack (failed and incorrect trials on the history, the winner against
+the baseline) is drawn here. plotly.js is inlined once, so the file opens
+with no network.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from autotune._plotly_imports import go, plotly_js
+from autotune.runner import STATUSES
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["ReportInfo", "build_report", "write_report"]
+
+# Colours per status, shared by every figure and the table.
+STATUS_COLOURS = {
+    "ok": "#1f77b4",
+    "incorrect": "#d62728",
+    "oom": "#9467bd",
+    "timeout": "#8c564b",
+    "crash": "#e377c2",
+    "error": "#7f7f7f",
+}
+
+
+def _trials(study: "optuna.Study") -> list["optuna.trial.FrozenTrial"]:
+    """Finished trials that measured something new (repeats of a config are left out)."""
+    return [
+        t for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished() and "duplicate_of" not in t.user_attrs
+    ]
+
+
+# -- header ---------------------------------------------------------------------------
+
+
+def _get_header_info(study: "optuna.Study", document: dict[str, Any] | None) -> dict[str, Any]:
+    trials = _trials(study)
+    counts = {status: 0 for status in STATUSES}
+    for t in trials:
+        status = t.user_attrs.get("status")
+        if status in counts:
+            counts[status] += 1
+    starts = [t.datetime_start for t in trials if t.datetime_start]
+    ends = [t.datetime_complete for t in trials if t.datetime_complete]
+    tuning = sum(t.user_attrs.get("wall_seconds") or 0.0 for t in trials)
+    attrs = study.user_attrs
+    return {
+        "title": f"{attrs.get('workload', study.study_name)} on {attrs.get('device', '?')}",
+        "study": study.study_name,
+        "workload": attrs.get("workload"),
+        "device": attrs.get("device"),
+        "device_name": (document or {}).get("device_name") or attrs.get("device_name"),
+        "size": attrs.get("size"),
+        "unit": attrs.get("unit", "items"),
+        "trials": len(trials),
+        "counts": counts,
+        "tuning_seconds": tuning,
+        "span": (min(starts).isoformat(" ", "seconds"), max(ends).isoformat(" ", "seconds")) if starts and ends else None,
+        "environment": (document or {}).get("environment") or attrs.get("environment") or {},
+    }
+
+
+# -- winner against baseline ------------------------------------------------------------
+
+
+def _get_winner_info(document: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Throughput and memory of the winner and the baseline, as re-measured side by side."""
+    if not document or not document.get("measured") or not document.get("baseline"):
+        return None
+    rows = []
+    for label, figures in (("tuned", document["measured"]), ("baseline", document["baseline"])):
+        throughput = figures.get("throughput")
+        spread = figures.get("relative_spread") or 0.0
+        rows.append({
+            "label": label,
+            "throughput": throughput,
+            # The spread of the times, carried to throughput: items / (median +- IQR/2).
+            "throughput_error": throughput * spread / 2 if throughput else 0.0,
+            "peak_memory_bytes": figures.get("peak_memory_bytes"),
+        })
+    check = document.get("check") or {}
+    return {
+        "rows": rows,
+        "unit": document["measured"].get("unit", "items"),
+        "speedup": document.get("speedup"),
+        "check_error": check.get("error"),
+        "check_tolerance": check.get("tolerance"),
+        "check_metric": check.get("metric"),
+        "passed": check.get("passed"),
+        "config": document.get("config", {}),
+        "trial": document.get("trial"),
+    }
+
+
+def _draw_winner(info: dict[str, Any]) -> "go.Figure":
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(f"throughput ({info['unit']}/s)", "peak memory (MiB)"))
+    labels = [row["label"] for row in info["rows"]]
+    colours = ["#2ca02c", "#7f7f7f"]
+    fig.add_trace(go.Bar(x=labels, y=[r["throughput"] for r in info["rows"]], marker_color=colours,
+                         error_y={"type": "data", "array": [r["throughput_error"] for r in info["rows"]]},
+                         name="throughput"), row=1, col=1)
+    fig.add_trace(go.Bar(x=labels, y=[(r["peak_memory_bytes"] or 0) / 2**20 for r in info["rows"]],
+                         marker_color=colours, name="peak memory"), row=1, col=2)
+    speedup = f"{info['speedup']:.2f}x" if info["speedup"] else "-"
+    fig.update_layout(title=f"Tuned against baseline, re-measured side by side: speedup {speedup}",
+                      showlegend=False, height=380)
+    return fig
+
+
+# -- optimisation history -------------------------------------------------------------------
+
+
+def _get_history_info(study: "optuna.Study") -> dict[str, Any]:
+    """Throughput per trial, the best correct throughput so far, and every trial that failed."""
+    points: dict[str, dict[str, list]] = {status: {"number": [], "throughput": [], "text": []} for status in STATUSES}
+    best_number, best_value = [], []
+    best = None
+    for t in sorted(_trials(study), key=lambda t: t.number):
+        status = t.user_attrs.get("status", "error")
+        throughput = t.user_attrs.get("throughput")
+        bucket = points.setdefault(status, {"number": [], "throughput": [], "text": []})
+        bucket["number"].append(t.number)
+        # Failed trials measured nothing: they sit on the axis, marked by their status.
+        bucket["throughput"].append(throughput if throughput is not None else 0.0)
+        bucket["text"].append(_hover(t))
+        feasible = status == "ok" and all(v <= 0 for v in t.constraints.values())
+        if feasible and throughput is not None and (best is None or throughput > best):
+            best = throughput
+        if best is not None:
+            best_number.append(t.number)
+            best_value.append(best)
+    return {"points": {k: v for k, v in points.items() if v["number"]},
+            "best_number": best_number, "best_value": best_value}
+
+
+def _hover(t: "optuna.trial.FrozenTrial") -> str:
+    config = t.user_attrs.get("config", t.params)
+    lines = [f"trial #{t.number}: {t.user_attrs.get('status')}"]
+    lines += [f"{k}={v}" for k, v in config.items()]
+    if t.user_attrs.get("error"):
+        lines.append(html.escape(str(t.user_attrs["error"]))[:200])
+    return "<br>".join(lines)
+
+
+def _draw_history(info: dict[str, Any], unit: str) -> "go.Figure":
+    fig = go.Figure()
+    symbols = {"ok": "circle", "incorrect": "x", "oom": "triangle-up", "timeout": "hourglass",
+               "crash": "star", "error": "diamond"}
+    for status, data in info["points"].items():
+        fig.add_trace(go.Scatter(
+            x=data["number"], y=data["throughput"], mode="markers", name=status, text=data["text"],
+            hovertemplate="%{text}<br>%{y:,.0f}<extra></extra>",
+            marker={"color": STATUS_COLOURS.get(status, "#000"), "symbol": symbols.get(status, "circle"), "size": 8},
+        ))
+    if info["best_number"]:
+        fig.add_trace(go.Scatter(x=info["best_number"], y=info["best_value"], mode="lines", name="best correct so far",
+                                 line={"color": "#2ca02c", "shape": "hv"}))
+    fig.update_layout(title="Optimisation history (failed trials on the axis, by status)",
+                      xaxis_title="trial", yaxis_title=f"throughput ({unit}/s)", height=420)
+    return fig
+
+
+# -- figures Optuna already draws ---------------------------------------------------------------
+
+
+def _throughput(t: "optuna.trial.FrozenTrial") -> float:
+    return t.values[0]
+
+
+def _slowness(t: "optuna.trial.FrozenTrial") -> float:
+    # PED-ANOVA rates knobs by how they reach *low* target values: low minus-throughput is fast.
+    return -t.values[0]
+
+
+def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what: str) -> tuple["go.Figure | None", str | None]:
+    """An Optuna plot, or a clear message when the study cannot support it."""
+    if have < needs:
+        return None, f"{what} needs at least {needs} completed trials; this study has {have}."
+    try:
+        with warnings.catch_warnings():
+            # PED-ANOVA warns that it favours low targets on every call; _slowness accounts for it.
+            warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes")
+            return draw(), None
+    except (ValueError, RuntimeError, ZeroDivisionError) as exc:
+        return None, f"{what} could not be computed: {exc}"
+
+
+# -- table of trials ---------------------------------------------------------------------------
+
+
+def _get_table_info(study: "optuna.Study") -> list[dict[str, Any]]:
+    rows = []
+    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+        if not t.state.is_finished():
+            continue
+        check = t.user_attrs.get("check") or {}
+        rows.append({
+            "number": t.number,
+            "status": t.user_attrs.get("status", t.state.name.lower()),
+            "role": t.user_attrs.get("role", ""),
+            "repeat_of": t.user_attrs.get("duplicate_of"),
+            "config": t.user_attrs.get("config", t.params),
+            "throughput": t.user_attrs.get("throughput"),
+            "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
+            "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
+            "check_error": check.get("error"),
+            "check_tolerance": check.get("tolerance"),
+            "error": t.user_attrs.get("error"),
+        })
+    return rows
+
+
+def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
+    def cell(value: Any) -> str:
+        return f"<td>{html.escape(str(value)) if value is not None else ''}</td>"
+
+    out = ["<table class='trials'><thead><tr><th>#</th><th>status</th><th>config</th>"
+           f"<th>throughput ({html.escape(unit)}/s)</th><th>peak memory</th><th>spread</th>"
+           "<th>check error / tolerance</th><th>error</th></tr></thead><tbody>"]
+    for row in rows:
+        config = " ".join(f"{k}={v}" for k, v in row["config"].items())
+        if row["repeat_of"] is not None:
+            config += f" (repeat of #{row['repeat_of']})"
+        if row["role"] in ("baseline", "defaults"):
+            config = f"[{row['role']}] {config}"
+        throughput = f"{row['throughput']:,.0f}" if row["throughput"] else None
+        memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
+        spread = f"±{100 * row['spread']:.1f}%" if row["spread"] is not None else None
+        check = (f"{row['check_error']:.2g} / {row['check_tolerance']:.0e}" if row["check_error"] is not None
+                 else ("inf" if row["check_tolerance"] else None))
+        out.append(f"<tr class='status-{html.escape(row['status'])}'>" + cell(row["number"]) + cell(row["status"])
+                   + cell(config) + cell(throughput) + cell(memory) + cell(spread) + cell(check) + cell(row["error"]) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+# -- the page -------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReportInfo:
+    """What a report holds: its sections, each a figure or a message saying why there is none."""
+
+    header: dict[str, Any]
+    sections: list[tuple[str, str, "go.Figure | None", str | None]] = field(default_factory=list)  # (id, title, figure, message)
+    table: list[dict[str, Any]] = field(default_factory=list)
+
+
+def build_report(study: "optuna.Study", document: dict[str, Any] | None = None) -> ReportInfo:
+    """Compute every section of the report of ``study`` (``document``: its exported config, if any)."""
+    import optuna.visualization as ov
+
+    header = _get_header_info(study, document)
+    unit = header["unit"]
+    info = ReportInfo(header, table=_get_table_info(study))
+    complete = [t for t in _trials(study) if t.state.name == "COMPLETE"]
+    feasible = [t for t in complete if all(v <= 0 for v in t.constraints.values())]
+
+    winner = _get_winner_info(document)
+    if winner is None:
+        info.sections.append(("winner", "Tuned against baseline", None,
+                              "No exported config for this study yet: the search ended without a config that passed "
+                              "its check, or it has not finished. Nothing to compare."))
+    else:
+        info.sections.append(("winner", "Tuned against baseline", _draw_winner(winner), None))
+
+    history = _get_history_info(study)
+    if not history["points"]:
+        info.sections.append(("history", "Optimisation history", None, "The study has no finished trials."))
+    else:
+        info.sections.append(("history", "Optimisation history", _draw_history(history, unit), None))
+
+    names = ["throughput", "peak memory (bytes)"]
+    figure, message = _optuna_figure(lambda: ov.plot_pareto_front(study, target_names=names), 1, len(complete),
+                                     "The Pareto front")
+    info.sections.append(("pareto", "Throughput against peak memory (Pareto front; infeasible trials apart)", figure, message))
+
+    figure, message = _optuna_figure(
+        lambda: ov.plot_param_importances(study, target=_slowness, target_name="throughput"), 2, len(complete),
+        "Parameter importance")
+    info.sections.append(("importance", "Which knobs matter for throughput", figure, message))
+
+    figure, message = _optuna_figure(
+        lambda: ov.plot_parallel_coordinate(study, target=_throughput, target_name="throughput"), 2, len(complete),
+        "The parallel-coordinates plot")
+    info.sections.append(("parallel", "Knobs against throughput", figure, message))
+    if not feasible and complete:
+        info.sections.append(("feasible", "Correct configurations", None,
+                              "No completed trial passed its correctness check: every figure above shows failures only."))
+    return info
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 2em; }
+table { border-collapse: collapse; font-size: 0.85em; }
+td, th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+table.header td:first-child { font-weight: bold; }
+tr.status-incorrect td { background: #fde8e8; } tr.status-ok td { background: #fff; }
+tr.status-oom td, tr.status-timeout td, tr.status-crash td, tr.status-error td { background: #eee; }
+p.empty { color: #555; font-style: italic; border-left: 4px solid #ccc; padding-left: 0.8em; }
+"""
+
+
+def render_html(info: ReportInfo) -> str:
+    h = info.header
+    counts = ", ".join(f"{status} {n}" for status, n in h["counts"].items())
+    env = ", ".join(f"{k}={v}" for k, v in h["environment"].items())
+    header_rows = [
+        ("workload", h["workload"]), ("device", f"{h['device']} ({h['device_name'] or 'name not recorded'})"),
+        ("size", h["size"]), ("study", h["study"]), ("trials", f"{h['trials']} ({counts})"),
+        ("tuning time", f"{h['tuning_seconds']:.0f} s in trials" + (f", from {h['span'][0]} to {h['span'][1]}" if h["span"] else "")),
+        ("environment", env or "not recorded"),
+    ]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>autotune report: {html.escape(h['title'])}</title>",
+        f"<script type='text/javascript'>{plotly_js()}</script>",
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>autotune report: {html.escape(h['title'])}</h1>",
+        "<table class='header'>" + "".join(
+            f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in header_rows) + "</table>",
+    ]
+    for section_id, title, figure, message in info.sections:
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        if figure is not None:
+            parts.append(figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{section_id}",
+                                        config={"displaylogo": False}))
+        else:
+            parts.append(f"<p class='empty' id='empty-{section_id}'>{html.escape(message or '')}</p>")
+    parts.append("<h2>Every trial</h2>")
+    parts.append(_render_table(info.table, h["unit"]) if info.table else "<p class='empty'>No finished trials.</p>")
+    parts.append(f"<p><small>Written by autotune on {time.strftime('%Y-%m-%d %H:%M:%S')}.</small></p></body></html>")
+    return "".join(parts)
+
+
+def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | None = None) -> Path:
+    """Write the report of ``study`` to ``path`` (atomically) and return the path."""
+    text = render_html(build_report(study, document))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+
+def report(
+    workload: str,
+    device: str = "auto",
+    size: str | None = None,
+    *,
+    storage: str | None = None,
+    study_name: str | None = None,
+    studies: str | Path | None = None,
+    output: str | Path | None = None,
+) -> Path:
+    """Write the report of a study; the device need not be on this machine.
+
+    Example::
+
+        from autotune.report import report
+        report("chmm", "cpu")      # -> studies/chmm/cpu-small-report.html
+    """
+    import optuna
+
+    from autotune.config import config_path, studies_dir
+    from autotune.devices import get_profile, resolve_device
+    from autotune.exceptions import AutotuneError, StorageError, UnknownNameError
+    from autotune.tuner import redact_storage
+    from autotune.workload import get_workload_class
+
+    cls = get_workload_class(workload)
+    size = size or cls.default_size
+    if size not in cls.sizes:
+        raise UnknownNameError(f"size of workload {cls.name!r}", size, cls.sizes)
+    device = resolve_device("auto").profile.name if device == "auto" else get_profile(device).name
+    root = Path(studies) if studies is not None else studies_dir()
+    storage = storage or f"sqlite:///{root / 'autotune.db'}"
+    if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).is_file():
+        raise StorageError(f"no study storage at {storage}; run `autotune search` first, or pass --storage")
+    study_name = study_name or f"{cls.name}-{device}-{size}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        names = optuna.get_all_study_names(storage)
+    except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
+        raise StorageError(f"cannot open storage {redact_storage(storage)}: {type(exc).__name__}: {exc}") from None
+    if study_name not in names:
+        raise UnknownNameError("study", study_name, names, hint=f"in {redact_storage(storage)}")
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    document = None
+    exported = config_path(cls.name, device, root)
+    if exported.is_file():
+        candidate = json.loads(exported.read_text())
+        if (candidate.get("study") or {}).get("name") == study_name:
+            document = candidate
+    out = Path(output) if output is not None else root / cls.name / f"{device}-{size}-report.html"
+    return write_report(study, out, document)

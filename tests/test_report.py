@@ -1,0 +1,127 @@
+"""The report's data functions on studies with known trials, and the page they make."""
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+
+from autotune.report import (
+    _get_header_info,
+    _get_history_info,
+    _get_table_info,
+    _get_winner_info,
+    build_report,
+    render_html,
+)
+
+KERNEL = CategoricalDistribution(["loop", "numba", "scan"])
+DTYPE = CategoricalDistribution(["float32", "float16"])
+
+
+def add_trial(study, kernel, dtype, status, throughput=None, memory=None, error=None):
+    trial = study.ask({"kernel": KERNEL, "dtype": dtype and DTYPE})
+    attrs = {"status": status, "config": {"kernel": kernel, "dtype": dtype}, "config_key": f"{kernel}-{dtype}",
+             "throughput": throughput, "peak_memory_bytes": memory, "error": error, "wall_seconds": 2.0,
+             "median_seconds": 1.0 / throughput if throughput else None, "iqr_seconds": 0.01 if throughput else None}
+    if status == "incorrect":
+        attrs["check"] = {"error": 0.5, "tolerance": 1e-5, "passed": False}
+    elif status == "ok":
+        attrs["check"] = {"error": 1e-7, "tolerance": 1e-5, "passed": True}
+    for key, value in attrs.items():
+        if value is not None:
+            trial.set_user_attr(key, value)
+    if status in ("ok", "incorrect"):
+        trial.set_constraint("correct", 0.0 if status == "ok" else 1.0)
+        study.tell(trial, [throughput, memory])
+    else:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def make_study(*trials):
+    study = optuna.create_study(directions=["maximize", "minimize"], study_name="chmm-cpu-tiny")
+    for key, value in {"workload": "chmm", "device": "cpu", "size": "tiny", "unit": "timesteps"}.items():
+        study.set_user_attr(key, value)
+    for spec in trials:
+        add_trial(study, *spec)
+    return study
+
+
+KNOWN = [
+    ("loop", "float32", "ok", 10.0, 300),
+    ("numba", "float32", "ok", 30.0, 400),
+    ("scan", "float16", "incorrect", 40.0, 250, "output differs from the reference"),
+    ("scan", "float32", "crash", None, None, "process died from SIGSEGV"),
+    ("loop", "float16", "ok", 20.0, 280),
+]
+
+DOCUMENT = {
+    "schema_version": 1, "workload": "chmm", "device": "cpu", "device_name": "AMD EPYC", "size": "tiny",
+    "config": {"kernel": "numba", "dtype": "float32"}, "trial": 1, "speedup": 3.0,
+    "measured": {"throughput": 30.0, "unit": "timesteps", "relative_spread": 0.1, "peak_memory_bytes": 400 * 2**20},
+    "baseline": {"throughput": 10.0, "unit": "timesteps", "relative_spread": 0.02, "peak_memory_bytes": 300 * 2**20},
+    "check": {"error": 1e-7, "tolerance": 1e-5, "passed": True, "metric": "counts"},
+    "environment": {"torch": "2.13.0", "cpu_threads": 2}, "study": {"name": "chmm-cpu-tiny"},
+}
+
+
+def test_history_marks_failures_and_best_ignores_incorrect():
+    info = _get_history_info(make_study(*KNOWN))
+    assert info["points"]["ok"]["number"] == [0, 1, 4]
+    assert info["points"]["incorrect"]["throughput"] == [40.0]  # fast and wrong: shown, never best
+    assert info["points"]["crash"] == {"number": [3], "throughput": [0.0], "text": info["points"]["crash"]["text"]}
+    assert "SIGSEGV" in info["points"]["crash"]["text"][0]
+    assert info["best_number"] == [0, 1, 2, 3, 4] and info["best_value"] == [10.0, 30.0, 30.0, 30.0, 30.0]
+
+
+def test_header_counts_statuses_and_tuning_time():
+    info = _get_header_info(make_study(*KNOWN), DOCUMENT)
+    assert info["counts"] == {"ok": 3, "incorrect": 1, "oom": 0, "timeout": 0, "crash": 1, "error": 0}
+    assert info["tuning_seconds"] == 10.0 and info["device_name"] == "AMD EPYC"
+    assert info["environment"]["torch"] == "2.13.0"
+
+
+def test_winner_against_baseline_with_spread():
+    info = _get_winner_info(DOCUMENT)
+    tuned, baseline = info["rows"]
+    assert (tuned["label"], tuned["throughput"], baseline["throughput"]) == ("tuned", 30.0, 10.0)
+    assert tuned["throughput_error"] == pytest.approx(1.5) and info["speedup"] == 3.0
+    assert info["check_error"] == 1e-7 and info["check_tolerance"] == 1e-5
+    assert _get_winner_info(None) is None
+
+
+def test_table_keeps_every_trial_with_its_error():
+    rows = _get_table_info(make_study(*KNOWN))
+    assert [r["status"] for r in rows] == ["ok", "ok", "incorrect", "crash", "ok"]
+    assert rows[3]["error"] == "process died from SIGSEGV" and rows[2]["check_error"] == 0.5
+
+
+def test_full_report_has_every_figure():
+    info = build_report(make_study(*KNOWN), DOCUMENT)
+    figures = {section_id: figure for section_id, _, figure, _ in info.sections}
+    assert set(figures) == {"winner", "history", "pareto", "importance", "parallel"}
+    assert all(figure is not None for figure in figures.values())
+    page = render_html(info)
+    assert page.count('class="plotly-graph-div"') == 5 and "<script src=" not in page
+    assert "process died from SIGSEGV" in page
+
+
+def test_only_failed_trials_give_messages_not_crashes():
+    study = make_study(("scan", "float32", "crash", None, None, "SIGSEGV"), ("loop", "float16", "timeout", None, None, "killed"))
+    info = build_report(study, None)
+    messages = {section_id: message for section_id, _, figure, message in info.sections if figure is None}
+    assert "No exported config" in messages["winner"]
+    assert "needs at least 1 completed trials; this study has 0" in messages["pareto"]
+    assert "needs at least 2 completed trials" in messages["importance"]
+    assert "id='empty-pareto'" in render_html(info)
+
+
+def test_single_trial_gives_a_clear_message_for_importance():
+    info = build_report(make_study(("loop", "float32", "ok", 10.0, 300)), None)
+    sections = {section_id: (figure, message) for section_id, _, figure, message in info.sections}
+    assert sections["history"][0] is not None and sections["pareto"][0] is not None
+    assert sections["importance"][0] is None and "this study has 1" in sections["importance"][1]
+
+
+def test_empty_study():
+    info = build_report(make_study(), None)
+    assert all(figure is None for _, _, figure, _ in info.sections)
+    assert "No finished trials" in render_html(info)
