@@ -384,7 +384,7 @@ def report(
 
     from autotune.config import config_path, studies_dir
     from autotune.devices import get_profile, resolve_device
-    from autotune.exceptions import AutotuneError, StorageError, UnknownNameError
+    from autotune.exceptions import StorageError, UnknownNameError
     from autotune.tuner import redact_storage
     from autotune.workload import get_workload_class
 

@@ -155,7 +155,10 @@ def main() -> None:
         total = int(n_clones[x].sum())
         buffers = (np.empty(total, np.float32), np.empty(total, np.float32), np.empty_like(T))
 
-        contenders = {"numba reference": lambda: em_reference(T, T_tr, Pi, n_clones, x, a, buffers)[0]}
+        def run_reference(args=(T, T_tr, Pi, n_clones, x, a, buffers)) -> float:
+            return em_reference(*args)[0]
+
+        contenders = {"numba reference": run_reference}
         if not args.skip_baseline:
             run_baseline = workload.build(space.baseline)
             contenders["baseline"] = lambda run=run_baseline: float(run()["log2_likelihood"])
@@ -168,7 +171,7 @@ def main() -> None:
             start = time.perf_counter()
             likelihoods[name] = run()
             print(f"{size}: {name} first run {time.perf_counter() - start:.2f} s", flush=True)
-        for round_index in range(args.rounds):
+        for _ in range(args.rounds):
             for name, run in contenders.items():
                 start = time.perf_counter()
                 run()

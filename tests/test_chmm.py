@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.config import Config
 from autotune.space import load_space
 from workloads.chmm import (
     TOLERANCES,

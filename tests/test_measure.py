@@ -1,4 +1,3 @@
-import pytest
 
 from autotune.measure import Measurement, Measurer
 
