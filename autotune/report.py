@@ -362,7 +362,6 @@ def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | N
     return path
 
 
-
 def report(
     workload: str,
     device: str = "auto",

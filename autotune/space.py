@@ -28,7 +28,7 @@ import math
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -121,6 +121,21 @@ class Parameter:
                 f"{self.name}={text!r} is out of range; allowed: {self.describe_allowed()}"
             )
         return value
+
+    @property
+    def fixed(self) -> bool:
+        """Only one value left (for example after a device removed the others): never sampled."""
+        return self.type == "categorical" and len(self.choices) == 1
+
+    def draw(self, rng: random.Random) -> Any:
+        """A value drawn at random: uniform, or log-uniform on a log range, on the step grid."""
+        if self.type == "categorical":
+            return rng.choice(self.choices)
+        low, high = float(self.low), float(self.high)  # type: ignore[arg-type]
+        value = math.exp(rng.uniform(math.log(low), math.log(high))) if self.log else rng.uniform(low, high)
+        if self.step is not None and not self.log:
+            value = low + round((value - low) / self.step) * self.step
+        return min(max(int(round(value)) if self.type == "int" else value, self.low), self.high)
 
     def suggest(self, trial: "optuna.Trial") -> Any:
         if self.type == "categorical":
@@ -281,7 +296,7 @@ class SearchSpace:
     @property
     def tunable(self) -> list[Parameter]:
         """Parameters with more than one value on this space's device."""
-        return [p for p in self.parameters.values() if not (p.type == "categorical" and len(p.choices) == 1)]
+        return [p for p in self.parameters.values() if not p.fixed]
 
     def is_active(self, name: str, values: Mapping[str, Any]) -> bool:
         condition = self.parameters[name].condition
@@ -325,36 +340,37 @@ class SearchSpace:
             values[name] = self.parameters[name].parse(text.strip())
         return self.validate(values, "--set")
 
-    def suggest(self, trial: "optuna.Trial") -> Config:
-        """Sample a config for ``trial``; inactive and fixed parameters are not sampled."""
+    def _choose(self, draw: Callable[[Parameter], Any]) -> Config:
+        """A full config with ``draw(param)`` for every active parameter, in declared order."""
         chosen: dict[str, Any] = {}
-        seen: dict[str, Any] = {}
+        seen: dict[str, Any] = {}  # what conditions see: inactive parameters are null
         for name, param in self.parameters.items():
             if not self.is_active(name, seen):
                 seen[name] = None
                 continue
-            fixed = param.type == "categorical" and len(param.choices) == 1
-            seen[name] = chosen[name] = param.choices[0] if fixed else param.suggest(trial)
+            seen[name] = chosen[name] = param.choices[0] if param.fixed else draw(param)
         return self.complete(chosen)
+
+    def sampled_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The part of ``config`` a sampler chooses (active, not fixed): what ``enqueue_trial`` takes."""
+        active = self._active(config)
+        return {name: config[name] for name, param in self.parameters.items() if active[name] and not param.fixed}
+
+    def _active(self, config: Mapping[str, Any]) -> dict[str, bool]:
+        seen: dict[str, Any] = {}
+        active: dict[str, bool] = {}
+        for name in self.parameters:
+            active[name] = self.is_active(name, seen)
+            seen[name] = config[name] if active[name] else None
+        return active
+
+    def suggest(self, trial: "optuna.Trial") -> Config:
+        """Sample a config for ``trial``; inactive and fixed parameters are not sampled."""
+        return self._choose(lambda param: param.suggest(trial))
 
     def sample(self, rng: random.Random) -> Config:
         """A config drawn at random (uniform choices; log-uniform where the range is log)."""
-        chosen: dict[str, Any] = {}
-        seen: dict[str, Any] = {}
-        for name, param in self.parameters.items():
-            if not self.is_active(name, seen):
-                seen[name] = None
-                continue
-            if param.type == "categorical":
-                value = rng.choice(param.choices)
-            else:
-                low, high = float(param.low), float(param.high)  # type: ignore[arg-type]
-                value = math.exp(rng.uniform(math.log(low), math.log(high))) if param.log else rng.uniform(low, high)
-                if param.step is not None and not param.log:
-                    value = low + round((value - low) / param.step) * param.step
-                value = min(max(int(round(value)) if param.type == "int" else value, param.low), param.high)
-            seen[name] = chosen[name] = value
-        return self.complete(chosen)
+        return self._choose(lambda param: param.draw(rng))
 
     def describe(self) -> list[dict[str, Any]]:
         """One row per parameter, for ``autotune list``."""

@@ -330,18 +330,6 @@ class Tuner:
                 study.set_user_attr(key, value)
         return study
 
-    def _sampled_params(self, config: Config) -> dict[str, Any]:
-        """The part of a config Optuna samples (active, tunable parameters)."""
-        tunable = {p.name for p in self.space.tunable}
-        seen: dict[str, Any] = {}
-        params = {}
-        for name in self.space.parameters:
-            active = self.space.is_active(name, seen)
-            seen[name] = config[name] if active else None
-            if active and name in tunable:
-                params[name] = config[name]
-        return params
-
     def _record(self, trial: "optuna.Trial", result: TrialResult, config: Config, role: str, duplicate_of: int | None) -> None:
         attrs = {
             "status": result.status,
@@ -409,9 +397,9 @@ class Tuner:
             # The baseline (what users run today) and the defaults (what autotune
             # recommends untuned) are measured first: every study reports both,
             # and the sampler starts from a known-good point, not only random ones.
-            study.enqueue_trial(self._sampled_params(baseline), user_attrs={"role": "baseline"})
+            study.enqueue_trial(self.space.sampled_params(baseline), user_attrs={"role": "baseline"})
             if self.space.defaults != baseline:
-                study.enqueue_trial(self._sampled_params(self.space.defaults), user_attrs={"role": "defaults"})
+                study.enqueue_trial(self.space.sampled_params(self.space.defaults), user_attrs={"role": "defaults"})
         known: dict[str, int] = {
             t.user_attrs["config_key"]: t.number
             for t in study.get_trials(deepcopy=False)
@@ -438,7 +426,7 @@ class Tuner:
                 result = _result_from_attrs(previous.user_attrs, config)
                 fresh = self._unseen_config(known, rng)
                 if fresh is not None:
-                    study.enqueue_trial(self._sampled_params(fresh), user_attrs={"role": "random"})
+                    study.enqueue_trial(self.space.sampled_params(fresh), user_attrs={"role": "random"})
             else:
                 try:
                     result = self.runner.run(self.request(config))

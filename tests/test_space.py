@@ -170,3 +170,11 @@ def test_random_sample_respects_ranges_steps_and_conditions():
     chunks = [c["chunk"] for c in configs if c["kernel"] == "scan"]
     assert min(chunks) < 64 and max(chunks) > 1024  # log-uniform reaches both ends
     assert {c["dtype"] for c in configs} == {"float64", "float32", "bfloat16", "float16"}
+
+
+def test_sampled_params_are_the_active_tunable_ones():
+    s = space().for_device(PROFILES["cpu"])
+    loop = s.complete({"kernel": "loop", "dtype": "float32"})
+    assert set(s.sampled_params(loop)) == {"dtype", "kernel", "lr"}  # no chunk (inactive), no graphs (fixed)
+    scan = s.complete({"kernel": "scan", "chunk": 64})
+    assert s.sampled_params(scan)["chunk"] == 64
