@@ -184,6 +184,18 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         click.echo(_result_table(result))
 
 
+def _terminal_width() -> int:
+    """Columns of the terminal on stderr; 0 when it is no terminal (or one that reports no width)."""
+    import os
+
+    if not sys.stderr.isatty():
+        return 0
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        return 0
+
+
 class _Progress:
     """Search progress on stderr: a bar on a terminal, one plain line per trial otherwise.
 
@@ -196,10 +208,10 @@ class _Progress:
         self.best: float | None = None
         self.counts: dict[str, int] = {}
         self.bar = None
-        if not quiet and (sys.stderr.isatty() if bar is None else bar):
+        if not quiet and (_terminal_width() > 0 if bar is None else bar):
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=total, unit="trial", file=sys.stderr)
 
     def _echo(self, line: str) -> None:
         if self.bar is not None:

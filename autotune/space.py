@@ -353,10 +353,11 @@ class SearchSpace:
 
     def sampled_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The part of ``config`` a sampler chooses (active, not fixed): what ``enqueue_trial`` takes."""
-        active = self._active(config)
+        active = self.active(config)
         return {name: config[name] for name, param in self.parameters.items() if active[name] and not param.fixed}
 
-    def _active(self, config: Mapping[str, Any]) -> dict[str, bool]:
+    def active(self, config: Mapping[str, Any]) -> dict[str, bool]:
+        """Which parameters are active under ``config`` (their conditions hold)."""
         seen: dict[str, Any] = {}
         active: dict[str, bool] = {}
         for name in self.parameters:

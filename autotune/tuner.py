@@ -178,17 +178,23 @@ def choice_outcomes(study: "optuna.Study", space: SearchSpace, winner: Config | 
         if t.state.is_finished() and "config" in t.user_attrs and "duplicate_of" not in t.user_attrs
     ]
     outcomes = []
+    # A conditional knob counts only where it was active (an inactive one holds its default).
+    active = {t.number: space.active(t.user_attrs["config"]) for t in trials if set(space.parameters) <= set(t.user_attrs["config"])}
+    winner_active = space.active(winner) if winner is not None else {}
     for param in space.tunable:
         if param.type != "categorical":
             continue
         for value in param.choices:
-            mine = [t for t in trials if t.user_attrs["config"].get(param.name) == value]
+            mine = [
+                t for t in trials
+                if active.get(t.number, {}).get(param.name) and t.user_attrs["config"].get(param.name) == value
+            ]
             correct = [t.user_attrs["throughput"] for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")]
             outcomes.append(
                 ChoiceOutcome(
                     param.name, value, len(mine), max(correct) if correct else None,
                     dict(Counter(t.user_attrs.get("status", "unknown") for t in mine)),
-                    winner is not None and winner.get(param.name) == value,
+                    bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
                 )
             )
     return outcomes

@@ -211,3 +211,28 @@ def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     measured = [r for r in result.trials if r.duplicate_of is None]
     assert len(measured) == 4 and len({r.config for r in measured}) == 4
     assert any(r.role == "random" for r in measured)
+
+
+def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
+    from autotune.devices import PROFILES
+    from autotune.tuner import choice_outcomes
+
+    space = autotune.load_space("chmm").for_device(PROFILES["cpu"])
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    runs = [
+        (space.defaults, "ok", 20.0),  # messages=loop: overlap_passes inactive (holds False)
+        (space.defaults.replace(messages="numba", overlap_passes=True), "ok", 90.0),
+        (space.defaults.replace(messages="numba", overlap_passes=False), "incorrect", 95.0),
+    ]
+    for config, status, throughput in runs:
+        trial = study.ask()
+        trial.set_user_attr("config", config.to_dict())
+        trial.set_user_attr("status", status)
+        trial.set_user_attr("throughput", throughput)
+        study.tell(trial, [throughput, 1.0])
+    outcomes = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[1][0])}
+    assert outcomes[("overlap_passes", False)].measured == 1  # the loop trial does not count
+    assert outcomes[("overlap_passes", False)].verdict == "incorrect"
+    assert outcomes[("overlap_passes", True)].verdict == "winner"
+    assert outcomes[("messages", "loop")].verdict == "slower" and outcomes[("messages", "loop")].best_throughput == 20.0
+    assert outcomes[("messages", "scan")].verdict == "not tried"
