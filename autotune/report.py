@@ -264,10 +264,22 @@ class ReportInfo:
     table: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _in_memory(study: "optuna.Study") -> "optuna.Study":
+    """A copy of ``study`` in memory: every plot reads all trials, and SQL would be asked each time."""
+    import optuna
+
+    copy = optuna.create_study(directions=study.directions, study_name=study.study_name)
+    for key, value in study.user_attrs.items():
+        copy.set_user_attr(key, value)
+    copy.add_trials(study.get_trials(deepcopy=False))
+    return copy
+
+
 def build_report(study: "optuna.Study", document: dict[str, Any] | None = None) -> ReportInfo:
     """Compute every section of the report of ``study`` (``document``: its exported config, if any)."""
     import optuna.visualization as ov
 
+    study = _in_memory(study)
     header = _get_header_info(study, document)
     unit = header["unit"]
     info = ReportInfo(header, table=_get_table_info(study))
