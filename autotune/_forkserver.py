@@ -123,10 +123,8 @@ class ForkServer:
         self._process: subprocess.Popen | None = None
         self._response_fd: int | None = None
         self._tmpdir = tempfile.TemporaryDirectory(prefix="autotune-")
-        self.start_seconds: float | None = None
 
     def _start(self) -> None:
-        started = time.perf_counter()
         read_fd, write_fd = os.pipe()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "autotune._forkserver", str(write_fd), *self.preload],
@@ -142,7 +140,6 @@ class ForkServer:
             self.close()
             raise RuntimeError("the fork server failed to start (see the error above)") from None
         assert message[0] == "ready"
-        self.start_seconds = time.perf_counter() - started
 
     def call(self, function: Callable[..., Any], args: tuple, timeout: float | None) -> tuple[Any, int | None, bool]:
         """Run ``function(*args)`` in a fresh child: ``(result or None, exit code, timed out)``."""

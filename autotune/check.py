@@ -37,7 +37,6 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["metrics"] = {k: list(v) for k, v in self.metrics.items()}
         # JSON has no infinity: an unbounded error (NaN output) is written as null.
         data["error"] = None if math.isinf(self.error) else self.error
         data["metrics"] = {k: [None if math.isinf(e) else e, t] for k, (e, t) in self.metrics.items()}

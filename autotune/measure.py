@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["Measurement", "Measurer"]
@@ -52,17 +52,6 @@ class Measurement:
     def throughput(self) -> float:
         """Items per second at the median run time."""
         return self.items_per_run / self.median if self.median > 0 else float("inf")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.update(
-            median_seconds=self.median,
-            iqr_seconds=self.iqr,
-            relative_spread=self.relative_spread,
-            noisy=self.noisy,
-            throughput=self.throughput,
-        )
-        return data
 
     @classmethod
     def pooled(cls, parts: list["Measurement"]) -> "Measurement":

@@ -88,10 +88,6 @@ class TrialResult:
     wall_seconds: float | None = None  # the whole trial, process start to result
     environment: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def feasible(self) -> bool:
-        return self.status == "ok"
-
     def measurement(self) -> Measurement | None:
         if not self.times or self.items_per_run is None:
             return None

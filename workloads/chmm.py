@@ -116,7 +116,6 @@ class _Layout:
         self.mstarts = self.mess_loc[:-1].tolist()
         self.mstops = self.mess_loc[1:].tolist()
         self.actions = self.a.tolist()
-        self.obs = self.x.tolist()
 
 
 def _debug_step(message: torch.Tensor, norm: torch.Tensor, size: int, action: int, n_actions: int) -> None:
