@@ -26,6 +26,7 @@ class Measurement:
     first_run_seconds: float  # includes compilation and cold caches
     warmup_times: list[float] = field(default_factory=list)
     noisy_threshold: float = 0.1
+    cut_short: bool = False  # stopped after one warm run: far slower than the study's best
 
     @property
     def median(self) -> float:
@@ -81,6 +82,9 @@ class Measurer:
     warmup_agreement: float = 0.1  # two consecutive warm-up runs within 10% count as stable
     max_warmup_time: float = 10.0
     noisy_threshold: float = 0.1
+    #: A config whose first run and first warm run both fall below this
+    #: throughput stops after them: its figure only needs to say "far slower".
+    hopeless_below: float | None = None
     clock: Callable[[], float] = time.perf_counter
 
     def _timed(self, run: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
@@ -97,6 +101,9 @@ class Measurer:
         sync: Callable[[], None] = lambda: None,
         on_output: Callable[[str, Any], None] | None = None,
     ) -> Measurement:
+        def hopeless(seconds: float) -> bool:
+            return self.hopeless_below is not None and seconds > 0 and items_per_run / seconds < self.hopeless_below
+
         first, output = self._timed(run, sync)
         if on_output is not None:
             on_output("first", output)
@@ -105,7 +112,7 @@ class Measurer:
         warmup: list[float] = []
         previous = first
         spent = first
-        while len(warmup) < self.max_warmup_runs and spent < self.max_warmup_time:
+        while len(warmup) < self.max_warmup_runs and spent < self.max_warmup_time and not hopeless(first):
             seconds, _ = self._timed(run, sync)
             warmup.append(seconds)
             spent += seconds
@@ -119,6 +126,10 @@ class Measurer:
             seconds, output = self._timed(run, sync)
             times.append(seconds)
             total += seconds
+            if len(times) == 1 and not warmup and hopeless(first) and hopeless(seconds):
+                if on_output is not None:
+                    on_output("last", output)
+                return Measurement(times, items_per_run, first, warmup, self.noisy_threshold, cut_short=True)
         if on_output is not None:
             on_output("last", output)
         return Measurement(times, items_per_run, first, warmup, self.noisy_threshold)

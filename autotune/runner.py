@@ -77,6 +77,7 @@ class TrialResult:
     iqr_seconds: float | None = None
     relative_spread: float | None = None
     noisy: bool | None = None
+    cut_short: bool | None = None  # one warm run only: far slower than the study's best (Measurer.hopeless_below)
     times: list[float] = field(default_factory=list)
     warmup_seconds: float | None = None  # the first run, compilation included
     warmup_times: list[float] = field(default_factory=list)
@@ -207,6 +208,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
             result.iqr_seconds = measurement.iqr
             result.relative_spread = measurement.relative_spread
             result.noisy = measurement.noisy
+            result.cut_short = measurement.cut_short
             result.throughput = measurement.throughput
             result.status = "ok" if worst.passed else "incorrect"
             if not worst.passed:

@@ -48,6 +48,10 @@ MEMORY_TOLERANCE = 0.05
 REMEASURE_MIN_RUNS = 5
 # Asks per counted trial before a search gives up finding configs it has not measured.
 DUPLICATE_ASK_FACTOR = 5
+# A config this many times slower than the study's best, on its first run and its
+# first warm run, stops there (cut_short): a 100x slower config needs no median of
+# five runs to lose, and on a CPU one such config can cost minutes a run.
+HOPELESS_FACTOR = 20.0
 
 
 def _median_uncertainty(m: Measurement) -> float:
@@ -272,10 +276,13 @@ class Tuner:
 
     # -- pieces ------------------------------------------------------------------
 
-    def request(self, config: Config, purpose: str = "trial", min_runs: int | None = None) -> TrialRequest:
+    def request(self, config: Config, purpose: str = "trial", min_runs: int | None = None,
+                best_throughput: float | None = None) -> TrialRequest:
         measurer = dict(self.measurer)
         if min_runs is not None:
             measurer["min_runs"] = max(min_runs, measurer.get("min_runs", 0))
+        if best_throughput:
+            measurer["hopeless_below"] = best_throughput / HOPELESS_FACTOR
         return TrialRequest(
             workload=self.workload_spec,
             size=self.size,
@@ -348,6 +355,7 @@ class Tuner:
             "median_seconds": result.median_seconds,
             "iqr_seconds": result.iqr_seconds,
             "noisy": result.noisy,
+            "cut_short": result.cut_short,
             "warmup_seconds": result.warmup_seconds,
             "times": result.times,
             "threads": result.threads,
@@ -413,6 +421,8 @@ class Tuner:
         }
         records: list[TrialRecord] = []
         rng = random.Random(self.seed)
+        best = max((t.user_attrs.get("throughput") or 0.0 for t in study.get_trials(deepcopy=False)
+                    if t.user_attrs.get("status") == "ok"), default=0.0)
         measured = 0
         # A repeated config costs no budget, but a sampler stuck on a small, exhausted
         # space must still end: at most this many asks in one search.
@@ -435,7 +445,8 @@ class Tuner:
                     study.enqueue_trial(self.space.sampled_params(fresh), user_attrs={"role": "random"})
             else:
                 try:
-                    result = self.runner.run(self.request(config))
+                    # The baseline is always measured in full: every ratio is taken against it.
+                    result = self.runner.run(self.request(config, best_throughput=None if role == "baseline" else best))
                 except KeyboardInterrupt:
                     # The trial's child is gone; say so in the study rather than leave it RUNNING.
                     from optuna.trial import TrialState
@@ -447,6 +458,8 @@ class Tuner:
                     raise
                 known[config.key] = trial.number
                 measured += 1
+                if result.status == "ok":
+                    best = max(best, result.throughput or 0.0)
             self._record(trial, result, config, role, duplicate_of)
             self._tell(study, trial, result)
             record = TrialRecord(trial.number, config, result, role, duplicate_of)

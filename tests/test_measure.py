@@ -57,3 +57,17 @@ def test_synchronises_around_every_timed_run():
     Measurer(min_time=0.0, min_runs=3, max_warmup_runs=1, clock=clock).measure(run, 1, sync)
     # sync, run, sync for the first run, the one warm-up run and three timed runs
     assert events == ["sync", "run", "sync"] * 5
+
+
+def test_a_hopeless_config_stops_after_one_warm_run():
+    clock = FakeClock([10.0])
+    measurement = Measurer(min_time=1.0, hopeless_below=1.0, clock=clock).measure(clock.run, items_per_run=5)
+    # 5 items in 10 s is 0.5/s, below 1/s on the first run and the first warm run: stop.
+    assert measurement.cut_short and measurement.times == [10.0] and measurement.warmup_times == []
+
+
+def test_a_slow_first_run_alone_does_not_cut_a_config_short():
+    # Compilation makes the first run slow; the warm runs decide.
+    clock = FakeClock([100.0, 0.125])
+    measurement = Measurer(min_time=0.3, hopeless_below=1.0, clock=clock).measure(clock.run, items_per_run=5)
+    assert not measurement.cut_short and len(measurement.times) >= 3

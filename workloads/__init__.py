@@ -1,5 +1,5 @@
 """The built-in workloads; importing this package registers each of them."""
 
-from workloads import chmm  # noqa: F401
+from workloads import chmm, ten, vlm_mc  # noqa: F401
 
-__all__ = ["chmm"]
+__all__ = ["chmm", "ten", "vlm_mc"]

@@ -1,0 +1,176 @@
+"""The Monte-Carlo image workload: every knob passes the check, every change to the images fails it."""
+
+import numpy as np
+import pytest
+import torch
+
+from autotune.space import load_space
+from workloads import vlm_mc
+from workloads.vlm_mc import MC_Z2_TOLERANCE, ImageProcessor, VlmMcWorkload, mc_z2
+
+
+@pytest.fixture(scope="module")
+def space():
+    return load_space("vlm_mc")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, space):
+    workload = VlmMcWorkload("tiny", cache_dir=tmp_path_factory.mktemp("vlm_mc"))
+    reference = workload.to_reference(workload.build(space.validate(dict(VlmMcWorkload.reference_config)))())
+    return workload, reference
+
+
+def test_images_are_real_pngs_made_once(tiny):
+    from PIL import Image
+
+    workload, _ = tiny
+    paths = workload.image_paths()
+    assert len(paths) == workload.params["images"]
+    stamps = [p.stat().st_mtime_ns for p in paths]
+    assert [p.stat().st_mtime_ns for p in workload.image_paths()] == stamps  # not written again
+    with Image.open(paths[0]) as image:
+        assert image.format == "PNG" and image.mode == "RGB"
+        lo, hi = workload.params["width"]
+        assert lo <= image.size[0] < hi
+
+
+def test_processor_resizes_crops_and_normalises_like_clip(tiny):
+    workload, _ = tiny
+    from PIL import Image
+
+    path = workload.image_paths()[0]
+    pixels = ImageProcessor(32)(path)
+    assert pixels.shape == (3, 32, 32) and pixels.dtype == torch.float32
+    # Undo the normalisation: the values are a resized crop of the PNG's, in [0, 1].
+    raw = pixels * torch.tensor(vlm_mc.CLIP_STD).view(3, 1, 1) + torch.tensor(vlm_mc.CLIP_MEAN).view(3, 1, 1)
+    assert -1e-5 <= float(raw.min()) and float(raw.max()) <= 1 + 1e-5
+    with Image.open(path) as image:
+        mean_rgb = np.asarray(image.convert("RGB"), dtype=np.float64).mean(axis=(0, 1)) / 255
+    assert np.allclose(raw.double().mean(dim=(1, 2)).numpy(), mean_rgb, atol=0.1)
+
+
+KNOBS = [
+    {"precompute": "none", "num_workers": 0, "batch_size": 16},
+    {"precompute": "none", "num_workers": 2, "batch_size": 64},
+    {"precompute": "device", "batch_size": 16},
+    {"precompute": "device", "batch_size": 500, "grad_mode": "inference_mode"},
+    {"precompute": "device", "batch_size": 32, "precision": "bf16"},
+    {"precompute": "device", "batch_size": 32, "precision": "fp16"},
+    {"precompute": "none", "num_workers": 1, "batch_size": 32, "grad_mode": "inference_mode", "precision": "bf16"},
+]
+
+
+@pytest.mark.parametrize("knobs", KNOBS, ids=lambda k: "-".join(str(v) for v in k.values()))
+def test_every_knob_passes_the_check(tiny, space, knobs):
+    workload, reference = tiny
+    config = space.validate({**space.baseline, **knobs})
+    run = workload.build(config)
+    first, again = run(), run()
+    assert workload.check(first, reference, config).passed, workload.check(first, reference, config)
+    # A fixed seed per MC trial: the same config gives the same estimate every run.
+    torch.testing.assert_close(first["mean"], again["mean"], rtol=0, atol=0)
+
+
+def test_compiled_encoder_passes_the_check(tiny, space):
+    workload, reference = tiny
+    config = space.defaults.replace(compile="default")
+    assert workload.check(workload.build(config)(), reference, config).passed
+
+
+def test_reference_config_reproduces_its_own_masks(tiny, space):
+    workload, reference = tiny
+    config = space.validate(dict(VlmMcWorkload.reference_config))
+    check = workload.check(workload.build(config)(), reference, config)
+    assert check.metrics["mc_z2"][0] == 0.0 and check.metrics["pixels"][0] == 0.0
+
+
+class CroppedTooLarge(ImageProcessor):
+    """Crops at 36 pixels and squeezes the crop to 32: the images' borders move in."""
+
+    def settings(self):
+        return {**super().settings(), "crop_from": 36}
+
+    def __call__(self, path):
+        return torch.nn.functional.interpolate(ImageProcessor(36)(path)[None], size=32, mode="bilinear")[0]
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        ImageProcessor(32, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),  # ImageNet's statistics
+        ImageProcessor(32, resample="bilinear"),
+        ImageProcessor(32, resample="nearest"),
+        CroppedTooLarge(32),
+    ],
+    ids=["imagenet-normalisation", "bilinear", "nearest", "cropped-too-large"],
+)
+@pytest.mark.parametrize("precompute", ["none", "device"])
+def test_a_pipeline_that_changes_the_images_fails(tiny, space, monkeypatch, broken, precompute):
+    workload, reference = tiny
+    monkeypatch.setattr(workload, "processor", lambda: broken)
+    config = space.validate({**space.baseline, "precompute": precompute})
+    check = workload.check(workload.build(config)(), reference, config)
+    assert not check.passed and check.metric == "pixels", check
+
+
+def test_a_stale_pixel_cache_fails(tiny, space):
+    # A pixel cache written by an older processor under the same key (the bug a
+    # careless cache key invites): the run loads it, and the check must notice.
+    workload, reference = tiny
+    paths = workload.image_paths()
+    processor = workload.processor()
+    cache = workload.pixel_cache_path(paths, processor)
+    good = workload.precompute_pixels(paths, processor)
+    assert cache.is_file()
+    try:
+        stale = ImageProcessor(32, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
+        torch.save(torch.stack([stale(p) for p in paths]), cache)
+        config = space.validate({**space.baseline, "precompute": "device"})
+        check = workload.check(workload.build(config)(), reference, config)
+        assert not check.passed and check.metric == "pixels"
+    finally:
+        torch.save(good, cache)
+
+
+def test_pixel_cache_key_follows_the_files_and_the_processor(tiny, tmp_path):
+    workload, _ = tiny
+    paths = workload.image_paths()
+    key = workload.pixel_cache_path(paths, workload.processor())
+    assert workload.pixel_cache_path(paths, ImageProcessor(32, resample="bilinear")) != key
+    assert workload.pixel_cache_path(paths[:-1], workload.processor()) != key
+
+
+def test_mc_z2_is_one_for_independent_masks_and_large_for_a_shift():
+    g = torch.Generator().manual_seed(0)
+    n, f, passes = 400, 32, 8
+    truth = torch.randn(n, f, generator=g, dtype=torch.float64)
+    sigma = 0.5
+
+    def estimate():
+        draws = truth + sigma * torch.randn(passes, n, f, generator=g, dtype=torch.float64)
+        return draws.mean(0), draws.var(0)
+
+    ref_mean, ref_var = estimate()
+    mean, _ = estimate()
+    independent = mc_z2(mean, ref_mean, ref_var, passes, "fp32")
+    assert 0.8 < independent < 1.2
+    shifted = mc_z2(mean + sigma, ref_mean, ref_var, passes, "fp32")  # one pass's noise, in every mean
+    assert shifted > MC_Z2_TOLERANCE
+    assert mc_z2(mean * float("nan"), ref_mean, ref_var, passes, "fp32") == float("inf")
+
+
+def test_a_different_model_fails_the_mc_check(tiny, space, monkeypatch):
+    workload, reference = tiny
+    original = workload.model
+
+    def other_model():
+        model = original()
+        with torch.no_grad():
+            model.project.weight.mul_(1.5)  # features scaled by half again
+        return model
+
+    monkeypatch.setattr(workload, "model", other_model)
+    config = space.validate({**space.baseline, "precompute": "device"})
+    check = workload.check(workload.build(config)(), reference, config)
+    assert not check.passed and check.metric == "mc_z2"
