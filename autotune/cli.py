@@ -55,7 +55,7 @@ def _check_line(check: dict[str, Any] | None) -> str:
     parts = []
     for name, (error, tolerance) in check.get("metrics", {}).items():
         shown = "inf" if error is None else f"{error:.2g}"
-        parts.append(f"{name} {shown} {'<=' if error is not None and error <= tolerance else '>'} {tolerance:.0e}")
+        parts.append(f"{name} {shown} {'<=' if error is not None and error <= tolerance else '>'} {tolerance:.2g}")
     return ("passed: " if check["passed"] else "FAILED: ") + ", ".join(parts)
 
 

@@ -64,6 +64,19 @@ def test_run_json_shape(tmp_path):
     assert set(data["check"]) >= {"error", "tolerance", "passed"} and data["check"]["passed"] is True
 
 
+@pytest.mark.parametrize(
+    "workload, unit, knobs",
+    [("ten", "tokens", ["recurrence=scan", "chunk_size=8"]), ("vlm_mc", "images", ["precompute=device", "batch_size=16"])],
+)
+def test_run_any_config_of_the_seed_workloads(tmp_path, workload, unit, knobs):
+    sets = [arg for knob in knobs for arg in ("--set", knob)]
+    done = run_cli("run", "-w", workload, "-s", "tiny", "-d", "cpu", "--min-time", "0.05", *sets, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["status"] == "ok" and data["unit"] == unit and data["check"]["passed"] is True
+    assert data["throughput"] > 0
+
+
 def test_run_of_an_incorrect_config_exits_1(tmp_path):
     done = run_cli("run", "-w", BROKEN, "--min-time", "0.05", "--set", "behaviour=wrong", cwd=tmp_path)
     assert done.returncode == 1
@@ -98,6 +111,7 @@ def test_search_then_best(tmp_path):
 def test_list_and_devices(tmp_path):
     listing = run_cli("list", cwd=tmp_path)
     assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
+    assert "ten  (unit: tokens" in listing.stdout and "vlm_mc  (unit: images" in listing.stdout
     found = run_cli("devices", "--json", cwd=tmp_path)
     data = json.loads(found.stdout)
     assert data["detected"][-1]["profile"] == "cpu" and "v100" in data["profiles"]
