@@ -33,9 +33,8 @@ from autotune.space import load_space  # noqa: E402
 from autotune.workload import get_workload_class  # noqa: E402
 
 
-def time_runs(workload, config, runs: int) -> tuple[float, float]:
-    """(first run seconds, median of ``runs`` warm runs)."""
-    run = workload.build(config)
+def time_runs(workload, run, runs: int) -> tuple[float, float]:
+    """(first run seconds, median of ``runs`` warm runs) of a built run."""
     workload.synchronize()
     start = time.perf_counter()
     run()
@@ -50,9 +49,8 @@ def time_runs(workload, config, runs: int) -> tuple[float, float]:
     return first, statistics.median(times)
 
 
-def profile_run(workload, config, top: int) -> str:
-    run = workload.build(config)
-    run()  # warm: compilation and caches out of the profile
+def profile_run(workload, run, top: int) -> str:
+    """The operators of one warm run (the same built run as timed: one compilation)."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if workload.device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -91,13 +89,14 @@ def main() -> None:
     print(f"{cls.name} ({args.size}) on {device.name}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     medians = {}
     for name, config in (("baseline", space.baseline), ("tuned", tuned)):
-        first, median = time_runs(workload, config, args.runs)
+        run = workload.build(config)
+        first, median = time_runs(workload, run, args.runs)
         medians[name] = median
         items = workload.items_per_run(config)
         print(f"\n== {name}: {config.describe()}")
         print(f"first run {first:.3f} s, median of {args.runs} warm runs {median:.3f} s, "
               f"{items / median:,.0f} {cls.unit}/s")
-        print(profile_run(workload, config, args.top))
+        print(profile_run(workload, run, args.top))
     print(f"tuned / baseline: {medians['baseline'] / medians['tuned']:.2f}x")
 
 

@@ -102,6 +102,8 @@ class ImageProcessor:
     def __init__(self, size: int, mean: Sequence[float] = CLIP_MEAN, std: Sequence[float] = CLIP_STD,
                  resample: str = "bicubic") -> None:
         self.size, self.mean, self.std, self.resample = size, tuple(mean), tuple(std), resample
+        self._mean = torch.tensor(self.mean).view(3, 1, 1)
+        self._std = torch.tensor(self.std).view(3, 1, 1)
 
     def settings(self) -> dict[str, Any]:
         return {"size": self.size, "mean": self.mean, "std": self.std, "resample": self.resample}
@@ -118,9 +120,7 @@ class ImageProcessor:
         left, top = (new[0] - self.size) // 2, (new[1] - self.size) // 2
         image = image.crop((left, top, left + self.size, top + self.size))
         pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255.0).permute(2, 0, 1)
-        mean = torch.tensor(self.mean).view(3, 1, 1)
-        std = torch.tensor(self.std).view(3, 1, 1)
-        return (pixels - mean) / std
+        return (pixels - self._mean) / self._std
 
 
 class ImageFolder(torch.utils.data.Dataset):
