@@ -39,7 +39,9 @@ CAPABILITIES = frozenset(
         "tf32",  # TF32 matrix units (sm80+)
         "fp64",  # float64 is supported at all (not on MPS)
         "fast_fp64",  # float64 at half the float32 rate or better
-        "flash_attention",  # FlashAttention kernels in SDPA (sm80+)
+        "flash_attention",  # FlashAttention kernels in SDPA (sm80+ GPUs; the CPU has its own)
+        "efficient_attention",  # the memory-efficient SDPA kernel (any CUDA GPU)
+        "cudnn_attention",  # cuDNN's fused SDPA kernel (sm80+ with cuDNN 9)
         "cuda_graphs",  # CUDA graph capture
         "compile",  # torch.compile with a working backend
         "pinned_memory",  # page-locked host memory for async copies
@@ -48,8 +50,8 @@ CAPABILITIES = frozenset(
 )
 
 _GIB = 1 << 30
-_CUDA_COMMON = frozenset({"cuda", "fp16", "fp64", "cuda_graphs", "compile", "pinned_memory"})
-_AMPERE_UP = _CUDA_COMMON | {"fp16_tensor_cores", "bf16", "tf32", "flash_attention"}
+_CUDA_COMMON = frozenset({"cuda", "fp16", "fp64", "cuda_graphs", "compile", "pinned_memory", "efficient_attention"})
+_AMPERE_UP = _CUDA_COMMON | {"fp16_tensor_cores", "bf16", "tf32", "flash_attention", "cudnn_attention"}
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,9 @@ PROFILES: dict[str, DeviceProfile] = {
     profile.name: profile
     for profile in [
         DeviceProfile(
+            # SDPA's CPU backends are the math kernel and a flash-attention kernel of its own.
             "cpu", "cpu", "the host CPU",
-            frozenset({"cpu", "fp16", "bf16", "fp64", "fast_fp64", "compile"}),
+            frozenset({"cpu", "fp16", "bf16", "fp64", "fast_fp64", "compile", "flash_attention"}),
         ),
         DeviceProfile(
             "v100", "cuda", "NVIDIA V100 (Volta, sm70)",
@@ -175,7 +178,7 @@ def _profile_for_cuda_name(name: str, capability: tuple[int, int] | None) -> Dev
     if major >= 7:
         caps.add("fp16_tensor_cores")
     if major >= 8:
-        caps |= {"bf16", "tf32", "flash_attention"}
+        caps |= {"bf16", "tf32", "flash_attention", "cudnn_attention"}
     label = f"cuda-sm{capability[0]}{capability[1]}" if capability else "cuda"
     return DeviceProfile(label, "cuda", f"{name} (no named profile)", frozenset(caps), None, capability)
 

@@ -66,7 +66,8 @@ def test_run_json_shape(tmp_path):
 
 @pytest.mark.parametrize(
     "workload, unit, knobs",
-    [("ten", "tokens", ["recurrence=scan", "chunk_size=8"]), ("vlm_mc", "images", ["precompute=device", "batch_size=16"])],
+    [("ten", "tokens", ["recurrence=scan", "chunk_size=8"]), ("vlm_mc", "images", ["precompute=device", "batch_size=16"]),
+     ("latentwire", "tokens", ["batch_size=4", "scaffold=cached"]), ("lsd", "frames", ["attention=flash", "batch_size=2"])],
 )
 def test_run_any_config_of_the_seed_workloads(tmp_path, workload, unit, knobs):
     sets = [arg for knob in knobs for arg in ("--set", knob)]
@@ -111,7 +112,8 @@ def test_search_then_best(tmp_path):
 def test_list_and_devices(tmp_path):
     listing = run_cli("list", cwd=tmp_path)
     assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
-    assert "ten  (unit: tokens" in listing.stdout and "vlm_mc  (unit: images" in listing.stdout
+    for line in ("ten  (unit: tokens", "vlm_mc  (unit: images", "latentwire  (unit: tokens", "lsd  (unit: frames"):
+        assert line in listing.stdout, line
     found = run_cli("devices", "--json", cwd=tmp_path)
     data = json.loads(found.stdout)
     assert data["detected"][-1]["profile"] == "cpu" and "v100" in data["profiles"]

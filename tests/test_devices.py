@@ -16,6 +16,26 @@ def test_capabilities_follow_the_hardware():
     assert PROFILES["h100"].has("tf32") and PROFILES["h100"].has("fast_fp64")
     assert not PROFILES["rtx3090"].has("fast_fp64")
     assert not PROFILES["mps"].has("fp64") and not PROFILES["cpu"].has("cuda")
+    assert PROFILES["v100"].has("efficient_attention") and not PROFILES["v100"].has("cudnn_attention")
+    assert PROFILES["h100"].has("cudnn_attention")
+
+
+def test_cpu_attention_capabilities_are_the_sdpa_backends_torch_runs_here():
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(1, 2, 8, 4)
+    backends = {"flash_attention": SDPBackend.FLASH_ATTENTION, "efficient_attention": SDPBackend.EFFICIENT_ATTENTION,
+                "cudnn_attention": SDPBackend.CUDNN_ATTENTION}
+    for capability, backend in backends.items():
+        try:
+            with sdpa_kernel(backend):
+                F.scaled_dot_product_attention(q, q, q)
+            runs = True
+        except RuntimeError:
+            runs = False
+        assert runs == PROFILES["cpu"].has(capability), capability
 
 
 def test_cpu_is_always_detected_last():
