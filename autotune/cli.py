@@ -128,10 +128,26 @@ def cli() -> None:
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=20, show_default=True,
               help="Configs to measure in this run; a config the study already measured is not re-run "
                    "and not counted. A re-run resumes the study.")
-@click.option("--storage", default=None, help="SQLAlchemy URL of the study storage [default: sqlite:///<studies>/autotune.db].")
+@click.option("--storage", default=None,
+              help="Study storage: an SQLAlchemy URL (sqlite:///f.db, postgresql://user:pw@host/db) or a journal "
+                   "file path (several workers on one machine) [default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")
 @_studies_option
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes on the study (needs a journal file or a database server) [default: 1, "
+                   "or one per --gpus].")
+@click.option("--gpus", default=None, help="GPU indices, one worker each, e.g. 0,1,2,3 (each worker sees only its own).")
+@click.option("--heartbeat", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Seconds between a worker's heartbeats on a database server.")
+@click.option("--grace-period", type=click.IntRange(min=2), default=60, show_default=True,
+              help="Seconds without a heartbeat before a trial's worker counts as dead; its trial is re-run once.")
+@click.option("--worker-only", is_flag=True, hidden=True)
+@click.option("--worker-index", type=int, default=None, hidden=True)
+@click.option("--budget", "worker_budget", type=int, default=None, hidden=True)
 @click.option("--memory-budget", default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
+@click.option("--memory-limit", default=None,
+              help="Hard cap on a trial's address space on the CPU, e.g. 16GiB (RLIMIT_AS): beyond it a trial is "
+                   "recorded as oom instead of exhausting the machine.")
 @_measure_options
 @click.option("--remeasure-top", type=click.IntRange(min=1), default=3, show_default=True,
               help="How many of the best configs to re-measure beside the baseline at the end.")
@@ -141,7 +157,9 @@ def cli() -> None:
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines; only the final table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
 def search(workload: str, device: str, size: str | None, trials: int, storage: str | None, study_name: str | None,
-           studies: Path | None, memory_budget: str | None, min_time: float, trial_timeout: float, isolation: str,
+           studies: Path | None, workers: int | None, gpus: str | None, heartbeat: int, grace_period: int,
+           worker_only: bool, worker_index: int | None, worker_budget: int | None,
+           memory_budget: str | None, memory_limit: str | None, min_time: float, trial_timeout: float, isolation: str,
            threads: int | None, remeasure_top: int, remeasure_rounds: int, seed: int | None, quiet: bool,
            as_json: bool) -> None:
     """Tune WORKLOAD on DEVICE: run trials, re-measure the best beside the baseline, export.
@@ -155,17 +173,39 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
       autotune search --workload chmm --device cpu --trials 20
       autotune search -w chmm -d cpu -s tiny -n 5 --min-time 0.2
       autotune search -w chmm --memory-budget 2GiB --storage sqlite:///my.db
+      autotune search -w chmm -n 40 --workers 4 --storage studies/chmm.journal
+      autotune search -w lsd -d h100 -n 100 --gpus 0,1,2,3 --storage postgresql://tuner:pw@db-host/autotune
     """
+    from autotune.storage import storage_kind
     from autotune.tuner import Tuner
 
     budget = parse_bytes(memory_budget) if memory_budget else None
+    limit = parse_bytes(memory_limit) if memory_limit else None
+    gpu_list = _parse_gpus(gpus)
+    if gpu_list and workers is not None and workers != len(gpu_list):
+        _fail(f"--workers {workers} and --gpus {gpus} disagree: --gpus starts one worker per GPU ({len(gpu_list)})")
+    n_workers = len(gpu_list) if gpu_list else (workers or 1)
+    kind = storage_kind(storage) if storage else "sqlite"
+    if n_workers > 1 and kind == "sqlite":
+        _fail(f"{n_workers} workers cannot share an SQLite study (it locks under concurrent writers); use a journal "
+              f"file, e.g. --storage studies/{workload.rpartition(':')[2].lower()}.journal (one machine), or a "
+              f"database server, e.g. --storage postgresql://user:password@host/db (several machines)")
+    shared = kind != "sqlite"
+    if worker_only:
+        _worker_main(Tuner, workload, device, size, storage, study_name, studies, isolation, trial_timeout, budget,
+                     limit, min_time, seed, threads, heartbeat, grace_period, worker_index or 0, worker_budget, quiet)
+        return
     progress = _Progress(quiet or as_json, trials)
     tuner = _library_call(
         Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
-        isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=budget,
+        isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=budget, memory_limit_bytes=limit,
         measurer={"min_time": min_time}, remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds,
         seed=seed, threads=threads, on_trial=progress.trial, on_stage=progress.stage,
+        heartbeat=heartbeat if kind == "server" else None, grace_period=grace_period,
     )
+    if shared:
+        _shared_search(tuner, trials, n_workers, gpu_list, progress, as_json)
+        return
     try:
         result = _library_call(tuner.search, trials)
     except KeyboardInterrupt:
@@ -182,6 +222,94 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         click.echo(json.dumps(_result_json(result), indent=2))
     else:
         click.echo(_result_table(result))
+
+
+def _parse_gpus(gpus: str | None) -> list[int] | None:
+    if gpus is None:
+        return None
+    try:
+        found = [int(g) for g in gpus.split(",") if g.strip()]
+    except ValueError:
+        found = []
+    if not found or any(g < 0 for g in found) or len(set(found)) != len(found):
+        _fail(f"--gpus {gpus!r} is not a list of distinct GPU indices; use e.g. --gpus 0,1,2,3")
+    return found
+
+
+def _shared_search(tuner: Any, trials: int, n_workers: int, gpus: list[int] | None, progress: "_Progress",
+                   as_json: bool) -> None:
+    """Drive worker processes on a shared study, then re-measure and export if this process is elected."""
+    from autotune.storage import redact_storage
+    from autotune.workers import plan_workers, run_workers
+
+    try:
+        budget = _library_call(tuner.claim_budget, trials)
+        plans, warning = plan_workers(n_workers, gpus)
+        if warning:
+            progress.stage(f"warning: {warning}")
+        progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)}: budget {budget} trials, "
+                       f"{len(plans)} worker(s) here")
+        _library_call(tuner.ensure_reference)
+        argv = [a for a in sys.argv[1:]] + ["--worker-only", "--budget", str(budget)]
+        codes = run_workers(argv, plans, progress.stage)
+        failed = [f"worker {i} exited {c}" for i, c in enumerate(codes) if c != 0]
+        done = _library_call(tuner.budget_done, budget)
+        if failed and not done:
+            _fail("; ".join(failed) + "; every finished trial is stored: run the same command again to resume")
+        if failed:
+            progress.stage("; ".join(failed) + f"; the other workers finished all {budget} trials")
+        result = _library_call(tuner.finish_shared, budget)
+    except KeyboardInterrupt:
+        progress.close()
+        click.echo("\nautotune: interrupted; every completed trial is stored. Run the same command again to resume.",
+                   err=True)
+        sys.exit(130)
+    finally:
+        progress.close()
+        tuner.close()
+    if result is None:
+        click.echo(f"{tuner.study_name}: its {budget} trials are done; another process re-measures and exports the winner.")
+        return
+    if as_json:
+        click.echo(json.dumps(_result_json(result), indent=2))
+    else:
+        click.echo(_result_table(result))
+
+
+def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, storage: str | None,
+                 study_name: str | None, studies: Path | None, isolation: str, trial_timeout: float,
+                 memory_budget: int | None, memory_limit: int | None, min_time: float, seed: int | None, threads: int | None, heartbeat: int,
+                 grace_period: int, index: int, budget: int | None, quiet: bool) -> None:
+    """A worker process: takes trials from the shared study until its budget is done; SIGTERM stops it cleanly."""
+    import signal
+
+    from autotune.storage import storage_kind
+    from autotune.workers import apply_cpu_pinning
+
+    if budget is None:
+        _fail("--worker-only needs --budget (it is started by `autotune search --workers`)")
+    apply_cpu_pinning()
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    progress = _Progress(quiet, budget, bar=False, prefix=f"[w{index}] ")
+    tuner = _library_call(
+        Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
+        isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=memory_budget,
+        memory_limit_bytes=memory_limit, measurer={"min_time": min_time}, seed=seed, threads=threads, on_trial=progress.trial,
+        on_stage=progress.stage, heartbeat=heartbeat if storage and storage_kind(storage) == "server" else None,
+        grace_period=grace_period,
+    )
+    try:
+        tuner.runner.warm_up()
+        _library_call(tuner.work, budget)
+    except KeyboardInterrupt:
+        progress.stage("stopped; its unfinished trial is marked in the study")
+        sys.exit(130)
+    finally:
+        tuner.close()
 
 
 def _terminal_width() -> int:
@@ -203,8 +331,9 @@ class _Progress:
     correct throughput so far, the last trial's status and the count per status.
     """
 
-    def __init__(self, quiet: bool, total: int, bar: bool | None = None) -> None:
+    def __init__(self, quiet: bool, total: int, bar: bool | None = None, prefix: str = "") -> None:
         self.quiet = quiet
+        self.prefix = prefix
         self.best: float | None = None
         self.counts: dict[str, int] = {}
         self.bar = None
@@ -214,6 +343,7 @@ class _Progress:
             self.bar = tqdm(total=total, unit="trial", file=sys.stderr)
 
     def _echo(self, line: str) -> None:
+        line = self.prefix + line
         if self.bar is not None:
             self.bar.write(line, file=sys.stderr)
         else:

@@ -396,7 +396,8 @@ def report(
     from autotune.config import config_path, studies_dir
     from autotune.devices import get_profile, resolve_device
     from autotune.exceptions import StorageError, UnknownNameError
-    from autotune.tuner import redact_storage
+    from autotune.storage import open_storage, redact_storage, storage_kind
+    from autotune.tuner import EXPORT_MARK
     from autotune.workload import get_workload_class
 
     cls = get_workload_class(workload)
@@ -408,15 +409,19 @@ def report(
     storage = storage or f"sqlite:///{root / 'autotune.db'}"
     if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).is_file():
         raise StorageError(f"no study storage at {storage}; run `autotune search` first, or pass --storage")
+    if storage_kind(storage) == "journal" and not Path(storage).is_file():
+        raise StorageError(f"no journal file at {storage}; run `autotune search --storage {storage}` first")
     study_name = study_name or f"{cls.name}-{device}-{size}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        names = optuna.get_all_study_names(storage)
+        opened = open_storage(storage)
+        # Studies made only to elect a shared study's exporter are not results.
+        names = [n for n in optuna.get_all_study_names(opened) if EXPORT_MARK not in n]
     except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
         raise StorageError(f"cannot open storage {redact_storage(storage)}: {type(exc).__name__}: {exc}") from None
     if study_name not in names:
         raise UnknownNameError("study", study_name, names, hint=f"in {redact_storage(storage)}")
-    study = optuna.load_study(study_name=study_name, storage=storage)
+    study = optuna.load_study(study_name=study_name, storage=opened)
     document = None
     exported = config_path(cls.name, device, root)
     if exported.is_file():

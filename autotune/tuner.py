@@ -18,7 +18,9 @@ One search is:
 from __future__ import annotations
 
 import math
+import os
 import random
+import threading
 import time
 import warnings
 from collections import Counter
@@ -32,6 +34,15 @@ from autotune.exceptions import AutotuneError, StorageError
 from autotune.measure import Measurement
 from autotune.runner import STATUSES, Runner, TrialRequest, TrialResult
 from autotune.space import SearchSpace
+from autotune.storage import (
+    BudgetLock,
+    open_storage,
+    pid_alive,
+    redact_storage,
+    retrying,
+    storage_kind,
+    worker_identity,
+)
 from autotune.workload import Workload, get_workload_class
 
 if TYPE_CHECKING:
@@ -57,16 +68,6 @@ HOPELESS_FACTOR = 20.0
 def _median_uncertainty(m: Measurement) -> float:
     """Relative half-width of a box plot's notch, 1.57 IQR / sqrt(n) (McGill et al. 1978)."""
     return 1.57 * m.relative_spread / math.sqrt(len(m.times))
-
-
-def redact_storage(url: str) -> str:
-    """The storage URL with any password masked, for logs and files."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy knows: show it as it is
-        return url
 
 
 @dataclass
@@ -238,6 +239,7 @@ class Tuner:
         isolation: str = "subprocess",
         trial_timeout: float = 600.0,
         memory_budget_bytes: int | None = None,
+        memory_limit_bytes: int | None = None,
         measurer: dict[str, Any] | None = None,
         remeasure_top: int = 3,
         remeasure_rounds: int = 3,
@@ -246,6 +248,8 @@ class Tuner:
         threads: int | None = None,
         on_trial: Callable[[TrialRecord, int, int], None] | None = None,
         on_stage: Callable[[str], None] | None = None,
+        heartbeat: int | None = None,
+        grace_period: int | None = None,
     ) -> None:
         self.workload_spec = workload
         self.workload_class: type[Workload] = get_workload_class(workload)
@@ -264,6 +268,8 @@ class Tuner:
         self.cache_dir = self.studies / "cache" / self.workload_class.name / f"{self.size}-v{self.workload_class.version}"
         self.runner = Runner(isolation, trial_timeout)
         self.memory_budget_bytes = memory_budget_bytes
+        # A hard limit on a trial's address space (CPU only: RLIMIT_AS would also cap a GPU driver's mappings).
+        self.memory_limit_bytes = memory_limit_bytes if self.device.kind == "cpu" else None
         self.measurer = dict(measurer or {})
         self.remeasure_top = remeasure_top
         self.remeasure_rounds = remeasure_rounds
@@ -273,6 +279,10 @@ class Tuner:
         self.on_trial = on_trial
         self.on_stage = on_stage or (lambda message: None)
         self.stop_requested = False
+        # Heartbeats (server databases) let other workers re-queue this worker's trial if it dies.
+        self.heartbeat = heartbeat
+        self.grace_period = grace_period
+        self._storage_object: Any = None
 
     # -- pieces ------------------------------------------------------------------
 
@@ -293,6 +303,7 @@ class Tuner:
             measurer=measurer,
             threads=self.threads,
             purpose=purpose,
+            memory_limit_bytes=self.memory_limit_bytes if purpose == "trial" else None,
         )
 
     def ensure_reference(self) -> None:
@@ -313,15 +324,22 @@ class Tuner:
         self.ensure_reference()
         return self.runner.run(self.request(config))
 
+    def storage_object(self) -> Any:
+        """The Optuna storage (opened once): an RDB storage with heartbeats, or a journal file."""
+        if self._storage_object is None:
+            try:
+                self._storage_object = open_storage(self.storage, self.heartbeat, self.grace_period)
+            except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
+                raise StorageError(f"cannot open storage {redact_storage(self.storage)}: {type(exc).__name__}: {exc}") from None
+        return self._storage_object
+
     def _open_study(self) -> "optuna.Study":
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        if self.storage.startswith("sqlite:///"):
-            Path(self.storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         try:
             study = optuna.create_study(
-                storage=self.storage,
+                storage=self.storage_object(),
                 study_name=self.study_name,
                 directions=["maximize", "minimize"],
                 sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
@@ -421,8 +439,7 @@ class Tuner:
         }
         records: list[TrialRecord] = []
         rng = random.Random(self.seed)
-        best = max((t.user_attrs.get("throughput") or 0.0 for t in study.get_trials(deepcopy=False)
-                    if t.user_attrs.get("status") == "ok"), default=0.0)
+        best = _best_throughput(study)
         measured = 0
         # A repeated config costs no budget, but a sampler stuck on a small, exhausted
         # space must still end: at most this many asks in one search.
@@ -430,43 +447,169 @@ class Tuner:
         asks = 0
         while measured < n_trials and asks < max_asks and not self.stop_requested:
             asks += 1
-            trial = study.ask()
-            config = self.space.suggest(trial)
-            role = trial.user_attrs.get("role", "search")
-            duplicate_of = known.get(config.key)
-            if duplicate_of is not None:
-                # Measured already: reuse its figures rather than spend the time again, and
-                # give the sampler a config it has not seen next, so that a sampler stuck
-                # on a small space still explores.
-                previous = study.trials[duplicate_of]
-                result = _result_from_attrs(previous.user_attrs, config)
-                fresh = self._unseen_config(known, rng)
-                if fresh is not None:
-                    study.enqueue_trial(self.space.sampled_params(fresh), user_attrs={"role": "random"})
-            else:
-                try:
-                    # The baseline is always measured in full: every ratio is taken against it.
-                    result = self.runner.run(self.request(config, best_throughput=None if role == "baseline" else best))
-                except KeyboardInterrupt:
-                    # The trial's child is gone; say so in the study rather than leave it RUNNING.
-                    from optuna.trial import TrialState
-
-                    trial.set_user_attr("status", "error")
-                    trial.set_user_attr("error", "interrupted by the user before the trial finished")
-                    trial.set_user_attr("config", config.to_dict())
-                    study.tell(trial, state=TrialState.FAIL)
-                    raise
-                known[config.key] = trial.number
+            record = self._run_trial(study, study.ask(), known, rng, best)
+            if record.duplicate_of is None:
                 measured += 1
-                if result.status == "ok":
-                    best = max(best, result.throughput or 0.0)
-            self._record(trial, result, config, role, duplicate_of)
-            self._tell(study, trial, result)
-            record = TrialRecord(trial.number, config, result, role, duplicate_of)
+                if record.result.status == "ok":
+                    best = max(best, record.result.throughput or 0.0)
             records.append(record)
             if self.on_trial is not None:
                 self.on_trial(record, measured, n_trials)
         return self.finish(study, records, started)
+
+    def _run_trial(self, study: "optuna.Study", trial: "optuna.Trial", known: dict[str, int], rng: random.Random,
+                   best: float) -> TrialRecord:
+        """Suggest, measure (or reuse a repeat's figures), record and tell one trial."""
+        config = self.space.suggest(trial)
+        role = trial.user_attrs.get("role", "search")
+        duplicate_of = known.get(config.key)
+        if duplicate_of is not None:
+            # Measured already: reuse its figures rather than spend the time again, and
+            # give the sampler a config it has not seen next, so that a sampler stuck
+            # on a small space still explores.
+            previous = study.trials[duplicate_of]
+            result = _result_from_attrs(previous.user_attrs, config)
+            fresh = self._unseen_config(known, rng)
+            if fresh is not None:
+                study.enqueue_trial(self.space.sampled_params(fresh), user_attrs={"role": "random"})
+        else:
+            try:
+                # The baseline is always measured in full: every ratio is taken against it.
+                result = self.runner.run(self.request(config, best_throughput=None if role == "baseline" else best))
+            except KeyboardInterrupt:
+                # The trial's child is gone; say so in the study rather than leave it RUNNING.
+                # "lost" keeps it out of the trial budget: a resumed search measures another.
+                from optuna.trial import TrialState
+
+                trial.set_user_attr("status", "error")
+                trial.set_user_attr("lost", True)
+                trial.set_user_attr("error", "interrupted before the trial finished")
+                trial.set_user_attr("config", config.to_dict())
+                study.tell(trial, state=TrialState.FAIL)
+                raise
+            known[config.key] = trial.number
+        self._record(trial, result, config, role, duplicate_of)
+        self._tell(study, trial, result)
+        return TrialRecord(trial.number, config, result, role, duplicate_of)
+
+    # -- many workers on one study ----------------------------------------------------
+
+    def claim_budget(self, n_trials: int) -> int:
+        """Open the shared study and settle its trial budget: the total of counted trials it is driven to.
+
+        The first process to open a study (or one that finds its budget reached)
+        sets the budget to the trials counted so far plus ``n_trials``; every
+        process that joins a study in progress works to the budget it finds, so
+        hosts started with the same command agree. The baseline and the
+        defaults are queued once, under the lock.
+        """
+        study = self._open_study()
+        with BudgetLock(self.storage, self.study_name).held():
+            counted = len(_counted(study.get_trials(deepcopy=False)))
+            budget = study.user_attrs.get("trial_budget")
+            if budget is None or counted >= budget:
+                budget = counted + n_trials
+                study.set_user_attr("trial_budget", budget)
+            if not study.trials:
+                baseline = self.space.baseline
+                study.enqueue_trial(self.space.sampled_params(baseline), user_attrs={"role": "baseline"})
+                if self.space.defaults != baseline:
+                    study.enqueue_trial(self.space.sampled_params(self.space.defaults), user_attrs={"role": "defaults"})
+        return int(budget)
+
+    def work(self, budget: int, poll_seconds: float = 2.0) -> list[TrialRecord]:
+        """One worker's loop on a shared study, until it holds ``budget`` counted trials.
+
+        Under the budget lock a worker fails the stale trials of dead workers
+        (which queues each once more), counts the finished trials and those in
+        flight, and takes a trial only while they leave budget; then it
+        measures without the lock. A worker with nothing to take waits while
+        other workers' trials are in flight: one of them may die, and its
+        retry needs a worker.
+        """
+        import optuna
+        from optuna.storages import fail_stale_trials
+
+        study = self._open_study()
+        storage = self.storage_object()
+        lock = BudgetLock(self.storage, self.study_name)
+        rng = random.Random(None if self.seed is None else self.seed + os.getpid())
+        records: list[TrialRecord] = []
+
+        def take() -> "optuna.Trial | None | bool":
+            """A trial to run, None to wait, False when the budget is done."""
+            with lock.held():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    fail_stale_trials(study)
+                if storage_kind(self.storage) == "journal":
+                    self._fail_dead_local_trials(study)
+                trials = study.get_trials(deepcopy=False)
+                counted = len(_counted(trials))
+                if counted >= budget:
+                    return False
+                in_flight = sum(1 for t in trials if t.state.name == "RUNNING" and "claimed" in t.user_attrs)
+                if counted + in_flight >= budget:
+                    return None
+                trial = study.ask()
+                trial.set_user_attr("claimed", worker_identity())
+                return trial
+
+        while not self.stop_requested:
+            trial = retrying(take, "taking a trial", self.storage, on_retry=self.on_stage)
+            if trial is False:
+                break
+            if trial is None:
+                time.sleep(poll_seconds)
+                continue
+            trials = study.get_trials(deepcopy=False)
+            known = {t.user_attrs["config_key"]: t.number for t in trials
+                     if t.state.is_finished() and "config_key" in t.user_attrs and "duplicate_of" not in t.user_attrs}
+            with _Heartbeat(storage, trial._trial_id, self.heartbeat):
+                record = self._run_trial(study, trial, known, rng, _best_throughput(study))
+            records.append(record)
+            if self.on_trial is not None:
+                self.on_trial(record, len(_counted(study.get_trials(deepcopy=False))), budget)
+        return records
+
+    def _fail_dead_local_trials(self, study: "optuna.Study") -> None:
+        """Fail (and queue once more) running trials whose worker process on this host is gone.
+
+        Heartbeats do this on server databases; a journal file has none, and
+        its workers share one host, where a dead process is plain to see.
+        """
+        import optuna
+        from optuna.trial import TrialState
+
+        me = worker_identity()
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            owner = t.user_attrs.get("claimed")
+            if not owner or owner.get("host") != me["host"] or pid_alive(int(owner["pid"])):
+                continue
+            try:
+                study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue  # another worker got there first
+            optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, study._storage.get_trial(t._trial_id))
+
+    def budget_done(self, budget: int) -> bool:
+        return len(_counted(self._open_study().get_trials(deepcopy=False))) >= budget
+
+    def finish_shared(self, budget: int) -> "SearchResult | None":
+        """Re-measure and export, by exactly one of the processes that worked to ``budget``.
+
+        Creating a study is atomic in every storage (the name is unique), so the
+        process that creates ``<study>@export-<budget>`` is the one that exports;
+        the others return None.
+        """
+        import optuna
+
+        started = time.perf_counter()
+        try:
+            optuna.create_study(storage=self.storage_object(), study_name=f"{self.study_name}{EXPORT_MARK}{budget}")
+        except optuna.exceptions.DuplicatedStudyError:
+            return None
+        return self.finish(self._open_study(), [], started)
 
     def _unseen_config(self, known: dict[str, int], rng: random.Random, tries: int = 200) -> Config | None:
         for _ in range(tries):
@@ -626,6 +769,49 @@ class Tuner:
 
     def close(self) -> None:
         self.runner.close()
+
+
+#: Marks the study whose creation elects the process that exports a shared study's winner.
+EXPORT_MARK = "@export-"
+
+
+def _counted(trials: list[Any]) -> list[Any]:
+    """Finished trials that count toward the budget: measured, not a repeat, not lost to a dead worker."""
+    return [t for t in trials if t.state.is_finished() and "status" in t.user_attrs
+            and "duplicate_of" not in t.user_attrs and not t.user_attrs.get("lost")]
+
+
+def _best_throughput(study: "optuna.Study") -> float:
+    return max((t.user_attrs.get("throughput") or 0.0 for t in study.get_trials(deepcopy=False)
+                if t.user_attrs.get("status") == "ok"), default=0.0)
+
+
+class _Heartbeat:
+    """Records a trial's heartbeat every ``interval`` seconds from a thread, while the trial runs."""
+
+    def __init__(self, storage: Any, trial_id: int, interval: int | None) -> None:
+        self.storage, self.trial_id, self.interval = storage, trial_id, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "_Heartbeat":
+        if self.interval and hasattr(self.storage, "record_heartbeat"):
+            self.storage.record_heartbeat(self.trial_id)
+            self._thread = threading.Thread(target=self._beat, daemon=True)
+            self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception:  # noqa: BLE001 - a missed beat is retried next interval
+                pass
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _result_from_attrs(attrs: dict[str, Any], config: Config) -> TrialResult:

@@ -37,3 +37,62 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600
         [sys.executable, "-m", "autotune", *args], cwd=cwd, env=environment,
         capture_output=True, text=True, timeout=timeout,
     )
+
+
+def _postgres_bin() -> Path | None:
+    """The directory of PostgreSQL's server programs: on PATH, else Debian's /usr/lib/postgresql/<version>/bin."""
+    import shutil
+
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return versions[-1].parent if versions else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A real PostgreSQL server on loopback for this test session, initialised into a temporary directory.
+
+    Its URL carries a password, so tests can check that it never leaks. As
+    root (CI containers), the server runs as the `postgres` user that Debian's
+    package creates, since PostgreSQL refuses to run as root.
+    """
+    import shutil
+    import socket
+    import time
+
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (.ci/run installs Debian's postgresql package)")
+    import tempfile
+
+    # Not under pytest's own temporary directory: that one is private to root, and the server may run as postgres.
+    root = Path(tempfile.mkdtemp(prefix="autotune-postgres-"))
+    data, sockets = root / "data", root / "sockets"
+    sockets.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        import pwd
+
+        user = pwd.getpwnam("postgres")
+        for path in (root, sockets):
+            os.chown(path, user.pw_uid, user.pw_gid)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def run(*command: str) -> None:
+        subprocess.run([*prefix, *command], check=True, capture_output=True, timeout=120)
+
+    run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "autotune", "--no-sync")
+    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-o",
+        f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", "start")
+    try:
+        run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "autotune", "autotune")
+        yield f"postgresql+psycopg2://autotune:s3cret-pw@127.0.0.1:{port}/autotune"
+    finally:
+        subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)

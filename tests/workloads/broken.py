@@ -51,6 +51,13 @@ class BrokenWorkload(Workload):
                 raise RuntimeError("broken on purpose in run")
             elif behaviour == "segfault":
                 ctypes.string_at(0)  # reads address 0: SIGSEGV
+            elif behaviour == "abort":
+                os.abort()  # SIGABRT, as a failed C++ assertion in a kernel
+            elif behaviour == "oom_rlimit":
+                # Touches up to 8 GiB in 256 MiB blocks: under RLIMIT_AS (--memory-limit) an allocation
+                # fails long before; without one, it is still safe on a 24 GiB machine.
+                blocks = [np.ones(1 << 28, dtype=np.uint8) for _ in range(32)]
+                del blocks
             elif behaviour == "exit":
                 os._exit(3)
             elif behaviour == "hang":

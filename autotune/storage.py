@@ -1,0 +1,200 @@
+"""Where studies live, and what lets several workers share one.
+
+A ``--storage`` value is one of:
+
+* an SQLAlchemy URL: ``sqlite:///path.db`` (the single-process default; SQLite
+  locks under concurrent writers, so several workers are refused on it) or a
+  database server, ``postgresql://user:password@host/db`` (several hosts);
+* a file path with no ``://``: an Optuna journal file, for several workers on
+  one machine without a database server (the file optuna-dashboard reads).
+
+Workers on a server database record heartbeats; a trial whose worker stopped
+beating for the grace period is failed and queued once more. A journal file
+has no heartbeats, so a worker fails the running trials of dead processes on
+its own host instead. :class:`BudgetLock` makes "is there trial budget left?
+then take a trial" one step across every worker: a PostgreSQL advisory lock
+(the server drops it when the holder's connection dies) or ``flock`` on a file
+beside the journal (the kernel drops it when the holder dies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+
+from autotune.exceptions import StorageError
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = [
+    "BudgetLock",
+    "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_HEARTBEAT",
+    "open_storage",
+    "redact_storage",
+    "retrying",
+    "storage_kind",
+    "worker_identity",
+]
+
+#: Seconds between a worker's heartbeats, and without one before its trial is stale.
+DEFAULT_HEARTBEAT = 10
+DEFAULT_GRACE_PERIOD = 60
+
+#: Waits between attempts when the storage stops answering mid-study (then a clean stop).
+RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 16.0)
+
+T = TypeVar("T")
+
+
+def storage_kind(storage: str) -> str:
+    """``sqlite``, ``journal`` (a file path) or ``server`` (any other SQLAlchemy URL)."""
+    if "://" not in storage:
+        return "journal"
+    return "sqlite" if storage.startswith("sqlite:") else "server"
+
+
+def redact_storage(storage: str) -> str:
+    """The storage with any password masked, for logs, reports and exported files."""
+    if storage_kind(storage) == "journal":
+        return storage
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(storage).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy knows: mask what looks like user:password@
+        head, sep, tail = storage.partition("://")
+        if sep and "@" in tail and ":" in tail.split("@", 1)[0]:
+            user = tail.split("@", 1)[0].split(":", 1)[0]
+            return f"{head}://{user}:***@{tail.split('@', 1)[1]}"
+        return storage
+
+
+def open_storage(storage: str, heartbeat: int | None = None, grace_period: int | None = None) -> Any:
+    """An Optuna storage object for ``storage``; heartbeats on server databases when ``heartbeat`` is set."""
+    import optuna
+
+    kind = storage_kind(storage)
+    if kind == "journal":
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+        path = Path(storage)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    if kind == "sqlite":
+        Path(storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.RDBStorage(storage)
+    if heartbeat is None:
+        return optuna.storages.RDBStorage(storage, engine_kwargs={"pool_pre_ping": True})
+    return optuna.storages.RDBStorage(
+        storage,
+        engine_kwargs={"pool_pre_ping": True},
+        heartbeat_interval=heartbeat,
+        grace_period=grace_period or DEFAULT_GRACE_PERIOD,
+        # A trial whose worker died is queued once more; a second death ends it as failed.
+        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
+    )
+
+
+def worker_identity() -> dict[str, Any]:
+    """Who runs a trial: recorded on it so that a dead worker's trial can be found."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    # A zombie (exited, not yet reaped by its parent) is dead for our purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+class BudgetLock:
+    """A lock over one study shared by every worker on every host (see the module docstring)."""
+
+    def __init__(self, storage: str, study_name: str) -> None:
+        self.storage, self.study_name = storage, study_name
+        self.kind = storage_kind(storage)
+        self._engine = None
+        if self.kind == "journal":
+            self._path: Path | None = Path(f"{storage}.budget.lock")
+        elif self.kind == "sqlite":
+            self._path = Path(storage[len("sqlite:///"):] + ".budget.lock")
+        else:
+            self._path = None
+        # A 63-bit key per study for pg_advisory_lock.
+        self._key = int.from_bytes(hashlib.sha256(f"autotune:{study_name}".encode()).digest()[:8], "big") >> 1
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if self._path is not None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self._path, "a") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+            return
+        if not self.storage.startswith("postgresql"):
+            # Other servers (MySQL...): no portable session lock here; the budget
+            # may then be overshot by a trial when two workers take one at once.
+            yield
+            return
+        import sqlalchemy
+
+        if self._engine is None:
+            self._engine = sqlalchemy.create_engine(self.storage, pool_pre_ping=True)
+        with self._engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": self._key})
+            try:
+                yield
+            finally:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": self._key})
+
+
+def _transient(exc: BaseException) -> bool:
+    """Errors of a storage that stopped answering (a server down, a network gone)."""
+    try:
+        import sqlalchemy.exc
+
+        if isinstance(exc, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+            return True
+    except ImportError:  # pragma: no cover - SQLAlchemy is a dependency
+        pass
+    return isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def retrying(action: Callable[[], T], what: str, storage: str, delays: tuple[float, ...] = RETRY_DELAYS,
+             on_retry: Callable[[str], None] | None = None) -> T:
+    """``action()``, retried with backoff while the storage does not answer; then a :class:`StorageError`."""
+    for attempt, delay in enumerate((*delays, None)):
+        try:
+            return action()
+        except Exception as exc:  # noqa: BLE001 - sorted below
+            if not _transient(exc):
+                raise
+            if delay is None:
+                raise StorageError(
+                    f"lost the storage {redact_storage(storage)} while {what} ({type(exc).__name__}), "
+                    f"after {len(delays)} retries; every finished trial is kept there: run the same command "
+                    f"again to resume"
+                ) from None
+            if on_retry is not None:
+                on_retry(f"storage not answering while {what}; retry {attempt + 1}/{len(delays)} in {delay:g} s")
+            time.sleep(delay)
+    raise AssertionError("unreachable")

@@ -1,0 +1,98 @@
+"""Several worker processes on one study: who gets which device, starting them, stopping them.
+
+``autotune search --workers N`` (or ``--gpus 0,1,...``) settles the study's
+trial budget, then starts N copies of its own command with ``--worker-only``;
+each copy takes trials from the shared study until the budget is done (see
+:meth:`autotune.tuner.Tuner.work`). A worker never shares its device with
+another: with ``--gpus`` each sees one GPU (``CUDA_VISIBLE_DEVICES``); on the
+CPU each gets its own cores where there are enough of them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+__all__ = ["WorkerPlan", "plan_workers", "run_workers", "apply_cpu_pinning"]
+
+#: Environment variable that hands a worker its CPU cores.
+CPUS_ENV = "AUTOTUNE_WORKER_CPUS"
+
+
+@dataclass
+class WorkerPlan:
+    index: int
+    env: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+def _available_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return list(range(os.cpu_count() or 1))
+
+
+def plan_workers(workers: int, gpus: list[int] | None, cpus: list[int] | None = None) -> tuple[list[WorkerPlan], str | None]:
+    """One plan per worker, and a warning when workers must share devices (their timings then interfere)."""
+    if gpus:
+        return [WorkerPlan(i, {"CUDA_VISIBLE_DEVICES": str(g)}, f"GPU {g}") for i, g in enumerate(gpus)], None
+    cpus = cpus if cpus is not None else _available_cpus()
+    if workers <= 1:
+        return [WorkerPlan(0, {}, "every core")], None
+    if len(cpus) < workers:
+        return ([WorkerPlan(i, {}, "shared cores") for i in range(workers)],
+                f"{workers} workers on {len(cpus)} cores share them: their timings disturb each other; "
+                f"use --workers {len(cpus)} or fewer for figures you will compare")
+    share = len(cpus) // workers
+    plans = []
+    for i in range(workers):
+        mine = cpus[i * share:(i + 1) * share]
+        plans.append(WorkerPlan(i, {CPUS_ENV: ",".join(map(str, mine))}, f"cores {mine[0]}-{mine[-1]}"))
+    return plans, None
+
+
+def apply_cpu_pinning() -> None:
+    """In a worker: keep to the cores the driver gave it (trials forked from it inherit them)."""
+    cpus = os.environ.get(CPUS_ENV)
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
+def run_workers(argv: list[str], plans: list[WorkerPlan], on_stage: Callable[[str], None]) -> list[int]:
+    """Start a worker per plan running ``argv`` (plus its index), wait for all; forward Ctrl-C and SIGTERM.
+
+    Returns their exit statuses. A stop signal to the driver reaches every
+    worker as SIGTERM: each marks its current trial and exits; the driver
+    waits for them, so no worker outlives it.
+    """
+    processes = []
+    for plan in plans:
+        env = {**os.environ, **plan.env}
+        command = [sys.executable, "-m", "autotune", *argv, "--worker-index", str(plan.index)]
+        # Own process group: a terminal's Ctrl-C reaches the driver only, which stops the workers in order.
+        processes.append(subprocess.Popen(command, env=env, start_new_session=True))
+        on_stage(f"worker {plan.index} started (pid {processes[-1].pid}, {plan.description})")
+    stopping = {"signal": None}
+
+    def forward(signum: int, frame: object) -> None:
+        stopping["signal"] = signum
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while any(p.poll() is None for p in processes):
+            time.sleep(0.2)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if stopping["signal"] is not None:
+        raise KeyboardInterrupt
+    return [p.returncode for p in processes]

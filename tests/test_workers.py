@@ -1,0 +1,203 @@
+"""Several workers on one study: journal file and PostgreSQL, a worker killed mid-trial, one exporter."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+
+from autotune.storage import open_storage, redact_storage, retrying
+from autotune.workers import CPUS_ENV, plan_workers
+from tests.conftest import run_cli
+
+TESTS = Path(__file__).resolve().parent
+STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"
+STUDY = "steady-cpu-tiny"
+
+
+def test_sqlite_refuses_several_workers_and_writes_nothing(tmp_path):
+    done = run_cli("search", "-w", STEADY, "-d", "cpu", "--workers", "2", cwd=tmp_path)
+    assert done.returncode == 2
+    message = done.stderr.strip()
+    assert "\n" not in message and "SQLite" in message and ".journal" in message and "postgresql://" in message
+    assert not (tmp_path / "studies").exists()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--gpus", "0,x"], "--gpus '0,x' is not a list of distinct GPU indices"),
+    (["--gpus", "0,0"], "distinct"),
+    (["--gpus", "0,1", "--workers", "3"], "--workers 3 and --gpus 0,1 disagree"),
+])
+def test_bad_worker_options_are_one_line_errors(tmp_path, args, fragment):
+    done = run_cli("search", "-w", STEADY, "-d", "cpu", "--storage", "s.journal", *args, cwd=tmp_path)
+    assert done.returncode == 2 and fragment in done.stderr and done.stderr.count("\n") == 1
+    assert not (tmp_path / "s.journal").exists()
+
+
+def test_unreachable_database_at_start_is_a_clear_error_without_the_password(tmp_path):
+    done = run_cli("search", "-w", STEADY, "-d", "cpu", "--storage",
+                   "postgresql+psycopg2://tuner:hunter2@127.0.0.1:1/autotune", cwd=tmp_path)
+    assert done.returncode == 2 and "cannot open storage postgresql+psycopg2://tuner:***@127.0.0.1:1/autotune" in done.stderr
+    assert "hunter2" not in done.stderr + done.stdout
+
+
+def test_workers_get_their_own_devices():
+    plans, warning = plan_workers(4, [0, 1, 2, 3])
+    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in plans] == ["0", "1", "2", "3"] and warning is None
+    plans, warning = plan_workers(2, None, cpus=[0, 1, 2, 3])
+    assert [p.env[CPUS_ENV] for p in plans] == ["0,1", "2,3"] and warning is None
+    plans, warning = plan_workers(4, None, cpus=[0, 1])
+    assert all(CPUS_ENV not in p.env for p in plans) and "share them" in warning
+
+
+def test_passwords_are_masked():
+    assert redact_storage("postgresql://u:pw@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert redact_storage("studies/x.journal") == "studies/x.journal"
+
+
+def test_a_storage_that_stops_answering_is_retried_then_stopped_cleanly():
+    import sqlalchemy.exc
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+        return "ok"
+
+    notes = []
+    assert retrying(flaky, "taking a trial", "postgresql://u:pw@h/db", delays=(0, 0, 0), on_retry=notes.append) == "ok"
+    assert len(calls) == 3 and len(notes) == 2
+
+    def down():
+        raise sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+    with pytest.raises(Exception) as info:
+        retrying(down, "taking a trial", "postgresql://u:pw@h/db", delays=(0, 0))
+    message = str(info.value)
+    assert "lost the storage postgresql://u:***@h/db while taking a trial" in message and "resume" in message
+    with pytest.raises(ValueError):  # not a storage fault: no retry
+        retrying(lambda: (_ for _ in ()).throw(ValueError("bug")), "x", "sqlite:///x")
+
+
+def _tagged_processes(tag: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("AUTOTUNE_TEST_TAG") == tag:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, trials: int, extra: list[str]):
+    """Run a shared search, SIGKILL one worker while it holds a running trial, and return what happened."""
+    tag = f"workers-{os.getpid()}-{time.time()}"
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", str(trials),
+               "--workers", str(workers), "--storage", storage, "--min-time", "0.3", "--remeasure-rounds", "1", *extra]
+    driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids: dict[int, int] = {}
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in driver.stderr:
+            lines.append(line)
+            if "worker" in line and "started (pid" in line:
+                index = int(line.split("worker ")[1].split()[0])
+                pids[index] = int(line.split("pid ")[1].split(",")[0])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    victim = workers - 1
+    killed_trial = None
+    deadline = time.time() + 120
+    study = None
+    while time.time() < deadline and killed_trial is None:
+        time.sleep(0.05)
+        if victim not in pids:
+            continue
+        try:
+            study = study or optuna.load_study(study_name=STUDY, storage=open_storage(storage))
+        except KeyError:
+            continue
+        done = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            owner = t.user_attrs.get("claimed") or {}
+            if owner.get("pid") == pids[victim] and len(done) >= 3:
+                os.kill(pids[victim], signal.SIGKILL)
+                killed_trial = t.number
+                break
+    stdout, _ = driver.communicate(timeout=300)
+    reader.join(timeout=10)
+    return driver.returncode, stdout, "".join(lines), killed_trial, tag
+
+
+def _assert_recovered(storage: str, trials: int, killed_trial: int, tag: str, stdout: str, stderr: str, tmp_path: Path):
+    assert killed_trial is not None, "no worker was caught mid-trial"
+    study = optuna.load_study(study_name=STUDY, storage=open_storage(storage))
+    every = study.get_trials(deepcopy=False)
+    counted = [t for t in every if t.state.is_finished() and "status" in t.user_attrs
+               and "duplicate_of" not in t.user_attrs and not t.user_attrs.get("lost")]
+    assert len(counted) == trials, [(t.number, t.state, t.user_attrs.get("status")) for t in every]
+    assert len({t.number for t in every}) == len(every)  # trial numbers are unique
+    # The killed worker's trial failed with no result, and was queued and measured once more.
+    lost = next(t for t in every if t.number == killed_trial)
+    assert lost.state == optuna.trial.TrialState.FAIL and "status" not in lost.user_attrs
+    retries = [t for t in every if t.system_attrs.get("failed_trial") == killed_trial]
+    assert len(retries) == 1 and retries[0].user_attrs["status"] == "ok" and retries[0].params == lost.params
+    assert not any(t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING) for t in every)
+    # The killed worker's fork server and trial went with it; the others stopped cleanly.
+    assert _tagged_processes(tag) == []
+    # One export, and no password anywhere.
+    exported = tmp_path / "studies" / "steady" / "cpu.json"
+    assert exported.is_file() and "Best config" in stdout
+    for text in (stdout, stderr, exported.read_text()):
+        assert "s3cret-pw" not in text
+
+
+def test_journal_file_two_workers_one_killed(tmp_path):
+    storage = str(tmp_path / "studies" / "steady.journal")
+    code, stdout, stderr, killed, tag = _search_and_kill_one_worker(tmp_path, storage, 2, 12, [])
+    assert code == 0, stderr[-3000:]
+    assert "worker 1 exited -9" in stderr and "the other workers finished all 12 trials" in stderr
+    _assert_recovered(storage, 12, killed, tag, stdout, stderr, tmp_path)
+
+
+@pytest.mark.postgres
+def test_postgres_four_workers_forty_trials_one_killed_by_heartbeat(tmp_path, postgres_url):
+    code, stdout, stderr, killed, tag = _search_and_kill_one_worker(
+        tmp_path, postgres_url, 4, 40, ["--heartbeat", "1", "--grace-period", "3"])
+    assert code == 0, stderr[-3000:]
+    _assert_recovered(postgres_url, 40, killed, tag, stdout, stderr, tmp_path)
+    document = json.loads((tmp_path / "studies" / "steady" / "cpu.json").read_text())
+    assert document["study"]["storage"].startswith("postgresql+psycopg2://autotune:***@")
+
+
+@pytest.mark.postgres
+def test_two_hosts_cooperate_and_only_one_exports(tmp_path, postgres_url):
+    # Two drivers with the same command (as on two machines) share the study and its budget.
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies")}
+    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "10", "--study",
+               "two-hosts", "--storage", postgres_url, "--min-time", "0.2", "--remeasure-rounds", "1"]
+    hosts = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outputs = [host.communicate(timeout=300) for host in hosts]
+    assert [host.returncode for host in hosts] == [0, 0], outputs
+    exporters = [out for out, _ in outputs if "Best config" in out]
+    assert len(exporters) == 1
+    assert sum("another process re-measures and exports" in out for out, _ in outputs) == 1
+    study = optuna.load_study(study_name="two-hosts", storage=open_storage(postgres_url))
+    counted = [t for t in study.trials if t.state.is_finished() and "duplicate_of" not in t.user_attrs]
+    assert len(counted) == 10
