@@ -203,6 +203,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         seed=seed, threads=threads, on_trial=progress.trial, on_stage=progress.stage,
         heartbeat=heartbeat if kind == "server" else None, grace_period=grace_period,
     )
+    _stop_on_sigterm()
     if shared:
         _shared_search(tuner, trials, n_workers, gpu_list, progress, as_json)
         return
@@ -222,6 +223,16 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         click.echo(json.dumps(_result_json(result), indent=2))
     else:
         click.echo(_result_table(result))
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a scheduler's stop, `kill`) ends a search like Ctrl-C: the running trial is marked, none is lost."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
@@ -281,19 +292,13 @@ def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, stora
                  memory_budget: int | None, memory_limit: int | None, min_time: float, seed: int | None, threads: int | None, heartbeat: int,
                  grace_period: int, index: int, budget: int | None, quiet: bool) -> None:
     """A worker process: takes trials from the shared study until its budget is done; SIGTERM stops it cleanly."""
-    import signal
-
     from autotune.storage import storage_kind
     from autotune.workers import apply_cpu_pinning
 
     if budget is None:
         _fail("--worker-only needs --budget (it is started by `autotune search --workers`)")
     apply_cpu_pinning()
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
+    _stop_on_sigterm()
     progress = _Progress(quiet, budget, bar=False, prefix=f"[w{index}] ")
     tuner = _library_call(
         Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,

@@ -25,6 +25,7 @@ import hashlib
 import os
 import socket
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
@@ -48,8 +49,19 @@ __all__ = [
 DEFAULT_HEARTBEAT = 10
 DEFAULT_GRACE_PERIOD = 60
 
-#: Waits between attempts when the storage stops answering mid-study (then a clean stop).
+#: Waits between attempts when the storage stops answering mid-study (then a clean stop);
+#: AUTOTUNE_STORAGE_RETRY_DELAYS="1,2,4" sets others (a flaky network may want longer).
 RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 16.0)
+
+
+def _retry_delays() -> tuple[float, ...]:
+    text = os.environ.get("AUTOTUNE_STORAGE_RETRY_DELAYS")
+    if not text:
+        return RETRY_DELAYS
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise StorageError(f"AUTOTUNE_STORAGE_RETRY_DELAYS={text!r} is not a list of seconds, e.g. 1,2,4") from None
 
 T = TypeVar("T")
 
@@ -93,13 +105,16 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
         return optuna.storages.RDBStorage(storage)
     if heartbeat is None:
         return optuna.storages.RDBStorage(storage, engine_kwargs={"pool_pre_ping": True})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
     return optuna.storages.RDBStorage(
         storage,
         engine_kwargs={"pool_pre_ping": True},
         heartbeat_interval=heartbeat,
         grace_period=grace_period or DEFAULT_GRACE_PERIOD,
         # A trial whose worker died is queued once more; a second death ends it as failed.
-        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
+        heartbeat_stale_trial_callback=retry,
     )
 
 
@@ -169,19 +184,21 @@ class BudgetLock:
 
 def _transient(exc: BaseException) -> bool:
     """Errors of a storage that stopped answering (a server down, a network gone)."""
-    try:
-        import sqlalchemy.exc
+    import optuna
+    import sqlalchemy.exc
 
-        if isinstance(exc, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+    # Optuna's RDB storage wraps a driver's error in StorageInternalError: look at the cause too.
+    for error in (exc, exc.__cause__, exc.__context__):
+        if isinstance(error, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError,
+                              ConnectionError, TimeoutError)):
             return True
-    except ImportError:  # pragma: no cover - SQLAlchemy is a dependency
-        pass
-    return isinstance(exc, (ConnectionError, TimeoutError))
+    return isinstance(exc, optuna.exceptions.StorageInternalError)
 
 
-def retrying(action: Callable[[], T], what: str, storage: str, delays: tuple[float, ...] = RETRY_DELAYS,
+def retrying(action: Callable[[], T], what: str, storage: str, delays: tuple[float, ...] | None = None,
              on_retry: Callable[[str], None] | None = None) -> T:
     """``action()``, retried with backoff while the storage does not answer; then a :class:`StorageError`."""
+    delays = _retry_delays() if delays is None else delays
     for attempt, delay in enumerate((*delays, None)):
         try:
             return action()

@@ -458,8 +458,13 @@ class Tuner:
         return self.finish(study, records, started)
 
     def _run_trial(self, study: "optuna.Study", trial: "optuna.Trial", known: dict[str, int], rng: random.Random,
-                   best: float) -> TrialRecord:
-        """Suggest, measure (or reuse a repeat's figures), record and tell one trial."""
+                   best: float, guard: Callable[[Callable[[], Any], str], Any] | None = None) -> TrialRecord:
+        """Suggest, measure (or reuse a repeat's figures), record and tell one trial.
+
+        ``guard(action, what)`` wraps each storage write after the measurement
+        (workers pass one that retries while a database server is away).
+        """
+        guard = guard or (lambda action, what: action())
         config = self.space.suggest(trial)
         role = trial.user_attrs.get("role", "search")
         duplicate_of = known.get(config.key)
@@ -488,8 +493,8 @@ class Tuner:
                 study.tell(trial, state=TrialState.FAIL)
                 raise
             known[config.key] = trial.number
-        self._record(trial, result, config, role, duplicate_of)
-        self._tell(study, trial, result)
+        guard(lambda: self._record(trial, result, config, role, duplicate_of), "recording a trial")
+        guard(lambda: self._tell(study, trial, result), "finishing a trial")
         return TrialRecord(trial.number, config, result, role, duplicate_of)
 
     # -- many workers on one study ----------------------------------------------------
@@ -555,21 +560,29 @@ class Tuner:
                 trial.set_user_attr("claimed", worker_identity())
                 return trial
 
+        def guard(action: Callable[[], Any], what: str) -> Any:
+            return retrying(action, what, self.storage, on_retry=self.on_stage)
+
+        def known_and_best() -> tuple[dict[str, int], float]:
+            trials = study.get_trials(deepcopy=False)
+            known = {t.user_attrs["config_key"]: t.number for t in trials
+                     if t.state.is_finished() and "config_key" in t.user_attrs and "duplicate_of" not in t.user_attrs}
+            return known, _best_throughput(study)
+
         while not self.stop_requested:
-            trial = retrying(take, "taking a trial", self.storage, on_retry=self.on_stage)
+            trial = guard(take, "taking a trial")
             if trial is False:
                 break
             if trial is None:
                 time.sleep(poll_seconds)
                 continue
-            trials = study.get_trials(deepcopy=False)
-            known = {t.user_attrs["config_key"]: t.number for t in trials
-                     if t.state.is_finished() and "config_key" in t.user_attrs and "duplicate_of" not in t.user_attrs}
+            known, best = guard(known_and_best, "reading the study")
             with _Heartbeat(storage, trial._trial_id, self.heartbeat):
-                record = self._run_trial(study, trial, known, rng, _best_throughput(study))
+                record = self._run_trial(study, trial, known, rng, best, guard)
             records.append(record)
             if self.on_trial is not None:
-                self.on_trial(record, len(_counted(study.get_trials(deepcopy=False))), budget)
+                counted = guard(lambda: len(_counted(study.get_trials(deepcopy=False))), "reading the study")
+                self.on_trial(record, counted, budget)
         return records
 
     def _fail_dead_local_trials(self, study: "optuna.Study") -> None:
@@ -590,7 +603,10 @@ class Tuner:
                 study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
             except optuna.exceptions.UpdateFinishedTrialError:
                 continue  # another worker got there first
-            optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, study._storage.get_trial(t._trial_id))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+            retry(study, study._storage.get_trial(t._trial_id))
 
     def budget_done(self, budget: int) -> bool:
         return len(_counted(self._open_study().get_trials(deepcopy=False))) >= budget

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -50,31 +51,28 @@ def _postgres_bin() -> Path | None:
     return versions[-1].parent if versions else None
 
 
-@pytest.fixture(scope="session")
-def postgres_url():
-    """A real PostgreSQL server on loopback for this test session, initialised into a temporary directory.
+@contextlib.contextmanager
+def _postgres_server():
+    """A real PostgreSQL server on loopback, initialised into a temporary directory: yields (url, stop).
 
     Its URL carries a password, so tests can check that it never leaks. As
     root (CI containers), the server runs as the `postgres` user that Debian's
     package creates, since PostgreSQL refuses to run as root.
     """
+    import pwd
     import shutil
     import socket
-    import time
+    import tempfile
 
     bin_dir = _postgres_bin()
     if bin_dir is None:
         pytest.skip("PostgreSQL is not installed (.ci/run installs Debian's postgresql package)")
-    import tempfile
-
     # Not under pytest's own temporary directory: that one is private to root, and the server may run as postgres.
     root = Path(tempfile.mkdtemp(prefix="autotune-postgres-"))
     data, sockets = root / "data", root / "sockets"
     sockets.mkdir()
     prefix: list[str] = []
     if os.geteuid() == 0:
-        import pwd
-
         user = pwd.getpwnam("postgres")
         for path in (root, sockets):
             os.chown(path, user.pw_uid, user.pw_gid)
@@ -86,13 +84,23 @@ def postgres_url():
     def run(*command: str) -> None:
         subprocess.run([*prefix, *command], check=True, capture_output=True, timeout=120)
 
+    def stop() -> None:
+        subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)
+
     run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "autotune", "--no-sync")
     run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-o",
         f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", "start")
     try:
         run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "autotune", "autotune")
-        yield f"postgresql+psycopg2://autotune:s3cret-pw@127.0.0.1:{port}/autotune"
+        yield f"postgresql+psycopg2://autotune:s3cret-pw@127.0.0.1:{port}/autotune", stop
     finally:
-        subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
+        stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """One PostgreSQL server for the test session (see :func:`_postgres_server`)."""
+    with _postgres_server() as (url, _):
+        yield url

@@ -1,0 +1,180 @@
+"""The fault table: every way a trial, a worker, the driver, the storage or the input can fail, and what must happen.
+
+Each in-trial row runs a one-trial study of the purpose-built `broken`
+workload and asserts the recorded status and message, that the study
+finished (nothing left RUNNING), and that no process the trial started is
+left running. The worker, driver and storage rows drive the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+
+from autotune.storage import open_storage
+from autotune.tuner import Tuner
+from tests.conftest import BROKEN, FAST_MEASURER, run_cli
+
+TESTS = Path(__file__).resolve().parent
+STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"
+GIB = 1 << 30
+
+# behaviour -> (status, fragment of the recorded error, tuner options)
+FAULTS = {
+    "segfault": ("crash", "SIGSEGV", {}),
+    "abort": ("crash", "SIGABRT", {}),
+    "exit": ("crash", "exit", {}),
+    "hang": ("timeout", "", {"trial_timeout": 3}),
+    "oom_rlimit": ("oom", "MemoryError", {"memory_limit_bytes": 3 * GIB}),
+    "oom_torch": ("oom", "", {}),
+    "nan": ("incorrect", "error inf > tolerance", {}),
+    "wrong": ("incorrect", "value error 1 > tolerance 1e-09", {}),
+    "raise_build": ("error", "ValueError: broken on purpose in build", {}),
+    "raise_run": ("error", "RuntimeError: broken on purpose in run", {}),
+}
+
+
+def _tagged(tag: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("AUTOTUNE_TEST_TAG") == tag:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("behaviour", list(FAULTS))
+def test_a_trial_fault_is_recorded_and_the_study_goes_on(studies, monkeypatch, behaviour):
+    status, fragment, options = FAULTS[behaviour]
+    tag = f"fault-{behaviour}-{os.getpid()}"
+    monkeypatch.setenv("AUTOTUNE_TEST_TAG", tag)  # every process the trial starts inherits it
+    storage = f"sqlite:///{studies / 'autotune.db'}"
+    studies.mkdir(parents=True)
+    study = optuna.create_study(study_name="broken-cpu-tiny", storage=storage, directions=["maximize", "minimize"])
+    study.enqueue_trial({"behaviour": behaviour})
+    study.enqueue_trial({"behaviour": "fast"})  # the study goes on after the fault
+    tuner = Tuner(BROKEN, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1,
+                  **{"trial_timeout": 30, **options})
+    try:
+        result = tuner.search(n_trials=2)
+    finally:
+        tuner.close()
+    faulty, healthy = result.trials
+    assert faulty.result.status == status, faulty.result
+    assert fragment in (faulty.result.error or ""), faulty.result.error
+    assert healthy.result.status == "ok"
+    study = optuna.load_study(study_name="broken-cpu-tiny", storage=storage)
+    assert all(t.state.is_finished() for t in study.trials)
+    recorded = study.trials[0]
+    assert recorded.user_attrs["status"] == status
+    if status in ("oom", "incorrect"):
+        # A constraint violation: the sampler learns to avoid it, and it can never be chosen.
+        assert recorded.constraints["correct"] > 0
+    else:
+        assert recorded.state == optuna.trial.TrialState.FAIL
+    # Never exported: the winner is the healthy trial.
+    assert result.winner is not None and result.winner.config["behaviour"] == "fast"
+    assert _tagged(tag) == []  # no trial, grandchild or fork server left running
+
+
+def test_driver_sigterm_marks_the_trial_and_a_rerun_resumes_without_loss(tmp_path):
+    storage = str(tmp_path / "steady.journal")
+    tag = f"sigterm-{os.getpid()}"
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "10", "--workers", "2",
+               "--storage", storage, "--min-time", "0.3", "--remeasure-rounds", "1"]
+    driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finished_before: set[int] = set()
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(0.1)
+        if not Path(storage).is_file():
+            continue
+        try:
+            study = optuna.load_study(study_name="steady-cpu-tiny", storage=open_storage(storage))
+        except KeyError:
+            continue
+        finished_before = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+        if len(finished_before) >= 3:
+            break
+    driver.send_signal(signal.SIGTERM)
+    _, stderr = driver.communicate(timeout=120)
+    assert driver.returncode == 130, stderr[-2000:]
+    assert "Run the same command again to resume" in stderr
+    assert _tagged(tag) == []
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=open_storage(storage))
+    assert not any(t.state == optuna.trial.TrialState.RUNNING for t in study.trials)
+    assert all(t.user_attrs.get("lost") for t in study.trials if t.state == optuna.trial.TrialState.FAIL)
+    # The same command again finishes the budget; nothing finished before is lost.
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=open_storage(storage))
+    after = {t.number: t for t in study.trials}
+    assert finished_before <= {n for n, t in after.items() if t.state.is_finished()}
+    counted = [t for t in after.values() if t.state.is_finished() and "status" in t.user_attrs
+               and "duplicate_of" not in t.user_attrs and not t.user_attrs.get("lost")]
+    assert len(counted) == 10
+
+
+def test_single_process_sigterm_is_a_clean_stop(tmp_path):
+    tag = f"single-{os.getpid()}"
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "autotune", "search", "-w", BROKEN, "-d", "cpu", "-n", "3", "--min-time", "0.05"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(driver.stderr), daemon=True)
+    reader.start()
+    deadline = time.time() + 60
+    while time.time() < deadline and not any("fork server ready" in line for line in lines):
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGTERM)
+    driver.wait(timeout=60)
+    reader.join(timeout=10)
+    assert driver.returncode == 130, "".join(lines)[-2000:]
+    assert _tagged(tag) == []
+    storage = f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}"
+    study = optuna.load_study(study_name="broken-cpu-tiny", storage=storage)
+    assert not any(t.state == optuna.trial.TrialState.RUNNING for t in study.trials)
+
+
+@pytest.mark.postgres
+def test_database_lost_mid_study_stops_cleanly_and_keeps_every_finished_trial(tmp_path):
+    # A server of its own, stopped while the workers run.
+    from tests.conftest import _postgres_server
+
+    with _postgres_server() as (url, stop):
+        env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_STORAGE_RETRY_DELAYS": "0.2,0.2"}
+        command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "30", "--workers", "2",
+                   "--storage", url, "--min-time", "0.3"]
+        driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        storage = open_storage(url)
+        deadline = time.time() + 120
+        finished: set[int] = set()
+        while time.time() < deadline:
+            time.sleep(0.2)
+            try:
+                study = optuna.load_study(study_name="steady-cpu-tiny", storage=storage)
+            except KeyError:
+                continue
+            finished = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+            if len(finished) >= 3:
+                break
+        storage.engine.dispose()
+        stop()
+        _, stderr = driver.communicate(timeout=180)
+        assert driver.returncode == 2, stderr[-2000:]
+        assert "lost the storage" in stderr and "run the same command again to resume" in stderr
+        assert "s3cret-pw" not in stderr
