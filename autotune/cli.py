@@ -303,7 +303,8 @@ def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, stora
     tuner = _library_call(
         Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
         isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=memory_budget,
-        memory_limit_bytes=memory_limit, measurer={"min_time": min_time}, seed=seed, threads=threads, on_trial=progress.trial,
+        memory_limit_bytes=memory_limit, measurer={"min_time": min_time},
+        seed=None if seed is None else seed + index,  # workers with one seed would all propose the same configs threads=threads, on_trial=progress.trial,
         on_stage=progress.stage, heartbeat=heartbeat if storage and storage_kind(storage) == "server" else None,
         grace_period=grace_period,
     )
@@ -424,11 +425,11 @@ def _figures_row(label: str, figures: dict[str, Any] | None) -> str:
 def _result_table(result: Any) -> str:
     counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
     repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
+    measured = (f"{len(result.trials) - repeats} configs measured this run"
+                + (f" (+{repeats} repeats not re-run)" if repeats else "")) if result.trials else "measured by its workers"
     lines = [
-        f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, "
-        f"{len(result.trials) - repeats} configs measured this run"
-        + (f" (+{repeats} repeats not re-run)" if repeats else "")
-        + f"; in the study: {counts}; {result.seconds:.0f} s",
+        f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
+        f"; in the study: {counts}; {result.seconds:.0f} s",
     ]
     if result.winner is None:
         lines.append("No configuration passed its correctness check: nothing exported.")

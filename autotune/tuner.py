@@ -178,9 +178,12 @@ def choice_outcomes(study: "optuna.Study", space: SearchSpace, winner: Config | 
     This is how a search says which kernels lost and why: slower than the
     winner, incorrect, or failed (error, crash, timeout, oom).
     """
+    every = study.get_trials(deepcopy=False)
+    retried = _retried(every)
     trials = [
-        t for t in study.get_trials(deepcopy=False)
+        t for t in every
         if t.state.is_finished() and "config" in t.user_attrs and "duplicate_of" not in t.user_attrs
+        and t.number not in retried
     ]
     outcomes = []
     # A conditional knob counts only where it was active (an inactive one holds its default).
@@ -206,10 +209,13 @@ def choice_outcomes(study: "optuna.Study", space: SearchSpace, winner: Config | 
 
 
 def _study_counts(study: "optuna.Study") -> dict[str, int]:
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)  # a dead worker's trial: its retry is the outcome
     counts = Counter(
         t.user_attrs.get("status", "unknown")
-        for t in study.get_trials(deepcopy=False)
+        for t in trials
         if t.state.is_finished() and "duplicate_of" not in t.user_attrs  # a repeat is not a new outcome
+        and t.number not in retried
     )
     return {status: counts.get(status, 0) for status in STATUSES if counts.get(status)}
 
@@ -333,6 +339,17 @@ class Tuner:
                 raise StorageError(f"cannot open storage {redact_storage(self.storage)}: {type(exc).__name__}: {exc}") from None
         return self._storage_object
 
+    def _default_sampler(self) -> "optuna.samplers.BaseSampler":
+        import optuna
+
+        if storage_kind(self.storage) == "sqlite":
+            return optuna.samplers.TPESampler(seed=self.seed)
+        # Workers in parallel: the constant liar counts running trials as bad, so that
+        # workers asking at once are steered to different configs.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=self.seed, constant_liar=True)
+
     def _open_study(self) -> "optuna.Study":
         import optuna
 
@@ -342,7 +359,7 @@ class Tuner:
                 storage=self.storage_object(),
                 study_name=self.study_name,
                 directions=["maximize", "minimize"],
-                sampler=self.sampler or optuna.samplers.TPESampler(seed=self.seed),
+                sampler=self.sampler or self._default_sampler(),
                 load_if_exists=True,
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
@@ -791,9 +808,20 @@ class Tuner:
 EXPORT_MARK = "@export-"
 
 
+def _retried(trials: list[Any]) -> set[int]:
+    """Numbers of trials failed with their dead worker and queued again (Optuna's retry history)."""
+    return {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+
+
 def _counted(trials: list[Any]) -> list[Any]:
-    """Finished trials that count toward the budget: measured, not a repeat, not lost to a dead worker."""
-    return [t for t in trials if t.state.is_finished() and "status" in t.user_attrs
+    """Finished trials that count toward the budget: measured, not a repeat, not lost to a dead worker.
+
+    A dead worker's trial is failed and re-queued; its retry counts, the
+    trial itself does not, even where the worker died after recording its
+    figures but before finishing it.
+    """
+    retried = _retried(trials)
+    return [t for t in trials if t.state.is_finished() and "status" in t.user_attrs and t.number not in retried
             and "duplicate_of" not in t.user_attrs and not t.user_attrs.get("lost")]
 
 

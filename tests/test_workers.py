@@ -139,7 +139,8 @@ def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, tria
                 os.kill(pids[victim], signal.SIGKILL)
                 killed_trial = t.number
                 break
-    stdout, _ = driver.communicate(timeout=300)
+    stdout = driver.stdout.read()  # not communicate(): the reader thread owns stderr
+    driver.wait(timeout=300)
     reader.join(timeout=10)
     return driver.returncode, stdout, "".join(lines), killed_trial, tag
 
@@ -148,13 +149,14 @@ def _assert_recovered(storage: str, trials: int, killed_trial: int, tag: str, st
     assert killed_trial is not None, "no worker was caught mid-trial"
     study = optuna.load_study(study_name=STUDY, storage=open_storage(storage))
     every = study.get_trials(deepcopy=False)
-    counted = [t for t in every if t.state.is_finished() and "status" in t.user_attrs
+    retried = {n for t in every for n in t.system_attrs.get("retry_history", ())}
+    counted = [t for t in every if t.state.is_finished() and "status" in t.user_attrs and t.number not in retried
                and "duplicate_of" not in t.user_attrs and not t.user_attrs.get("lost")]
     assert len(counted) == trials, [(t.number, t.state, t.user_attrs.get("status")) for t in every]
     assert len({t.number for t in every}) == len(every)  # trial numbers are unique
-    # The killed worker's trial failed with no result, and was queued and measured once more.
+    # The killed worker's trial failed, and was queued and measured once more (it counts once, as the retry).
     lost = next(t for t in every if t.number == killed_trial)
-    assert lost.state == optuna.trial.TrialState.FAIL and "status" not in lost.user_attrs
+    assert lost.state == optuna.trial.TrialState.FAIL and retried == {killed_trial}
     retries = [t for t in every if t.system_attrs.get("failed_trial") == killed_trial]
     assert len(retries) == 1 and retries[0].user_attrs["status"] == "ok" and retries[0].params == lost.params
     assert not any(t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING) for t in every)
@@ -173,6 +175,12 @@ def test_journal_file_two_workers_one_killed(tmp_path):
     assert code == 0, stderr[-3000:]
     assert "worker 1 exited -9" in stderr and "the other workers finished all 12 trials" in stderr
     _assert_recovered(storage, 12, killed, tag, stdout, stderr, tmp_path)
+    # The report reads the journal; the study that elected the exporter is not listed as a result.
+    env = {"AUTOTUNE_STUDIES": str(tmp_path / "studies")}
+    report = run_cli("report", "-w", STEADY, "-d", "cpu", "--storage", storage, "-o", "r.html", cwd=tmp_path, env=env)
+    assert report.returncode == 0 and (tmp_path / "r.html").is_file(), report.stderr
+    missing = run_cli("report", "-w", STEADY, "-d", "cpu", "--storage", storage, "--study", "x", cwd=tmp_path, env=env)
+    assert "valid: steady-cpu-tiny." in missing.stderr and "@export" not in missing.stderr
 
 
 @pytest.mark.postgres
