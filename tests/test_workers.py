@@ -171,10 +171,10 @@ def _assert_recovered(storage: str, trials: int, killed_trial: int, tag: str, st
 
 def test_journal_file_two_workers_one_killed(tmp_path):
     storage = str(tmp_path / "studies" / "steady.journal")
-    code, stdout, stderr, killed, tag = _search_and_kill_one_worker(tmp_path, storage, 2, 12, [])
+    code, stdout, stderr, killed, tag = _search_and_kill_one_worker(tmp_path, storage, 2, 20, [])
     assert code == 0, stderr[-3000:]
-    assert "worker 1 exited -9" in stderr and "the other workers finished all 12 trials" in stderr
-    _assert_recovered(storage, 12, killed, tag, stdout, stderr, tmp_path)
+    assert "worker 1 exited -9" in stderr and "the other workers finished all 20 trials" in stderr
+    _assert_recovered(storage, 20, killed, tag, stdout, stderr, tmp_path)
     # The report reads the journal; the study that elected the exporter is not listed as a result.
     env = {"AUTOTUNE_STUDIES": str(tmp_path / "studies")}
     report = run_cli("report", "-w", STEADY, "-d", "cpu", "--storage", storage, "-o", "r.html", cwd=tmp_path, env=env)
