@@ -40,6 +40,20 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600
     )
 
 
+def tagged_processes(tag: str) -> list:
+    """Processes whose environment carries AUTOTUNE_TEST_TAG=tag: what a test started and must not leave running."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("AUTOTUNE_TEST_TAG") == tag:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
 def _postgres_bin() -> Path | None:
     """The directory of PostgreSQL's server programs: on PATH, else Debian's /usr/lib/postgresql/<version>/bin."""
     import shutil

@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 import optuna
-import psutil
 import pytest
 
 from autotune.storage import open_storage
 from autotune.tuner import Tuner
-from tests.conftest import BROKEN, FAST_MEASURER, run_cli
+from tests.conftest import BROKEN, FAST_MEASURER, run_cli, tagged_processes
 
 TESTS = Path(__file__).resolve().parent
 STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"
@@ -41,17 +40,6 @@ FAULTS = {
     "raise_build": ("error", "ValueError: broken on purpose in build", {}),
     "raise_run": ("error", "RuntimeError: broken on purpose in run", {}),
 }
-
-
-def _tagged(tag: str) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if process.environ().get("AUTOTUNE_TEST_TAG") == tag:
-                found.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
 
 
 @pytest.mark.parametrize("behaviour", list(FAULTS))
@@ -85,7 +73,7 @@ def test_a_trial_fault_is_recorded_and_the_study_goes_on(studies, monkeypatch, b
         assert recorded.state == optuna.trial.TrialState.FAIL
     # Never exported: the winner is the healthy trial.
     assert result.winner is not None and result.winner.config["behaviour"] == "fast"
-    assert _tagged(tag) == []  # no trial, grandchild or fork server left running
+    assert tagged_processes(tag) == []  # no trial, grandchild or fork server left running
 
 
 def test_driver_sigterm_marks_the_trial_and_a_rerun_resumes_without_loss(tmp_path):
@@ -112,7 +100,7 @@ def test_driver_sigterm_marks_the_trial_and_a_rerun_resumes_without_loss(tmp_pat
     _, stderr = driver.communicate(timeout=120)
     assert driver.returncode == 130, stderr[-2000:]
     assert "Run the same command again to resume" in stderr
-    assert _tagged(tag) == []
+    assert tagged_processes(tag) == []
     study = optuna.load_study(study_name="steady-cpu-tiny", storage=open_storage(storage))
     assert not any(t.state == optuna.trial.TrialState.RUNNING for t in study.trials)
     assert all(t.user_attrs.get("lost") for t in study.trials if t.state == optuna.trial.TrialState.FAIL)
@@ -143,7 +131,7 @@ def test_single_process_sigterm_is_a_clean_stop(tmp_path):
     driver.wait(timeout=60)
     reader.join(timeout=10)
     assert driver.returncode == 130, "".join(lines)[-2000:]
-    assert _tagged(tag) == []
+    assert tagged_processes(tag) == []
     storage = f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}"
     study = optuna.load_study(study_name="broken-cpu-tiny", storage=storage)
     assert not any(t.state == optuna.trial.TrialState.RUNNING for t in study.trials)

@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import optuna
-import psutil
 import pytest
 
 from autotune.storage import open_storage, redact_storage, retrying
 from autotune.workers import CPUS_ENV, plan_workers
-from tests.conftest import run_cli
+from tests.conftest import run_cli, tagged_processes
 
 TESTS = Path(__file__).resolve().parent
 STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"
@@ -90,17 +89,6 @@ def test_a_storage_that_stops_answering_is_retried_then_stopped_cleanly():
         retrying(lambda: (_ for _ in ()).throw(ValueError("bug")), "x", "sqlite:///x")
 
 
-def _tagged_processes(tag: str) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if process.environ().get("AUTOTUNE_TEST_TAG") == tag:
-                found.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
 def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, trials: int, extra: list[str]):
     """Run a shared search, SIGKILL one worker while it holds a running trial, and return what happened."""
     tag = f"workers-{os.getpid()}-{time.time()}"
@@ -161,7 +149,7 @@ def _assert_recovered(storage: str, trials: int, killed_trial: int, tag: str, st
     assert len(retries) == 1 and retries[0].user_attrs["status"] == "ok" and retries[0].params == lost.params
     assert not any(t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING) for t in every)
     # The killed worker's fork server and trial went with it; the others stopped cleanly.
-    assert _tagged_processes(tag) == []
+    assert tagged_processes(tag) == []
     # One export, and no password anywhere.
     exported = tmp_path / "studies" / "steady" / "cpu.json"
     assert exported.is_file() and "Best config" in stdout
