@@ -27,12 +27,9 @@ import socket
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from autotune.exceptions import StorageError
-
-if TYPE_CHECKING:
-    import optuna
 
 __all__ = [
     "BudgetLock",

@@ -21,7 +21,7 @@ import pytest
 
 from autotune.storage import open_storage
 from autotune.tuner import Tuner
-from tests.conftest import BROKEN, FAST_MEASURER, run_cli, tagged_processes
+from tests.conftest import BROKEN, FAST_MEASURER, tagged_processes
 
 TESTS = Path(__file__).resolve().parent
 STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"

@@ -33,7 +33,7 @@ reference's, whatever the batching.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
