@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import signal
 import threading
 import time
 import warnings
@@ -586,8 +587,40 @@ class Tuner:
                      if t.state.is_finished() and "config_key" in t.user_attrs and "duplicate_of" not in t.user_attrs}
             return known, _best_throughput(study)
 
+        try:
+            self._work_loop(study, storage, budget, poll_seconds, take, guard, known_and_best, rng, records)
+        except KeyboardInterrupt:
+            # A stop can land between taking a trial and measuring it: fail every trial this
+            # process holds, so none is left RUNNING and none counts.
+            self._release_own_trials(study)
+            raise
+        return records
+
+    def _release_own_trials(self, study: "optuna.Study") -> None:
+        from optuna.trial import TrialState
+
+        me = worker_identity()
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.user_attrs.get("claimed") == me:
+                try:
+                    study._storage.set_trial_user_attr(t._trial_id, "lost", True)
+                    study.tell(t.number, state=TrialState.FAIL)
+                except Exception:  # noqa: BLE001 - finished meanwhile, or the storage is gone
+                    pass
+
+    def _work_loop(self, study, storage, budget, poll_seconds, take, guard, known_and_best, rng, records) -> None:
+        def take_whole() -> Any:
+            # A stop signal waits until a trial is both taken and claimed: a trial taken but not
+            # yet claimed could not be told apart from another worker's and released.
+            signals = {signal.SIGINT, signal.SIGTERM}
+            signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+            try:
+                return take()
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+
         while not self.stop_requested:
-            trial = guard(take, "taking a trial")
+            trial = guard(take_whole, "taking a trial")
             if trial is False:
                 break
             if trial is None:
@@ -600,7 +633,6 @@ class Tuner:
             if self.on_trial is not None:
                 counted = guard(lambda: len(_counted(study.get_trials(deepcopy=False))), "reading the study")
                 self.on_trial(record, counted, budget)
-        return records
 
     def _fail_dead_local_trials(self, study: "optuna.Study") -> None:
         """Fail (and queue once more) running trials whose worker process on this host is gone.
