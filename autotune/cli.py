@@ -17,6 +17,7 @@ import click
 
 from autotune._version import __version__
 from autotune.exceptions import AutotuneError
+from autotune.stopping import stop_on_sigterm
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
@@ -203,7 +204,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         seed=seed, threads=threads, on_trial=progress.trial, on_stage=progress.stage,
         heartbeat=heartbeat if kind == "server" else None, grace_period=grace_period,
     )
-    _stop_on_sigterm()
+    stop_on_sigterm()
     if shared:
         _shared_search(tuner, trials, n_workers, gpu_list, progress, as_json)
         return
@@ -223,16 +224,6 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         click.echo(json.dumps(_result_json(result), indent=2))
     else:
         click.echo(_result_table(result))
-
-
-def _stop_on_sigterm() -> None:
-    """SIGTERM (a scheduler's stop, `kill`) ends a search like Ctrl-C: the running trial is marked, none is lost."""
-    import signal
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
@@ -298,7 +289,7 @@ def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, stora
     if budget is None:
         _fail("--worker-only needs --budget (it is started by `autotune search --workers`)")
     apply_cpu_pinning()
-    _stop_on_sigterm()
+    stop_on_sigterm()
     progress = _Progress(quiet, budget, bar=False, prefix=f"[w{index}] ")
     tuner = _library_call(
         Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,

@@ -190,7 +190,8 @@ def execute(request: TrialRequest) -> dict[str, Any]:
             os.replace(tmp, path)
             result.status = "ok"
         else:
-            reference = torch.load(request.reference_path, weights_only=False)
+            # weights_only: a reference file is data; a planted pickle must not run code.
+            reference = torch.load(request.reference_path, weights_only=True)
             checks = []
 
             def on_output(which: str, output: Any) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import os
 import random
-import signal
 import threading
 import time
 import warnings
@@ -35,6 +34,7 @@ from autotune.exceptions import AutotuneError, StorageError
 from autotune.measure import Measurement
 from autotune.runner import STATUSES, Runner, TrialRequest, TrialResult
 from autotune.space import SearchSpace
+from autotune.stopping import whole_step
 from autotune.storage import (
     BudgetLock,
     open_storage,
@@ -317,7 +317,11 @@ class Tuner:
         """Compute and cache the reference output once per workload, size, version and device."""
         request = self.request(self.reference_config, "reference")
         if request.reference_path.is_file():
-            return
+            if _loads_as_data(request.reference_path):
+                return
+            warnings.warn(f"the cached reference {request.reference_path} is not plain tensor data "
+                          "(corrupt, or not written by autotune); computing it again", stacklevel=2)
+            request.reference_path.unlink()
         self.on_stage(f"computing the reference output ({self.reference_config.describe()})")
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         result = self.runner.run(request, timeout=max(self.runner.timeout * 4, 600))
@@ -465,7 +469,14 @@ class Tuner:
         asks = 0
         while measured < n_trials and asks < max_asks and not self.stop_requested:
             asks += 1
-            record = self._run_trial(study, study.ask(), known, rng, best)
+            with whole_step():
+                trial = study.ask()
+            try:
+                record = self._run_trial(study, trial, known, rng, best)
+            except KeyboardInterrupt:
+                # A stop before the measurement began (while suggesting): release the trial.
+                self._release_trial(study, trial._trial_id)
+                raise
             if record.duplicate_of is None:
                 measured += 1
                 if record.result.status == "ok":
@@ -602,22 +613,25 @@ class Tuner:
         me = worker_identity()
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             if t.user_attrs.get("claimed") == me:
-                try:
-                    study._storage.set_trial_user_attr(t._trial_id, "lost", True)
-                    study.tell(t.number, state=TrialState.FAIL)
-                except Exception:  # noqa: BLE001 - finished meanwhile, or the storage is gone
-                    pass
+                self._release_trial(study, t._trial_id)
+
+    @staticmethod
+    def _release_trial(study: "optuna.Study", trial_id: int) -> None:
+        """Fail a trial that a stop interrupted, marked lost so that it counts toward no budget."""
+        from optuna.trial import TrialState
+
+        try:
+            study._storage.set_trial_user_attr(trial_id, "lost", True)
+            study._storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+        except Exception:  # noqa: BLE001 - finished meanwhile, or the storage is gone
+            pass
 
     def _work_loop(self, study, storage, budget, poll_seconds, take, guard, known_and_best, rng, records) -> None:
         def take_whole() -> Any:
-            # A stop signal waits until a trial is both taken and claimed: a trial taken but not
+            # A stop waits until a trial is both taken and claimed: a trial taken but not
             # yet claimed could not be told apart from another worker's and released.
-            signals = {signal.SIGINT, signal.SIGTERM}
-            signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-            try:
+            with whole_step():
                 return take()
-            finally:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
 
         while not self.stop_requested:
             trial = guard(take_whole, "taking a trial")
@@ -855,6 +869,17 @@ def _counted(trials: list[Any]) -> list[Any]:
     retried = _retried(trials)
     return [t for t in trials if t.state.is_finished() and "status" in t.user_attrs and t.number not in retried
             and "duplicate_of" not in t.user_attrs and not t.user_attrs.get("lost")]
+
+
+def _loads_as_data(path: Path) -> bool:
+    """Whether a cached reference loads as tensors and containers alone (never running pickled code)."""
+    import torch
+
+    try:
+        torch.load(path, weights_only=True)
+    except Exception:  # noqa: BLE001 - any failure means: do not use this file
+        return False
+    return True
 
 
 def _best_throughput(study: "optuna.Study") -> float:

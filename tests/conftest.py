@@ -40,6 +40,21 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600
     )
 
 
+def wait_or_kill(process: subprocess.Popen, timeout: float, tag: str | None = None) -> int:
+    """Wait for a process; past the timeout, kill it (and the processes tagged ``tag``) and fail the test.
+
+    A hung search must fail its one test, not hold CI until its limit.
+    """
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+        for child in tagged_processes(tag) if tag else []:
+            child.kill()
+        pytest.fail(f"{process.args!r} did not finish within {timeout} s; killed")
+
+
 def tagged_processes(tag: str) -> list:
     """Processes whose environment carries AUTOTUNE_TEST_TAG=tag: what a test started and must not leave running."""
     import psutil

@@ -81,3 +81,30 @@ def test_inprocess_isolation_runs_here(cache):
     result = Runner("inprocess").run(_request(cache, "wrong"))
     assert result.status == "incorrect"
     assert (cache / "trial.pid").read_text() == str(os.getpid())
+
+
+class _Planted:
+    """What an attacker pickles into a reference file: unpickling it runs a command."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_planted_reference_file_runs_no_code_and_is_recomputed(studies, tmp_path):
+    import torch
+
+    from tests.conftest import run_cli
+
+    cache = studies / "cache" / "broken" / "tiny-v1"
+    cache.mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    torch.save(_Planted(marker), cache / "reference-cpu.pt")
+    done = run_cli("run", "-w", BROKEN, "-d", "cpu", "-s", "tiny", "--min-time", "0.05", cwd=tmp_path,
+                   env={"AUTOTUNE_STUDIES": str(studies)}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not marker.exists()
+    assert "not plain tensor data" in done.stderr and "computing it again" in done.stderr
+    assert torch.load(cache / "reference-cpu.pt", weights_only=True) is not None

@@ -16,7 +16,7 @@ import pytest
 
 from autotune.storage import open_storage, redact_storage, retrying
 from autotune.workers import CPUS_ENV, plan_workers
-from tests.conftest import run_cli, tagged_processes
+from tests.conftest import run_cli, tagged_processes, wait_or_kill
 
 TESTS = Path(__file__).resolve().parent
 STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"
@@ -108,6 +108,9 @@ def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, tria
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    out: list[str] = []
+    out_reader = threading.Thread(target=lambda: out.extend(driver.stdout), daemon=True)
+    out_reader.start()
     victim = workers - 1
     killed_trial = None
     deadline = time.time() + 120
@@ -127,10 +130,10 @@ def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, tria
                 os.kill(pids[victim], signal.SIGKILL)
                 killed_trial = t.number
                 break
-    stdout = driver.stdout.read()  # not communicate(): the reader thread owns stderr
-    driver.wait(timeout=300)
+    wait_or_kill(driver, timeout=300, tag=tag)  # threads read both pipes: neither can fill and block the driver
     reader.join(timeout=10)
-    return driver.returncode, stdout, "".join(lines), killed_trial, tag
+    out_reader.join(timeout=10)
+    return driver.returncode, "".join(out), "".join(lines), killed_trial, tag
 
 
 def _assert_recovered(storage: str, trials: int, killed_trial: int, tag: str, stdout: str, stderr: str, tmp_path: Path):

@@ -1,0 +1,41 @@
+"""A stop never lands inside a whole step, whichever thread the kernel hands the signal to."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from autotune.stopping import whole_step
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_sent_during_a_whole_step_lands_after_it(signum):
+    def stop(number, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signum, stop)
+    steps = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with whole_step():
+                # Sent from another thread, as the kernel may deliver it to any thread of the process.
+                sender = threading.Thread(target=os.kill, args=(os.getpid(), signum))
+                sender.start()
+                sender.join()
+                time.sleep(0.05)  # the interpreter would run a handler here
+                steps.append("first write")
+                time.sleep(0.05)
+                steps.append("second write")
+        assert steps == ["first write", "second write"]
+        assert signal.getsignal(signum) is stop  # the handler is back
+    finally:
+        signal.signal(signum, previous)
+
+
+def test_a_whole_step_without_a_stop_changes_nothing():
+    before = signal.getsignal(signal.SIGINT)
+    with whole_step():
+        value = 1
+    assert value == 1 and signal.getsignal(signal.SIGINT) is before
