@@ -127,7 +127,7 @@ def test_every_kernel_agrees_with_the_reference(tiny, space, reference, dtype, k
     first = workload.check(run(), reference, config)
     again = workload.check(run(), reference, config)  # reused buffers must give the same answer
     assert first.passed and again.passed, (first, again)
-    assert first.metrics["log2_likelihood"][1] == TOLERANCES[dtype][0]
+    assert first.metrics["log2_likelihood"][1] == TOLERANCES[dtype]["log2_likelihood"]
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
@@ -135,8 +135,11 @@ def test_half_precision_is_judged_by_its_own_tolerance(tiny, space, reference, d
     workload = tiny[0]
     config = space.defaults.replace(dtype=dtype)
     check = workload.check(workload.build(config)(), reference, config)
-    assert check.metrics["log2_likelihood"][1] == TOLERANCES[dtype][0]
+    assert check.passed, check
+    assert {name: tol for name, (_, tol) in check.metrics.items()} == TOLERANCES[dtype]
     assert 0 < check.metrics["counts"][0]  # half precision is never exact
+    # and not loose: the honest error is a sizeable fraction of its bound (see TOLERANCES)
+    assert check.metrics["counts"][0] > check.metrics["counts"][1] / 20
 
 
 def test_em_never_decreases_the_likelihood(tiny):

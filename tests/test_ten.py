@@ -72,7 +72,7 @@ def tiny(space):
 
 LOOPS = [{"recurrence": "loop", "loop_step": s, "input_proj": p} for s, p in itertools.product(["plain", "fused", "inplace"], ["per_step", "batched"])]
 SCANS = [{"recurrence": r, "chunk_size": c} for r, c in itertools.product(["chunked", "scan"], [4, 7, 256])]
-SHAPES = [{"fused_output": f, "checkpoint_chunk": c, "batch_size": b} for f, c, b in [(False, 0, 4), (True, 64, 1), (True, 0, 2), (False, 1024, 64)]]
+SHAPES = [{"fused_output": f, "checkpoint_chunk": c, "batch_size": b} for f, c, b in [(False, 0, 4), (True, 64, 1), (True, 0, 2), (False, 1024, 8)]]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "-".join(str(v) for v in s.values()))
@@ -104,7 +104,7 @@ def test_half_precision_is_judged_by_its_own_tolerance(tiny, space, precision):
     config = space.defaults.replace(precision=precision)
     check = workload.check(workload.build(config)(), reference, config)
     assert check.passed, check
-    assert check.metrics["loss"][1] == TOLERANCES[precision][0]
+    assert check.metrics["loss"][1] == TOLERANCES[precision]["loss"]
     assert check.metrics["grads"][0] > 0  # half precision is never exact
 
 
@@ -155,4 +155,4 @@ def test_training_step_lowers_the_loss(space):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.8 * losses[0]
-    assert workload.items_per_run(config) == 4 * 48
+    assert workload.items_per_run(config) == workload.params["global_batch"] * 48

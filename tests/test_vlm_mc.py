@@ -6,7 +6,7 @@ import torch
 
 from autotune.space import load_space
 from workloads import vlm_mc
-from workloads.vlm_mc import MC_Z2_TOLERANCE, ImageProcessor, VlmMcWorkload, mc_z2
+from workloads.vlm_mc import ImageProcessor, VlmMcWorkload, mc_z2, mc_z2_tolerance, mean_scale, variance_ratio
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def test_mc_z2_is_one_for_independent_masks_and_large_for_a_shift():
     independent = mc_z2(mean, ref_mean, ref_var, passes, "fp32")
     assert 0.8 < independent < 1.2
     shifted = mc_z2(mean + sigma, ref_mean, ref_var, passes, "fp32")  # one pass's noise, in every mean
-    assert shifted > MC_Z2_TOLERANCE
+    assert shifted > mc_z2_tolerance(n, f)
     assert mc_z2(mean * float("nan"), ref_mean, ref_var, passes, "fp32") == float("inf")
 
 
@@ -173,4 +173,33 @@ def test_a_different_model_fails_the_mc_check(tiny, space, monkeypatch):
     monkeypatch.setattr(workload, "model", other_model)
     config = space.validate({**space.baseline, "precompute": "device"})
     check = workload.check(workload.build(config)(), reference, config)
-    assert not check.passed and check.metric == "mc_z2"
+    assert not check.passed and check.metric in ("mc_z2", "mean_scale"), check
+
+
+def _mc(truth, sigma, passes, g):
+    draws = truth + sigma * torch.randn(passes, *truth.shape, generator=g, dtype=torch.float64)
+    return draws.mean(0), draws.var(0)
+
+
+def test_the_mean_is_checked_two_sided_for_a_bias_of_a_few_percent():
+    g = torch.Generator().manual_seed(1)
+    truth = torch.randn(24, 16, generator=g, dtype=torch.float64)
+    ref_mean, ref_var = _mc(truth, 0.3, 16, g)
+    mean, _ = _mc(truth, 0.3, 16, g)
+    error, bound = mean_scale(mean, ref_mean, ref_var, 16, "fp32")
+    assert error < bound  # other masks, same model
+    for factor in (1.05, 0.95):
+        error, bound = mean_scale(mean * factor, ref_mean, ref_var, 16, "fp32")
+        assert error > bound, factor
+
+
+def test_the_variance_is_checked_two_sided():
+    g = torch.Generator().manual_seed(2)
+    truth = torch.randn(24, 16, generator=g, dtype=torch.float64)
+    _, ref_var = _mc(truth, 0.3, 16, g)
+    _, var = _mc(truth, 0.3, 16, g)
+    error, bound = variance_ratio(var, ref_var, "fp32")
+    assert error < bound
+    for wrong in (var * 0, var * 2, var / 2):  # no sampling, another dropout rate either way
+        error, bound = variance_ratio(wrong, ref_var, "fp32")
+        assert error > bound

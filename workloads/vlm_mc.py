@@ -48,7 +48,7 @@ from autotune.check import Check, relative_error
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
 
-__all__ = ["ImageProcessor", "MC_Z2_TOLERANCE", "PIXEL_TOLERANCE", "McViT", "VlmMcWorkload", "make_images", "mc_z2"]
+__all__ = ["ImageProcessor", "PIXEL_TOLERANCE", "McViT", "VlmMcWorkload", "make_images", "mc_z2", "mc_z2_tolerance", "mean_scale", "variance_ratio"]
 
 # CLIP's image statistics, as its image processor normalises.
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -61,10 +61,18 @@ _AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 #: features' root mean square).
 PRECISION_FLOOR: Mapping[str, float] = {"fp32": 1e-5, "bf16": 3e-2, "fp16": 4e-3}
 
-#: The bound on :func:`mc_z2`. Two MC estimates with independent dropout masks
-#: give 1 on average; identical masks give 0. A config that changes the images
-#: moves every mean by many standard errors.
-MC_Z2_TOLERANCE = 1.5
+#: Standard errors a per-image statistic may stray from zero: honest runs stay
+#: under 5 but for about 1 in 10^6 (a t statistic over the images).
+T_BOUND = 5.0
+
+#: What rounding alone may add to |scale - 1| and to |log variance ratio|,
+#: measured over every knob value and 3 image seeds at `tiny`
+#: (`python benchmarks/check_power.py --workloads vlm_mc`); see HONEST_WORST.
+#: With the reference's own dropout masks, rounding alone moved them by at most
+#: (scale, variance): fp32 0, 0; bf16 8.7e-4, 5.2e-3; fp16 5e-5, 6.3e-4. The
+#: floors are 2-3x those.
+SCALE_FLOOR: Mapping[str, float] = {"fp32": 0.0, "bf16": 2e-3, "fp16": 2e-4}
+VARIANCE_FLOOR: Mapping[str, float] = {"fp32": 0.0, "bf16": 1e-2, "fp16": 1.5e-3}
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -219,11 +227,64 @@ def mc_z2(mean: torch.Tensor, reference_mean: torch.Tensor, reference_var: torch
     mean, ref, var = (t.detach().cpu().double() for t in (mean, reference_mean, reference_var))
     if mean.shape != ref.shape or not bool(torch.isfinite(mean).all()):
         return math.inf
-    floor = PRECISION_FLOOR[precision] * float(ref.pow(2).mean().sqrt())
     # Pooled over the images per feature: a variance estimated from a few passes
     # is too noisy to divide by one entry at a time (its inverse is biased high).
-    expected = (2 * var / passes + floor**2).sum(dim=0)
+    expected = (2 * var / passes + _floor(ref, precision) ** 2).sum(dim=0)
     return float(((mean - ref) ** 2).sum(dim=0).div(expected).mean())
+
+
+def mc_z2_tolerance(images: int, features: int) -> float:
+    """The bound on :func:`mc_z2`: its honest mean, 1, plus 5 standard deviations.
+
+    Each feature's ratio is a chi-square over ``images`` entries divided by its
+    mean, of variance ``2 / images``; the average over ``features`` of them
+    has variance ``2 / (images * features)``.
+    """
+    return 1 + 5 * math.sqrt(2 / (images * features))
+
+
+def _floor(ref: torch.Tensor, precision: str) -> float:
+    return PRECISION_FLOOR[precision] * float(ref.pow(2).mean().sqrt())
+
+
+def _t_bound(per_image: torch.Tensor, floor: float) -> tuple[float, float]:
+    """(|mean|, bound) of a per-image statistic: the bound is 5 standard errors over the images plus ``floor``."""
+    if not bool(torch.isfinite(per_image).all()):
+        return math.inf, floor
+    se = float(per_image.std()) / math.sqrt(per_image.numel())
+    return abs(float(per_image.mean())), T_BOUND * se + floor
+
+
+def mean_scale(mean: torch.Tensor, reference_mean: torch.Tensor, reference_var: torch.Tensor, passes: int,
+               precision: str) -> tuple[float, float]:
+    """How far the MC mean is scaled against the reference's, two-sided: (|scale - 1|, bound).
+
+    Per image, the least-squares scale of the difference along the reference
+    mean, each feature weighted by its MC variance; over the images, the
+    average of those scales against 5 of its standard errors, which shrink
+    with more passes and images. A bias of a few percent in every feature
+    (a wrong scale, a missing term) stands out; other dropout masks do not.
+    """
+    mean, ref, var = (t.detach().cpu().double() for t in (mean, reference_mean, reference_var))
+    if mean.shape != ref.shape:
+        return math.inf, 0.0
+    weight = 1 / (2 * var / passes + _floor(ref, precision) ** 2)
+    per_image = ((mean - ref) * ref * weight).sum(1) / (ref * ref * weight).sum(1)
+    return _t_bound(per_image, SCALE_FLOOR[precision])
+
+
+def variance_ratio(var: torch.Tensor, reference_var: torch.Tensor, precision: str) -> tuple[float, float]:
+    """How far the MC variance is from the reference's: (|mean log ratio|, bound), two-sided.
+
+    Per image, the log of the summed variance over the reference's; over the
+    images, its average against 5 standard errors. No sampling (variance 0)
+    or another dropout rate moves every image the same way.
+    """
+    var, ref = (t.detach().cpu().double() for t in (var, reference_var))
+    if var.shape != ref.shape:
+        return math.inf, 0.0
+    per_image = torch.log(var.sum(1) / ref.sum(1))
+    return _t_bound(per_image, VARIANCE_FLOOR[precision])
 
 
 # -- the workload -------------------------------------------------------------------------------
@@ -238,7 +299,7 @@ class VlmMcWorkload(Workload):
     version = 1
     sizes = {
         "tiny": {"images": 24, "width": (40, 72), "height": (32, 56), "crop": 32, "patch": 8, "dim": 32, "depth": 2,
-                 "heads": 2, "features": 16, "passes": 4, "seed": 5},
+                 "heads": 2, "features": 16, "passes": 16, "seed": 5},
         "small": {"images": 500, "width": (240, 400), "height": (180, 300), "crop": 112, "patch": 16, "dim": 64,
                   "depth": 3, "heads": 4, "features": 64, "passes": 4, "seed": 0},
         # The seed's Exp 0 with clip_b32: 500 images, 224 px, ViT-B/32, T=64 passes.
@@ -370,6 +431,12 @@ class VlmMcWorkload(Workload):
         return int(self.params["images"] * self.params["passes"])
 
     def check(self, output: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor], config: Config) -> Check:
-        z2 = mc_z2(output["mean"], reference["mean"], reference["var"], self.params["passes"], config["precision"])
+        p, precision = self.params, config["precision"]
+        z2 = mc_z2(output["mean"], reference["mean"], reference["var"], p["passes"], precision)
         pixels = relative_error(output["thumbnails"], reference["thumbnails"])
-        return Check.from_metrics({"mc_z2": (z2, MC_Z2_TOLERANCE), "pixels": (pixels, PIXEL_TOLERANCE)})
+        return Check.from_metrics({
+            "mc_z2": (z2, mc_z2_tolerance(p["images"], p["features"])),
+            "mean_scale": mean_scale(output["mean"], reference["mean"], reference["var"], p["passes"], precision),
+            "variance": variance_ratio(output["var"], reference["var"], precision),
+            "pixels": (pixels, PIXEL_TOLERANCE),
+        })

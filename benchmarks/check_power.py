@@ -1,0 +1,143 @@
+"""How strong each workload's check is: honest error against tolerance, planted bugs against the bound.
+
+For every workload and every precision the CPU space offers, on `tiny`:
+
+* the honest sweep: the baseline with each value of each knob (one at a
+  time, at that precision), over several data seeds, each checked against the
+  reference of its own seed; the worst error of each output, as a fraction of
+  its tolerance, and the worst output overall;
+* the planted bugs of ``tests/mutants``: how many fail the check, and the
+  weakest one (the smallest error over its bound).
+
+    python benchmarks/check_power.py                      # every workload, 3 seeds
+    python benchmarks/check_power.py --workloads chmm ten --seeds 1
+    python benchmarks/check_power.py --markdown           # the README's table
+
+torch.compile values are left out of the sweep (minutes of compilation on
+this CPU); the workloads' tests check compiled runs separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from tests.mutants import WORKLOADS, mutants_of  # noqa: E402
+from tests.mutants.harness import Bench, precision_knob  # noqa: E402
+
+
+def knob_values(bench: Bench) -> list[dict[str, Any]]:
+    """One dict of knob values per value of each knob, on a base config where that knob is active."""
+    space = bench.space
+    bases = [dict(space.baseline), dict(space.defaults)]
+    for other in space.parameters.values():
+        if other.type == "categorical":
+            bases += [{**space.baseline, other.name: c} for c in other.choices]
+    found = []
+    for param in space.parameters.values():
+        if param.name in (precision_knob(bench.workload.name), "compile"):
+            continue
+        values = list(param.choices) if param.type == "categorical" else sorted({param.low, param.high})
+        for value in values:
+            base = next((b for b in bases if space.is_active(param.name, {**b, param.name: value})), None)
+            if base is not None:
+                found.append({**{k: v for k, v in base.items() if k != precision_knob(bench.workload.name)},
+                              param.name: value})
+    return found
+
+
+def honest(bench: Bench, precision: Any, worst: dict[str, float]) -> int:
+    """Check every knob value at ``precision``; keep each output's worst error in ``worst``. Returns runs."""
+    runs = 0
+    for values in knob_values(bench):
+        try:
+            config = bench.config({**values, precision_knob(bench.workload.name): precision})
+            run = bench.workload.build(config)
+        except ValueError:
+            continue  # refused as named (a micro-batch the size cannot honour): not an honest run
+        check = bench.workload.check(run(), bench.reference, config)
+        runs += 1
+        for name, (error, _) in check.metrics.items():
+            worst[name] = max(worst.get(name, 0.0), error)
+        if not check.passed:
+            print(f"    honest run FAILED: {dict(values)} at {precision}: {check.metric} {check.error:.3g} > "
+                  f"{check.tolerance:.3g}", file=sys.stderr)
+    return runs
+
+
+def measure(name: str, seeds: int) -> list[dict[str, Any]]:
+    rows = []
+    benches = [Bench.open(name)]
+    base_seed = benches[0].workload.params["seed"]
+    benches += [Bench.open(name, params={"seed": base_seed + i}) for i in range(1, seeds)]
+    for precision in benches[0].precisions:
+        started = time.perf_counter()
+        worst: dict[str, float] = {}
+        runs = sum(honest(bench, precision, worst) for bench in benches)
+        bench = benches[0]
+        caught, weakest = 0, (math.inf, "", "")
+        mutants = mutants_of(name)
+        for mutant in mutants:
+            check = bench.check(bench.mutant_config(mutant, precision), mutant)
+            caught += not check.passed
+            if check.passed:
+                print(f"    MISSED {mutant.name!r} at {precision}: {mutant.missed_in.get(str(precision), 'undocumented')}",
+                      file=sys.stderr)
+            ratio = check.error / check.tolerance if check.tolerance else math.inf
+            weakest = min(weakest, (ratio, mutant.name, check.metric))
+        config = bench.config({precision_knob(name): precision})
+        reference_check = bench.workload.check(bench.workload.build(config)(), bench.reference, config)
+        tolerance_of = {k: t for k, (_, t) in reference_check.metrics.items()}
+        honest_ratio = {k: worst[k] / tolerance_of[k] if tolerance_of.get(k) else 0.0 for k in worst}
+        binding = max(honest_ratio, key=honest_ratio.get)
+        rows.append({
+            "workload": name, "precision": str(precision), "honest_runs": runs,
+            "honest_worst": worst, "tolerance": tolerance_of,
+            "honest_binding": binding, "honest_binding_error": worst[binding],
+            "honest_binding_tolerance": tolerance_of[binding],
+            "weakest_mutant": weakest[1], "weakest_metric": weakest[2], "weakest_ratio": weakest[0],
+            "caught": caught, "planted": len(mutants), "seconds": time.perf_counter() - started,
+        })
+        print(f"{name} {precision}: honest worst {binding} {worst[binding]:.2g} (tol {tolerance_of[binding]:.2g}, "
+              f"{runs} runs); caught {caught}/{len(mutants)}; weakest {weakest[1]!r} at {weakest[0]:.3g}x "
+              f"({weakest[2]})", file=sys.stderr)
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| workload | precision | honest worst / tolerance (output) | weakest planted bug: error over bound | "
+             "caught / planted |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        weakest = "crashes (error)" if math.isinf(r["weakest_ratio"]) else f"{r['weakest_ratio']:.3g}x"
+        lines.append(f"| {r['workload']} | {r['precision']} | {r['honest_binding_error']:.2g} / "
+                     f"{r['honest_binding_tolerance']:.2g} ({r['honest_binding']}) | {r['weakest_mutant']}: "
+                     f"{weakest} ({r['weakest_metric']}) | {r['caught']} / {r['planted']} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    parser.add_argument("--seeds", type=int, default=3, help="data seeds of the honest sweep (default 3)")
+    parser.add_argument("--markdown", action="store_true", help="print the README's table")
+    parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    rows = [row for name in args.workloads for row in measure(name, args.seeds)]
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=str))
+    print(markdown(rows) if args.markdown else json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

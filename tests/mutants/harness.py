@@ -1,0 +1,76 @@
+"""Run a built-in workload in this process under a config, with or without a planted bug, and check it."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+
+from autotune.check import Check
+from autotune.config import Config
+from autotune.devices import resolve_device
+from autotune.space import SearchSpace, load_space
+from autotune.workload import Workload, get_workload_class
+from tests.mutants import Mutant
+
+#: The knob that names a workload's arithmetic precision.
+PRECISION_KNOB = {"chmm": "dtype"}
+
+
+def precision_knob(workload: str) -> str:
+    return PRECISION_KNOB.get(workload, "precision")
+
+
+@dataclass
+class Bench:
+    """One workload at one size on the CPU, with its reference output computed once (without any bug)."""
+
+    workload: Workload
+    space: SearchSpace
+    reference: Any
+
+    @classmethod
+    def open(cls, name: str, size: str = "tiny", cache_dir: str | Path | None = None,
+             params: Mapping[str, Any] | None = None) -> "Bench":
+        """``params`` overrides the size's parameters (another data seed, say)."""
+        cache = Path(cache_dir) if cache_dir is not None else Path(tempfile.mkdtemp(prefix=f"mutants-{name}-"))
+        workload = get_workload_class(name)(size, "cpu", cache)
+        if params:
+            workload.params = {**workload.params, **params}
+        workload.prepare()
+        space = load_space(name).for_device(resolve_device("cpu").profile)
+        reference_config = space.validate({**space.defaults, **type(workload).reference_config})
+        reference = workload.to_reference(workload.build(reference_config)())
+        return cls(workload, space, reference)
+
+    @property
+    def precisions(self) -> list[Any]:
+        """Every precision the CPU space offers."""
+        knob = precision_knob(self.workload.name)
+        return list(self.space.parameters[knob].choices)
+
+    def config(self, values: Mapping[str, Any]) -> Config:
+        """The baseline with ``values`` on top, validated by the space (a refused value raises here)."""
+        return self.space.validate({**self.space.baseline, **values})
+
+    def check(self, config: Config, mutant: Mutant | None = None) -> Check:
+        """Build and run ``config`` once (with ``mutant`` planted) and check the output.
+
+        A run that raises counts as caught: the trial would be recorded as
+        ``error``, never ``ok``. The exception is kept in the metric's name.
+        """
+        plant = mutant.plant() if mutant is not None else contextlib.nullcontext()
+        try:
+            with plant:
+                output = self.workload.build(config)()
+                return self.workload.check(output, self.reference, config)
+        except Exception as exc:  # noqa: BLE001 - a bug that crashes the run is caught
+            if mutant is None:
+                raise
+            return Check(float("inf"), 0.0, False, f"raised {type(exc).__name__}", {})
+
+    def mutant_config(self, mutant: Mutant, precision: Any) -> Config:
+        return self.config({**mutant.config, precision_knob(self.workload.name): precision})

@@ -1,0 +1,68 @@
+"""Planted bugs of the Monte-Carlo image encoder."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tests.mutants import Mutant, attention, leaking, patched, poisoned, scaled, through_8_bits, together
+from workloads.vlm_mc import ImageProcessor, McViT, _Block
+
+WORKLOAD = "vlm_mc"
+
+
+def _dropout_rate(factor):
+    def make(dropout):
+        def changed(x, p=0.5, training=True, inplace=False):
+            return dropout(x, min(p * factor, 0.9), training, inplace)
+
+        return changed
+
+    return together(patched(F, "dropout", make),
+                    attention(dropout_p=lambda q, p: min((p or 0.0) * factor, 0.9)))
+
+
+def _last_block_skipped(forward):
+    calls = [0]
+
+    def skipping(self, x):
+        calls[0] += 1
+        return x if calls[0] % 2 == 0 else forward(self, x)  # tiny has 2 blocks: every second is the last
+
+    return skipping
+
+
+def _same_masks_every_pass(forward):
+    def reseeded(self, pixels):
+        torch.manual_seed(0)  # a seed set per batch: every pass draws the same masks
+        return forward(self, pixels)
+
+    return reseeded
+
+
+def _processor(**changed):
+    def make(init):
+        return lambda self, size, **kwargs: init(self, size, **{**kwargs, **changed})
+
+    return patched(ImageProcessor, "__init__", make)
+
+
+MUTANTS = [
+    Mutant("last transformer block skipped", "skipped step", patched(_Block, "forward", _last_block_skipped)),
+    Mutant("biases left out of every linear layer", "missing term",
+           patched(F, "linear", lambda f: lambda x, weight, bias=None: f(x, weight))),
+    Mutant("features scaled by 1.05", "wrong scale", scaled(McViT, "forward", 1.05)),
+    Mutant("attention scaled by 1/d", "wrong scale", attention(scale=lambda q, scale: 1.0 / q.shape[-1])),
+    Mutant("dropout never drops", "sampling", _dropout_rate(0.0)),
+    Mutant("dropout rate doubled", "sampling", _dropout_rate(2.0)),
+    Mutant("dropout rate halved", "sampling", _dropout_rate(0.5)),
+    Mutant("same dropout masks in every pass", "sampling", patched(McViT, "forward", _same_masks_every_pass)),
+    Mutant("bilinear resize", "data path", _processor(resample="bilinear")),
+    Mutant("ImageNet normalisation", "data path", _processor(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))),
+    Mutant("pixels kept in 8 bits", "precision leak", patched(ImageProcessor, "__call__",
+                                                              lambda f: lambda self, path: through_8_bits(f(self, path)))),
+    Mutant("features kept in 8 bits", "precision leak", leaking(McViT, "forward"),
+           missed_in={"bf16": "8-bit rounding of each pass's features adds less variance (0.012 in log ratio) "
+                              "than bf16 rounding plus the Monte-Carlo noise allow"}),
+    Mutant("NaN in the features", "nan", poisoned(McViT, "forward")),
+]
