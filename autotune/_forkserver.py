@@ -74,14 +74,14 @@ def _serve(request_fd: int, response_fd: int) -> None:
         _write_frame(response_fd, ("exited", pid, os.waitstatus_to_exitcode(status)))
 
 
-def _die_with_parent(parent: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a SIGKILLed worker leaves no trial running)."""
+def die_with_parent(parent: int, signum: int = signal.SIGKILL) -> None:
+    """Ask Linux to send ``signum`` to this process when its parent dies (a SIGKILLed worker leaves no trial running)."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         PR_SET_PDEATHSIG = 1
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
         except (OSError, AttributeError):
             return
     if os.getppid() != parent:  # the parent died before the request took effect
@@ -91,7 +91,7 @@ def _die_with_parent(parent: int) -> None:
 def _child(function: Callable[..., Any], args: tuple, result_path: str, *server_fds: int) -> None:
     code = 0
     try:
-        _die_with_parent(int(os.environ.get("_AUTOTUNE_FORKSERVER_PID", "0")) or os.getppid())
+        die_with_parent(int(os.environ.get("_AUTOTUNE_FORKSERVER_PID", "0")) or os.getppid())
         os.setsid()  # own process group: a timeout kills this child and all it started
         for fd in server_fds:
             os.close(fd)
@@ -113,7 +113,7 @@ def _child(function: Callable[..., Any], args: tuple, result_path: str, *server_
 
 
 def main() -> None:
-    _die_with_parent(int(os.environ.get("_AUTOTUNE_CLIENT_PID", "0")) or os.getppid())
+    die_with_parent(int(os.environ.get("_AUTOTUNE_CLIENT_PID", "0")) or os.getppid())
     os.environ["_AUTOTUNE_FORKSERVER_PID"] = str(os.getpid())
     response_fd = int(sys.argv[1])
     for module in sys.argv[2:]:

@@ -129,9 +129,10 @@ def cli() -> None:
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=20, show_default=True,
               help="Configs to measure in this run; a config the study already measured is not re-run "
                    "and not counted. A re-run resumes the study.")
-@click.option("--storage", default=None,
+@click.option("--storage", default=None, envvar="AUTOTUNE_STORAGE",
               help="Study storage: an SQLAlchemy URL (sqlite:///f.db, postgresql://user:pw@host/db) or a journal "
-                   "file path (several workers on one machine) [default: sqlite:///<studies>/autotune.db].")
+                   "file path (several workers on one machine); also read from $AUTOTUNE_STORAGE, which keeps a "
+                   "password off the command line [default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")
 @_studies_option
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -241,7 +242,7 @@ def _parse_gpus(gpus: str | None) -> list[int] | None:
 def _shared_search(tuner: Any, trials: int, n_workers: int, gpus: list[int] | None, progress: "_Progress",
                    as_json: bool) -> None:
     """Drive worker processes on a shared study, then re-measure and export if this process is elected."""
-    from autotune.storage import redact_storage
+    from autotune.storage import STORAGE_ENV, redact_storage
     from autotune.workers import plan_workers, run_workers
 
     try:
@@ -252,8 +253,9 @@ def _shared_search(tuner: Any, trials: int, n_workers: int, gpus: list[int] | No
         progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)}: budget {budget} trials, "
                        f"{len(plans)} worker(s) here")
         _library_call(tuner.ensure_reference)
-        argv = [a for a in sys.argv[1:]] + ["--worker-only", "--budget", str(budget)]
-        codes = run_workers(argv, plans, progress.stage)
+        argv = _without_storage(sys.argv[1:]) + ["--worker-only", "--budget", str(budget)]
+        # The storage reaches the workers in their environment: a password on a command line is shown by `ps`.
+        codes = run_workers(argv, plans, progress.stage, {STORAGE_ENV: tuner.storage})
         failed = [f"worker {i} exited {c}" for i, c in enumerate(codes) if c != 0]
         done = _library_call(tuner.budget_done, budget)
         if failed and not done:
@@ -278,6 +280,19 @@ def _shared_search(tuner: Any, trials: int, n_workers: int, gpus: list[int] | No
         click.echo(_result_table(result))
 
 
+def _without_storage(argv: list[str]) -> list[str]:
+    """The command line less its --storage option (``--storage X`` or ``--storage=X``)."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--storage":
+            skip = True
+        elif not arg.startswith("--storage="):
+            kept.append(arg)
+    return kept
+
+
 def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, storage: str | None,
                  study_name: str | None, studies: Path | None, isolation: str, trial_timeout: float,
                  memory_budget: int | None, memory_limit: int | None, min_time: float, seed: int | None, threads: int | None, heartbeat: int,
@@ -295,8 +310,9 @@ def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, stora
         Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
         isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=memory_budget,
         memory_limit_bytes=memory_limit, measurer={"min_time": min_time},
-        seed=None if seed is None else seed + index,  # workers with one seed would all propose the same configs threads=threads, on_trial=progress.trial,
-        on_stage=progress.stage, heartbeat=heartbeat if storage and storage_kind(storage) == "server" else None,
+        # Workers with one seed would all propose the same configs.
+        seed=None if seed is None else seed + index,
+        threads=threads, on_trial=progress.trial, on_stage=progress.stage, heartbeat=heartbeat if storage and storage_kind(storage) == "server" else None,
         grace_period=grace_period,
     )
     try:
@@ -460,7 +476,9 @@ def _result_table(result: Any) -> str:
 @click.option("--device", "-d", default="auto", show_default=True,
               help="Device profile of the study; it need not be on this machine.")
 @_size_option
-@click.option("--storage", default=None, help="SQLAlchemy URL of the study storage [default: sqlite:///<studies>/autotune.db].")
+@click.option("--storage", default=None, envvar="AUTOTUNE_STORAGE",
+              help="SQLAlchemy URL or journal file of the study storage; also read from $AUTOTUNE_STORAGE "
+                   "[default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")
 @_studies_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,

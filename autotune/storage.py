@@ -35,12 +35,18 @@ __all__ = [
     "BudgetLock",
     "DEFAULT_GRACE_PERIOD",
     "DEFAULT_HEARTBEAT",
+    "STORAGE_ENV",
     "open_storage",
     "redact_storage",
     "retrying",
     "storage_kind",
+    "with_installed_driver",
     "worker_identity",
 ]
+
+#: Environment variable read for --storage when the option is not given: a URL
+#: with a password stays off command lines, where `ps` shows it to every user.
+STORAGE_ENV = "AUTOTUNE_STORAGE"
 
 #: Seconds between a worker's heartbeats, and without one before its trial is stale.
 DEFAULT_HEARTBEAT = 10
@@ -86,6 +92,26 @@ def redact_storage(storage: str) -> str:
         return storage
 
 
+def with_installed_driver(storage: str) -> str:
+    """``postgresql://...`` with the PostgreSQL driver that is installed named in it.
+
+    SQLAlchemy 2.1 reads a bare ``postgresql://`` as psycopg 3, while the
+    ``postgres`` extra (and most systems) have psycopg2: a bare URL then
+    fails with "Failed to import DB access module". Any driver named
+    explicitly (``postgresql+psycopg2://``) is kept as it is.
+    """
+    import importlib.util
+
+    head, sep, tail = storage.partition("://")
+    if not sep or head not in ("postgresql", "postgres"):
+        return storage
+    for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return f"postgresql+{driver}://{tail}"
+    raise StorageError("no PostgreSQL driver is installed for --storage postgresql://...: "
+                       "pip install 'autotune[postgres]' (psycopg2) or psycopg")
+
+
 def open_storage(storage: str, heartbeat: int | None = None, grace_period: int | None = None) -> Any:
     """An Optuna storage object for ``storage``; heartbeats on server databases when ``heartbeat`` is set."""
     import optuna
@@ -100,6 +126,7 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
     if kind == "sqlite":
         Path(storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.RDBStorage(storage)
+    storage = with_installed_driver(storage)
     if heartbeat is None:
         return optuna.storages.RDBStorage(storage, engine_kwargs={"pool_pre_ping": True})
     with warnings.catch_warnings():
@@ -170,7 +197,7 @@ class BudgetLock:
         import sqlalchemy
 
         if self._engine is None:
-            self._engine = sqlalchemy.create_engine(self.storage, pool_pre_ping=True)
+            self._engine = sqlalchemy.create_engine(with_installed_driver(self.storage), pool_pre_ping=True)
         with self._engine.connect() as connection:
             connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": self._key})
             try:

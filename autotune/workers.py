@@ -64,19 +64,26 @@ def apply_cpu_pinning() -> None:
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
 
 
-def run_workers(argv: list[str], plans: list[WorkerPlan], on_stage: Callable[[str], None]) -> list[int]:
+def run_workers(argv: list[str], plans: list[WorkerPlan], on_stage: Callable[[str], None],
+                env: dict[str, str] | None = None) -> list[int]:
     """Start a worker per plan running ``argv`` (plus its index), wait for all; forward Ctrl-C and SIGTERM.
 
-    Returns their exit statuses. A stop signal to the driver reaches every
-    worker as SIGTERM: each marks its current trial and exits; the driver
-    waits for them, so no worker outlives it.
+    ``env`` is added to every worker's environment (the storage URL, which
+    must not appear on a command line). Returns their exit statuses. A stop
+    signal to the driver reaches every worker as SIGTERM: each marks its
+    current trial and exits; the driver waits for them. A driver killed
+    outright (SIGKILL, the OOM killer) takes them along: each gets SIGTERM.
     """
+    from autotune._forkserver import die_with_parent
+
+    driver = os.getpid()
     processes = []
     for plan in plans:
-        env = {**os.environ, **plan.env}
         command = [sys.executable, "-m", "autotune", *argv, "--worker-index", str(plan.index)]
         # Own process group: a terminal's Ctrl-C reaches the driver only, which stops the workers in order.
-        processes.append(subprocess.Popen(command, env=env, start_new_session=True))
+        processes.append(subprocess.Popen(command, env={**os.environ, **(env or {}), **plan.env},
+                                          start_new_session=True,
+                                          preexec_fn=lambda: die_with_parent(driver, signal.SIGTERM)))
         on_stage(f"worker {plan.index} started (pid {processes[-1].pid}, {plan.description})")
     stopping = {"signal": None}
 

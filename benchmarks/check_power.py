@@ -32,27 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from tests.mutants import WORKLOADS, mutants_of  # noqa: E402
-from tests.mutants.harness import Bench, precision_knob  # noqa: E402
-
-
-def knob_values(bench: Bench) -> list[dict[str, Any]]:
-    """One dict of knob values per value of each knob, on a base config where that knob is active."""
-    space = bench.space
-    bases = [dict(space.baseline), dict(space.defaults)]
-    for other in space.parameters.values():
-        if other.type == "categorical":
-            bases += [{**space.baseline, other.name: c} for c in other.choices]
-    found = []
-    for param in space.parameters.values():
-        if param.name in (precision_knob(bench.workload.name), "compile"):
-            continue
-        values = list(param.choices) if param.type == "categorical" else sorted({param.low, param.high})
-        for value in values:
-            base = next((b for b in bases if space.is_active(param.name, {**b, param.name: value})), None)
-            if base is not None:
-                found.append({**{k: v for k, v in base.items() if k != precision_knob(bench.workload.name)},
-                              param.name: value})
-    return found
+from tests.mutants.harness import Bench, knob_values, precision_knob  # noqa: E402
 
 
 def honest(bench: Bench, precision: Any, worst: dict[str, float]) -> int:

@@ -122,7 +122,8 @@ def _postgres_server():
         f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", "start")
     try:
         run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "autotune", "autotune")
-        yield f"postgresql+psycopg2://autotune:s3cret-pw@127.0.0.1:{port}/autotune", stop
+        # The README's form, with no driver named: autotune picks the installed one.
+        yield f"postgresql://autotune:s3cret-pw@127.0.0.1:{port}/autotune", stop
     finally:
         stop()
         shutil.rmtree(root, ignore_errors=True)

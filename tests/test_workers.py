@@ -181,7 +181,7 @@ def test_postgres_four_workers_forty_trials_one_killed_by_heartbeat(tmp_path, po
     assert code == 0, stderr[-3000:]
     _assert_recovered(postgres_url, 40, killed, tag, stdout, stderr, tmp_path)
     document = json.loads((tmp_path / "studies" / "steady" / "cpu.json").read_text())
-    assert document["study"]["storage"].startswith("postgresql+psycopg2://autotune:***@")
+    assert document["study"]["storage"].startswith("postgresql://autotune:***@")
 
 
 @pytest.mark.postgres
@@ -200,3 +200,74 @@ def test_two_hosts_cooperate_and_only_one_exports(tmp_path, postgres_url):
     study = optuna.load_study(study_name="two-hosts", storage=open_storage(postgres_url))
     counted = [t for t in study.trials if t.state.is_finished() and "duplicate_of" not in t.user_attrs]
     assert len(counted) == 10
+
+
+def test_a_bare_postgresql_url_names_the_installed_driver():
+    from autotune.storage import with_installed_driver
+
+    assert with_installed_driver("postgresql://u:pw@h/db") in ("postgresql+psycopg2://u:pw@h/db",
+                                                             "postgresql+psycopg://u:pw@h/db")
+    assert with_installed_driver("postgresql+psycopg2://u:pw@h/db") == "postgresql+psycopg2://u:pw@h/db"
+    assert with_installed_driver("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_password(tmp_path):
+    # --threads reaches every worker's trials, each worker prints its per-trial lines, and the
+    # storage comes through the environment (a journal path here, checked on the command lines).
+    storage = str(tmp_path / "studies" / "steady.journal")
+    tag = f"threads-{os.getpid()}-{time.time()}"
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag,
+           "AUTOTUNE_STORAGE": storage}
+    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "6", "--workers", "2",
+               "--threads", "1", "--min-time", "0.05", "--remeasure-rounds", "1"]
+    driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    command_lines: set[str] = set()
+    out: list[str] = []
+    readers = [threading.Thread(target=lambda s=s: out.extend(s), daemon=True) for s in (driver.stdout, driver.stderr)]
+    for reader in readers:
+        reader.start()
+    while driver.poll() is None:
+        for process in tagged_processes(tag):
+            try:
+                command_lines.add(" ".join(process.cmdline()))
+            except Exception:  # noqa: BLE001 - gone meanwhile
+                pass
+        time.sleep(0.1)
+    wait_or_kill(driver, 180, tag)
+    for reader in readers:
+        reader.join(timeout=10)
+    text = "".join(out)
+    assert driver.returncode == 0, text[-3000:]
+    assert any("--worker-only" in c for c in command_lines)
+    assert not any(storage in c for c in command_lines if "--worker-only" in c)
+    assert "[w0] [" in text and "[w1] [" in text, text[-3000:]  # each worker's per-trial lines
+    study = optuna.load_study(study_name=STUDY, storage=open_storage(storage))
+    measured = [t for t in study.trials if "threads" in t.user_attrs]
+    assert measured and {t.user_attrs["threads"] for t in measured} == {1}
+
+
+def test_a_killed_driver_takes_its_workers_along(tmp_path):
+    storage = str(tmp_path / "studies" / "steady.journal")
+    tag = f"orphans-{os.getpid()}-{time.time()}"
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "200", "--workers", "2",
+               "--storage", storage, "--min-time", "0.3"]
+    driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(driver.stderr), daemon=True)
+    reader.start()
+    deadline = time.time() + 120
+    while time.time() < deadline and sum("started (pid" in line for line in lines) < 2:
+        time.sleep(0.1)
+    assert sum("started (pid" in line for line in lines) == 2, "".join(lines)[-2000:]
+    driver.kill()
+    driver.wait(timeout=30)
+    deadline = time.time() + 60
+    while time.time() < deadline and tagged_processes(tag):
+        time.sleep(0.2)
+    left = tagged_processes(tag)
+    for process in left:
+        process.kill()
+    assert left == []

@@ -74,3 +74,23 @@ class Bench:
 
     def mutant_config(self, mutant: Mutant, precision: Any) -> Config:
         return self.config({**mutant.config, precision_knob(self.workload.name): precision})
+
+
+def knob_values(bench: Bench) -> list[dict[str, Any]]:
+    """One dict of knob values per value of each knob, on a base config where that knob is active."""
+    space = bench.space
+    bases = [dict(space.baseline), dict(space.defaults)]
+    for other in space.parameters.values():
+        if other.type == "categorical":
+            bases += [{**space.baseline, other.name: c} for c in other.choices]
+    found = []
+    for param in space.parameters.values():
+        if param.name in (precision_knob(bench.workload.name), "compile"):
+            continue  # precision is swept apart; compile takes minutes a value on this CPU
+        values = list(param.choices) if param.type == "categorical" else sorted({param.low, param.high})
+        for value in values:
+            base = next((b for b in bases if space.is_active(param.name, {**b, param.name: value})), None)
+            if base is not None:
+                found.append({**{k: v for k, v in base.items() if k != precision_knob(bench.workload.name)},
+                              param.name: value})
+    return found
