@@ -36,6 +36,7 @@ from autotune.runner import STATUSES, Runner, TrialRequest, TrialResult
 from autotune.space import SearchSpace
 from autotune.stopping import whole_step
 from autotune.storage import (
+    DEFAULT_GRACE_PERIOD,
     BudgetLock,
     open_storage,
     pid_alive,
@@ -447,6 +448,8 @@ class Tuner:
             self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
         self.ensure_reference()
         baseline = self.space.baseline
+        # A search killed outright (SIGKILL, a lost machine) left its trial RUNNING: fail and queue it again.
+        self._fail_abandoned_trials(study)
         if not study.trials:
             # The baseline (what users run today) and the defaults (what autotune
             # recommends untuned) are measured first: every study reports both,
@@ -471,6 +474,7 @@ class Tuner:
             asks += 1
             with whole_step():
                 trial = study.ask()
+                trial.set_user_attr("claimed", worker_identity())
             try:
                 record = self._run_trial(study, trial, known, rng, best)
             except KeyboardInterrupt:
@@ -576,8 +580,7 @@ class Tuner:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     fail_stale_trials(study)
-                if storage_kind(self.storage) == "journal":
-                    self._fail_dead_local_trials(study)
+                self._fail_abandoned_trials(study)
                 trials = study.get_trials(deepcopy=False)
                 counted = len(_counted(trials))
                 if counted >= budget:
@@ -586,6 +589,11 @@ class Tuner:
                 if counted + in_flight >= budget:
                     return None
                 trial = study.ask()
+                # The first heartbeat before the claim: a claimed trial always has one, so a worker
+                # that dies from here on is found by its heartbeat going stale; one that died
+                # before the claim leaves an unclaimed trial, failed once it is a grace period old.
+                if hasattr(storage, "record_heartbeat") and self.heartbeat:
+                    storage.record_heartbeat(trial._trial_id)
                 trial.set_user_attr("claimed", worker_identity())
                 return trial
 
@@ -648,19 +656,29 @@ class Tuner:
                 counted = guard(lambda: len(_counted(study.get_trials(deepcopy=False))), "reading the study")
                 self.on_trial(record, counted, budget)
 
-    def _fail_dead_local_trials(self, study: "optuna.Study") -> None:
-        """Fail (and queue once more) running trials whose worker process on this host is gone.
+    def _fail_abandoned_trials(self, study: "optuna.Study") -> None:
+        """Fail (and queue once more) running trials that nobody will finish, on every storage.
 
-        Heartbeats do this on server databases; a journal file has none, and
-        its workers share one host, where a dead process is plain to see.
+        Two kinds: a trial claimed by a process on this host that is gone (a
+        journal file or SQLite has no heartbeats, and a dead process is plain
+        to see), and a trial taken but never claimed, a grace period after it
+        started (its process died between taking and claiming it, on any
+        host). Heartbeats find the rest on server databases.
         """
+        import datetime
+
         import optuna
         from optuna.trial import TrialState
 
         me = worker_identity()
+        grace = datetime.timedelta(seconds=self.grace_period or DEFAULT_GRACE_PERIOD)
+        now = datetime.datetime.now()
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get("claimed")
-            if not owner or owner.get("host") != me["host"] or pid_alive(int(owner["pid"])):
+            if owner:
+                if owner.get("host") != me["host"] or pid_alive(int(owner["pid"])):
+                    continue
+            elif t.datetime_start is None or now - t.datetime_start.replace(tzinfo=None) < grace:
                 continue
             try:
                 study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)

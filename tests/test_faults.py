@@ -21,7 +21,7 @@ import pytest
 
 from autotune.storage import open_storage
 from autotune.tuner import Tuner
-from tests.conftest import BROKEN, FAST_MEASURER, tagged_processes
+from tests.conftest import BROKEN, FAST_MEASURER, run_cli, tagged_processes
 
 TESTS = Path(__file__).resolve().parent
 STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"
@@ -166,3 +166,50 @@ def test_database_lost_mid_study_stops_cleanly_and_keeps_every_finished_trial(tm
         assert driver.returncode == 2, stderr[-2000:]
         assert "lost the storage" in stderr and "run the same command again to resume" in stderr
         assert "s3cret-pw" not in stderr
+
+
+_ORPHAN = """
+import os, sys, optuna
+from autotune.storage import open_storage, worker_identity
+study = optuna.load_study(study_name=sys.argv[1], storage=open_storage(sys.argv[2]))
+trial = study.ask()
+if sys.argv[3] == "claimed":  # taken and claimed, then the process dies without a heartbeat
+    trial.set_user_attr("claimed", worker_identity())
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("kind, how", [
+    ("sqlite", "claimed"), ("journal", "unclaimed"),
+    pytest.param("postgres", "unclaimed", marks=pytest.mark.postgres),
+    pytest.param("postgres", "claimed", marks=pytest.mark.postgres),
+])
+def test_a_trial_taken_by_a_process_that_died_blocks_no_later_search(tmp_path, request, kind, how):
+    # A process takes a trial (study.ask) and exits before any heartbeat: the next search must
+    # fail it, finish within its time, and reach its budget exactly.
+    if kind == "postgres":
+        storage = request.getfixturevalue("postgres_url")
+        study_name = f"orphan-{how}-{os.getpid()}"
+    else:
+        storage = f"sqlite:///{tmp_path / 'o.db'}" if kind == "sqlite" else str(tmp_path / "o.journal")
+        study_name = "orphan"
+    workers = ["--workers", "2"] if kind != "sqlite" else []
+    env = {"AUTOTUNE_STUDIES": str(tmp_path / "studies")}
+    common = ["search", "-w", STEADY, "-d", "cpu", "-n", "2", "--storage", storage, "--study", study_name,
+              "--min-time", "0.05", "--remeasure-rounds", "1", "--grace-period", "2", "--heartbeat", "1", *workers]
+    first = run_cli(*common, cwd=tmp_path, env=env, timeout=180)
+    assert first.returncode == 0, first.stderr[-2000:]
+    orphan = subprocess.run([sys.executable, "-c", _ORPHAN, study_name, storage, how], capture_output=True,
+                            text=True, timeout=60)
+    assert orphan.returncode == 0, orphan.stderr
+    started = time.time()
+    again = run_cli(*common, cwd=tmp_path, env=env, timeout=180)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert time.time() - started < 120
+    study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
+    trials = study.get_trials(deepcopy=False)
+    assert not any(t.state == optuna.trial.TrialState.RUNNING for t in trials)
+    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+    counted = [t for t in trials if t.state.is_finished() and "status" in t.user_attrs and t.number not in retried
+               and "duplicate_of" not in t.user_attrs and not t.user_attrs.get("lost")]
+    assert len(counted) == 4, [(t.number, t.state, t.user_attrs.get("status")) for t in trials]
