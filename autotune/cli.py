@@ -28,7 +28,28 @@ def parse_bytes(text: str) -> int:
     match = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*", text)
     if not match or match.group(2).lower() not in _UNITS:
         raise click.BadParameter(f"{text!r} is not a size; use e.g. 4GiB, 512MB or a number of bytes")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    try:
+        value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 1 or value > 2**62:
+        raise click.BadParameter(f"{text!r} is not a size between 1 byte and 4 EiB; use e.g. 4GiB or 512MB")
+    return int(value)
+
+
+class _Seconds(click.ParamType):
+    """A positive, finite number of seconds (click's FloatRange lets NaN through)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
+        return seconds
 
 
 def _bytes(value: float | None) -> str:
@@ -94,9 +115,9 @@ def _studies_option(f: Callable) -> Callable:
 
 
 def _measure_options(f: Callable) -> Callable:
-    f = click.option("--min-time", type=float, default=1.0, show_default=True,
+    f = click.option("--min-time", type=_Seconds(), default=1.0, show_default=True,
                      help="Seconds of timed runs per measurement, at least (and at least 3 runs).")(f)
-    f = click.option("--trial-timeout", type=float, default=600.0, show_default=True,
+    f = click.option("--trial-timeout", type=_Seconds(), default=600.0, show_default=True,
                      help="Seconds before a trial is killed and recorded as a timeout.")(f)
     f = click.option("--isolation", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True,
                      help="Run each trial in a fresh process (default), or in this one (debugging only).")(f)
@@ -155,7 +176,8 @@ def cli() -> None:
               help="How many of the best configs to re-measure beside the baseline at the end.")
 @click.option("--remeasure-rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Interleaved rounds of that re-measurement.")
-@click.option("--seed", type=int, default=None, help="Seed of the sampler, for a repeatable sequence of trials.")
+@click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
+              help="Seed of the sampler, for a repeatable sequence of trials.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines; only the final table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
 def search(workload: str, device: str, size: str | None, trials: int, storage: str | None, study_name: str | None,

@@ -330,6 +330,7 @@ class SearchSpace:
     def parse_assignments(self, assignments: Iterable[str], base: Mapping[str, Any] | None = None) -> Config:
         """``["dtype=float64", "update_c=grouped"]`` applied over ``base`` (the defaults)."""
         values = dict(base if base is not None else self.defaults)
+        given = []
         for item in assignments:
             name, sep, text = item.partition("=")
             name = name.strip()
@@ -338,7 +339,18 @@ class SearchSpace:
             if name not in self.parameters:
                 raise UnknownNameError("parameter in --set", name, self.parameters)
             values[name] = self.parameters[name].parse(text.strip())
-        return self.validate(values, "--set")
+            given.append(name)
+        config = self.validate(values, "--set")
+        active = self.active(config)
+        for name in given:
+            # An inactive knob would run as its default under the name asked for: refuse it.
+            if not active[name]:
+                condition = self.parameters[name].condition
+                raise InvalidConfigError(
+                    f"--set {name}={_show(values[name])} has no effect here: {name} applies only when "
+                    f"{condition.text if condition else 'active'}; set that too"
+                )
+        return config
 
     def _choose(self, draw: Callable[[Parameter], Any]) -> Config:
         """A full config with ``draw(param)`` for every active parameter, in declared order."""
@@ -441,17 +453,19 @@ def _parse_parameter(name: str, spec: Any, earlier: set[str], fail) -> Parameter
                 raise fail(f"{where}.{key}", "only int and float parameters take a range")
         return Parameter(name, kind, tuple(choices), condition=condition, requires=requires,
                          choice_requires=choice_requires, help=str(spec.get("help", "")))
-    low, high, step, log = spec.get("low"), spec.get("high"), spec.get("step"), bool(spec.get("log", False))
+    low, high, step, log = spec.get("low"), spec.get("high"), spec.get("step"), spec.get("log", False)
+    if not isinstance(log, bool):  # YAML's 'no' is a string here: never read a string as true
+        raise fail(f"{where}.log", f"must be true or false, got {log!r}")
     number = int if kind == "int" else (int, float)
     for key, value in (("low", low), ("high", high)):
-        if isinstance(value, bool) or not isinstance(value, number):
-            raise fail(f"{where}.{key}", f"must be {'an integer' if kind == 'int' else 'a number'}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, number) or not math.isfinite(value):
+            raise fail(f"{where}.{key}", f"must be a finite {'integer' if kind == 'int' else 'number'}, got {value!r}")
     if low > high:  # type: ignore[operator]
         raise fail(where, f"low must not exceed high, but got low={low} and high={high}")
     if log and low <= 0:  # type: ignore[operator]
         raise fail(f"{where}.low", f"must be > 0 on a log scale, got {low}")
     if step is not None:
-        if isinstance(step, bool) or not isinstance(step, number) or step <= 0:
+        if isinstance(step, bool) or not isinstance(step, number) or not math.isfinite(step) or step <= 0:
             raise fail(f"{where}.step", f"must be a positive {'integer' if kind == 'int' else 'number'}, got {step!r}")
         if log and not (kind == "int" and step == 1):
             raise fail(f"{where}.step", "cannot be combined with log: true")

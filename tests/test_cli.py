@@ -35,6 +35,16 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["best", "--workload", "chmm", "--device", "cpu"], "no tuned config for workload 'chmm'"),
         (["report", "--workload", "chmm", "--device", "cpu"], "no study storage at sqlite:///studies/autotune.db"),
         (["report", "--workload", "chmm", "--device", "tpu"], "unknown device 'tpu'"),
+        (["run", "--workload", "chmm", "--set", "messages=loop", "--set", "chunk_size=128"],
+         "chunk_size=128 has no effect here: chunk_size applies only when messages == 'scan'"),
+        (["search", "--workload", "chmm", "--memory-budget", "1e400"], "is not a size between"),
+        (["search", "--workload", "chmm", "--memory-limit", "0"], "is not a size between"),
+        (["search", "--workload", "chmm", "--trial-timeout", "-5"], "not a positive, finite number of seconds"),
+        (["search", "--workload", "chmm", "--trial-timeout", "nan"], "not a positive, finite number of seconds"),
+        (["search", "--workload", "chmm", "--trial-timeout", "0"], "not a positive, finite number of seconds"),
+        (["search", "--workload", "chmm", "--min-time", "-1"], "not a positive, finite number of seconds"),
+        (["run", "--workload", "chmm", "--min-time", "nan"], "not a positive, finite number of seconds"),
+        (["search", "--workload", "chmm", "--seed", "-1"], "--seed"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, fragment):

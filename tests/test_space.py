@@ -68,6 +68,10 @@ def test_baseline_is_defaults_overridden():
         (["baseline", "nope"], 1, "baseline.nope"),
         (["baseline", "dtype"], "float8", "baseline.dtype"),
         (["extra"], 1, "extra"),
+        (["parameters", "lr", "high"], float("inf"), "parameters.lr.high: must be a finite number"),
+        (["parameters", "lr", "low"], float("nan"), "parameters.lr.low: must be a finite number"),
+        (["parameters", "lr", "step"], float("inf"), "parameters.lr.step"),
+        (["parameters", "chunk", "log"], "no", "parameters.chunk.log: must be true or false"),
     ],
 )
 def test_validation_names_file_key_and_problem(path, value, fragment):
