@@ -190,7 +190,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
 
     The study lives in the storage (SQLite under the studies directory by
     default); running the same command again adds trials to it. The winner
-    is written to <studies>/<workload>/<device>.json for `autotune.load_config`.
+    is written to <studies>/<workload>/<device>-<size>.json for `autotune.load_config`.
 
     \b
     Examples:
@@ -530,15 +530,17 @@ def report(workload: str, device: str, size: str | None, storage: str | None, st
 @cli.command()
 @_workload_option
 @_device_option
+@click.option("--size", "-s", default=None,
+              help="Size the config was tuned at [default: the largest exported: full, then small, then tiny].")
 @_studies_option
 @click.option("--json", "as_json", is_flag=True, help="Print the exported document as JSON.")
-def best(workload: str, device: str, studies: Path | None, as_json: bool) -> None:
+def best(workload: str, device: str, size: str | None, studies: Path | None, as_json: bool) -> None:
     """Print the tuned config of WORKLOAD on DEVICE (from the exported file).
 
     \b
     Examples:
       autotune best --workload chmm --device cpu
-      autotune best -w chmm --json
+      autotune best -w chmm -s tiny --json
     """
     from autotune.config import load_config
     from autotune.devices import get_profile, resolve_device
@@ -547,7 +549,7 @@ def best(workload: str, device: str, studies: Path | None, as_json: bool) -> Non
         device = _library_call(resolve_device, "auto").profile.name
     else:
         _library_call(get_profile, device)
-    cfg = _library_call(load_config, workload, device, strict=True, studies=studies)
+    cfg = _library_call(load_config, workload, device, size, strict=True, studies=studies)
     if as_json:
         click.echo(json.dumps(cfg.document, indent=2))
         return

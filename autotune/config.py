@@ -103,9 +103,28 @@ def studies_dir() -> Path:
     return Path(os.environ.get("AUTOTUNE_STUDIES") or _DEFAULT_STUDIES)
 
 
-def config_path(workload: str, device: str, root: Path | None = None) -> Path:
-    """The exported config of ``workload`` on ``device``: ``<studies>/<workload>/<device>.json``."""
-    return (root if root is not None else studies_dir()) / workload / f"{device}.json"
+def config_path(workload: str, device: str, size: str, root: Path | None = None) -> Path:
+    """The exported config of ``workload`` at ``size`` on ``device``: ``<studies>/<workload>/<device>-<size>.json``.
+
+    Each size has its own file: a quick `tiny` search never overwrites a `full` one.
+    """
+    return (root if root is not None else studies_dir()) / workload / f"{device}-{size}.json"
+
+
+#: Which size ``load_config`` takes when none is named: the largest measured,
+#: the one nearest a user's real run. A file of the older layout
+#: (``<device>.json``, no size) comes last.
+SIZE_PREFERENCE = ("full", "small", "tiny")
+
+
+def _exports(folder: Path, device: str, size: str | None) -> list[Path]:
+    """The exported configs of one device in ``folder``, in the order ``load_config`` prefers them."""
+    if size is not None:
+        return [folder / f"{device}-{size}.json"]
+    found = sorted(folder.glob(f"{device}-*.json")) if folder.is_dir() else []
+    rank = {name: i for i, name in enumerate(SIZE_PREFERENCE)}
+    found.sort(key=lambda p: (rank.get(p.stem[len(device) + 1:], len(rank)), p.name))
+    return found + [folder / f"{device}.json"]
 
 
 class TunedConfig(Mapping[str, Any]):
@@ -166,7 +185,16 @@ def _presets_root() -> Path | None:
 
 
 def _read_document(path: Path) -> dict[str, Any]:
-    document = json.loads(path.read_text())
+    """An exported document, or one line that names the file and what is wrong with it."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 JSON" if isinstance(
+            exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})"
+        raise InvalidConfigError(f"{path}: {reason}; re-run `autotune search` to write it anew") from None
+    if not isinstance(document, dict) or not isinstance(document.get("config"), dict):
+        raise InvalidConfigError(f"{path}: not an exported config (a JSON object with a 'config' mapping); "
+                                 "re-run `autotune search` to write it anew")
     version = document.get("schema_version")
     if version != SCHEMA_VERSION:
         raise InvalidConfigError(
@@ -176,14 +204,49 @@ def _read_document(path: Path) -> dict[str, Any]:
     return document
 
 
+def _is_file_workload(workload: str) -> bool:
+    return workload.rpartition(":")[0].endswith(".py")
+
+
+def _export_folder(workload: str) -> str:
+    """The folder a workload's exports live in: its registered name (a ``file.py:Class`` names its class)."""
+    if _is_file_workload(workload):
+        from autotune.workload import get_workload_class
+
+        return get_workload_class(workload).name
+    return workload
+
+
+def _space_of(workload: str) -> Any:
+    from autotune.space import SearchSpace, load_space
+
+    if _is_file_workload(workload):
+        from autotune.workload import get_workload_class
+
+        return SearchSpace.from_file(get_workload_class(workload).space_path())
+    return load_space(workload)
+
+
+def _validated(document: dict[str, Any], workload: str, path: Path) -> dict[str, Any]:
+    """The document, once its knob values are checked against the workload's space (no value comes back unchecked)."""
+    from autotune.exceptions import AutotuneError
+
+    try:
+        _space_of(workload).validate(document["config"], what=f"{path}: config")
+    except AutotuneError as exc:
+        raise InvalidConfigError(f"{exc}; re-run `autotune search` to write it anew") from None
+    return document
+
+
 def load_config(
     workload: str,
     device: str = "auto",
+    size: str | None = None,
     *,
     strict: bool = False,
     studies: str | os.PathLike | None = None,
 ) -> TunedConfig:
-    """The tuned configuration of ``workload`` for ``device``.
+    """The tuned configuration of ``workload`` for ``device`` (at ``size``, else the largest one exported).
 
     Looks in the studies directory (``studies``, else ``$AUTOTUNE_STUDIES``,
     else ``./studies``), then in the presets shipped with autotune; without
@@ -202,22 +265,21 @@ def load_config(
 
         device = resolve_device("auto", use_torch=False).profile.name
     root = Path(studies) if studies is not None else studies_dir()
-    candidates = [config_path(workload, device, root)]
+    folders = [root / _export_folder(workload)]
     presets = _presets_root()
     if presets is not None:
-        candidates.append(presets / workload / f"{device}.json")
+        folders.append(presets / _export_folder(workload))
+    candidates = [path for folder in folders for path in _exports(folder, device, size)]
     for path in candidates:
         if path.is_file():
-            return TunedConfig(_read_document(path), str(path))
+            return TunedConfig(_validated(_read_document(path), workload, path), str(path))
     looked = ", ".join(str(p) for p in candidates)
     if strict:
         raise ConfigNotFoundError(
             f"no tuned config for workload {workload!r} on device {device!r} (looked in {looked}); "
             f"run `autotune search --workload {workload} --device {device}`"
         )
-    from autotune.space import load_space
-
-    space = load_space(workload)
+    space = _space_of(workload)
     warnings.warn(
         f"no tuned config for {workload!r} on {device!r} (looked in {looked}); using the search "
         "space's defaults",

@@ -423,7 +423,7 @@ def report(
         raise UnknownNameError("study", study_name, names, hint=f"in {redact_storage(storage)}")
     study = optuna.load_study(study_name=study_name, storage=opened)
     document = None
-    exported = config_path(cls.name, device, root)
+    exported = config_path(cls.name, device, size, root)
     if exported.is_file():
         candidate = json.loads(exported.read_text())
         if (candidate.get("study") or {}).get("name") == study_name:

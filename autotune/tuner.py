@@ -214,12 +214,13 @@ def _study_counts(study: "optuna.Study") -> dict[str, int]:
     trials = study.get_trials(deepcopy=False)
     retried = _retried(trials)  # a dead worker's trial: its retry is the outcome
     counts = Counter(
-        t.user_attrs.get("status", "unknown")
+        "lost" if t.user_attrs.get("lost") else t.user_attrs.get("status", "unknown")
         for t in trials
         if t.state.is_finished() and "duplicate_of" not in t.user_attrs  # a repeat is not a new outcome
         and t.number not in retried
     )
-    return {status: counts.get(status, 0) for status in STATUSES if counts.get(status)}
+    # An interrupted trial is "lost" (re-run on resume), not an error of its config.
+    return {status: counts.get(status, 0) for status in (*STATUSES, "lost") if counts.get(status)}
 
 
 class Tuner:
@@ -807,7 +808,7 @@ class Tuner:
             if base_m is not None and win_m is not None and baseline.passed:
                 speedup = win_m.throughput / base_m.throughput
             document = self._document(study, winner, baseline, speedup, candidates)
-            export_path = write_tuned_config(document, config_path(self.workload_class.name, self.device.name, self.studies))
+            export_path = write_tuned_config(document, config_path(self.workload_class.name, self.device.name, self.size, self.studies))
             study.set_user_attr("winner_trial", winner.trial)
             study.set_user_attr("speedup", speedup)
         return SearchResult(

@@ -8,7 +8,7 @@ Three contenders, timed side by side in one run (interleaved rounds, medians):
   each block and ``np.dot``), in float32, the published default dtype;
 * ``baseline``: the CHMM workload under its space's baseline (the seed's torch port);
 * ``tuned``: the workload under the config a search exported
-  (``studies/chmm/cpu.json`` by default, or ``--config FILE`` or ``--set k=v``).
+  (``studies/chmm/cpu-small.json`` by default, or ``--config FILE`` or ``--set k=v``).
 
 Every contender computes the log2 likelihood of the same sequence under the
 same transitions; they are printed side by side with their relative
@@ -130,7 +130,7 @@ def tuned_config(args, space):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", default=["small", "full"], choices=list(ChmmWorkload.sizes))
-    parser.add_argument("--config", default="studies/chmm/cpu.json", help="exported config to time as 'tuned'")
+    parser.add_argument("--config", default="studies/chmm/cpu-small.json", help="exported config to time as 'tuned'")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="tuned config from the defaults instead")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (medians are reported)")
     parser.add_argument("--skip-baseline", action="store_true", help="do not time the baseline (slow at full size)")

@@ -8,7 +8,7 @@ winner removed, and what is left that no knob of the space can remove.
 Examples::
 
     python benchmarks/profile_workload.py --workload ten
-    python benchmarks/profile_workload.py --workload vlm_mc --tuned studies/vlm_mc/cpu.json --top 12
+    python benchmarks/profile_workload.py --workload vlm_mc --tuned studies/vlm_mc/cpu-small.json --top 12
     python benchmarks/profile_workload.py --workload ten --set recurrence=scan --set chunk_size=16
 """
 
@@ -81,7 +81,7 @@ def main() -> None:
     if args.set:
         tuned = space.parse_assignments(args.set)
     else:
-        path = args.tuned or config_path(cls.name, device.name, ROOT / "studies")
+        path = args.tuned or config_path(cls.name, device.name, args.size, ROOT / "studies")
         tuned = space.validate(json.loads(path.read_text())["config"])
     cache = args.cache or Path(tempfile.mkdtemp(prefix=f"profile-{cls.name}-"))
     workload = cls(args.size, device.torch_device, cache)

@@ -26,7 +26,7 @@ def _document(**extra):
 
 
 def test_load_config_reads_the_exported_file(tmp_path):
-    write_tuned_config(_document(), config_path("chmm", "cpu", tmp_path))
+    write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path))
     cfg = load_config("chmm", device="cpu", studies=tmp_path)
     assert isinstance(cfg, TunedConfig)
     assert cfg["dtype"] == "float64" and cfg.speedup == 3.5 and cfg.measured == {"throughput": 10.0}
@@ -36,7 +36,7 @@ def test_load_config_reads_the_exported_file(tmp_path):
 
 
 def test_load_config_honours_the_environment_variable(tmp_path, monkeypatch):
-    write_tuned_config(_document(), config_path("chmm", "cpu", tmp_path / "elsewhere"))
+    write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path / "elsewhere"))
     monkeypatch.setenv("AUTOTUNE_STUDIES", str(tmp_path / "elsewhere"))
     assert load_config("chmm", device="cpu").speedup == 3.5
 
@@ -50,13 +50,13 @@ def test_without_a_file_defaults_with_a_warning_or_strict_error(tmp_path):
 
 
 def test_old_schema_is_refused(tmp_path):
-    write_tuned_config(_document(schema_version=0), config_path("chmm", "cpu", tmp_path))
+    write_tuned_config(_document(schema_version=0), config_path("chmm", "cpu", "small", tmp_path))
     with pytest.raises(InvalidConfigError, match="schema_version must be 1"):
         load_config("chmm", device="cpu", studies=tmp_path)
 
 
 def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
-    write_tuned_config(_document(), config_path("chmm", "cpu", tmp_path))
+    write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path))
     code = (
         "import sys, warnings, autotune\n"
         f"cfg = autotune.load_config('chmm', device='auto', studies={str(tmp_path)!r})\n"
@@ -67,3 +67,47 @@ def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
+
+
+def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
+    write_tuned_config(_document(size="tiny", speedup=1.1), config_path("chmm", "cpu", "tiny", tmp_path))
+    write_tuned_config(_document(size="full", speedup=9.0), config_path("chmm", "cpu", "full", tmp_path))
+    write_tuned_config(_document(size="small", speedup=3.5), config_path("chmm", "cpu", "small", tmp_path))
+    assert load_config("chmm", device="cpu", studies=tmp_path).speedup == 9.0
+    assert load_config("chmm", "cpu", "tiny", studies=tmp_path).speedup == 1.1
+    assert load_config("chmm", "cpu", "small", studies=tmp_path).size == "small"
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b"", "not valid JSON"),
+        (b'{"schema_version": 1, "config": {"dtype": "float', "not valid JSON"),
+        (b"\xff\xfe\x00binary", "not UTF-8 JSON"),
+        (b"[1, 2]", "not an exported config"),
+        (b'{"schema_version": 1, "workload": "chmm"}', "not an exported config"),
+        (b'{"schema_version": 1, "config": {"dtype": "float8"}}', "dtype=float8 is not allowed"),
+        (b'{"schema_version": 1, "config": {"colour": "red"}}', "colour"),
+    ],
+    ids=["empty", "truncated", "binary", "list", "no-config", "bad-value", "unknown-knob"],
+)
+def test_a_bad_export_is_one_error_that_names_the_file(tmp_path, content, fragment):
+    path = config_path("chmm", "cpu", "small", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    with pytest.raises(InvalidConfigError) as info:
+        load_config("chmm", device="cpu", studies=tmp_path)
+    assert str(path) in str(info.value) and fragment in str(info.value)
+    from tests.conftest import run_cli
+
+    done = run_cli("best", "-w", "chmm", "-d", "cpu", "--studies", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert str(path) in done.stderr and "Traceback" not in done.stderr
+
+
+def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
+    from tests.conftest import BROKEN
+
+    write_tuned_config(_document(workload="broken", config={"behaviour": "ok"}),
+                       config_path("broken", "cpu", "tiny", tmp_path))
+    assert load_config(BROKEN, device="cpu", studies=tmp_path, strict=True)["behaviour"] == "ok"

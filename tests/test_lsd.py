@@ -72,7 +72,7 @@ CONFIGS = [
     {"attention": "math", "grad_mode": "inference_mode"},
     {"channels_last": True},
     {"batch_size": 2},
-    {"batch_size": 16, "channels_last": True, "attention": "flash"},
+    {"batch_size": 4, "channels_last": True, "attention": "flash"},
 ]
 
 

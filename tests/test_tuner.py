@@ -32,7 +32,7 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     assert result.speedup == pytest.approx(
         result.winner.measurement.throughput / result.baseline.measurement.throughput
     )
-    document = json.loads((studies / "chmm" / "cpu.json").read_text())
+    document = json.loads((studies / "chmm" / "cpu-tiny.json").read_text())
     for key in ("schema_version", "workload", "device", "size", "config", "measured", "baseline", "speedup",
                 "check", "environment", "study", "trial"):
         assert key in document, key
@@ -134,7 +134,7 @@ def test_memory_budget_makes_big_configs_infeasible(studies):
     assert all(t.constraints["fits_memory"] > 0 for t in study.trials)
     assert result.trials[0].result.status == "ok"
     assert result.winner is None and result.export_path is None
-    assert not (studies / "chmm" / "cpu.json").exists()
+    assert not (studies / "chmm" / "cpu-tiny.json").exists()
 
 
 def test_interrupt_keeps_completed_trials_and_resume_goes_on(studies, monkeypatch):

@@ -154,7 +154,7 @@ def _assert_recovered(storage: str, trials: int, killed_trial: int, tag: str, st
     # The killed worker's fork server and trial went with it; the others stopped cleanly.
     assert tagged_processes(tag) == []
     # One export, and no password anywhere.
-    exported = tmp_path / "studies" / "steady" / "cpu.json"
+    exported = tmp_path / "studies" / "steady" / "cpu-tiny.json"
     assert exported.is_file() and "Best config" in stdout
     for text in (stdout, stderr, exported.read_text()):
         assert "s3cret-pw" not in text
@@ -180,7 +180,7 @@ def test_postgres_four_workers_forty_trials_one_killed_by_heartbeat(tmp_path, po
         tmp_path, postgres_url, 4, 40, ["--heartbeat", "1", "--grace-period", "3"])
     assert code == 0, stderr[-3000:]
     _assert_recovered(postgres_url, 40, killed, tag, stdout, stderr, tmp_path)
-    document = json.loads((tmp_path / "studies" / "steady" / "cpu.json").read_text())
+    document = json.loads((tmp_path / "studies" / "steady" / "cpu-tiny.json").read_text())
     assert document["study"]["storage"].startswith("postgresql://autotune:***@")
 
 
