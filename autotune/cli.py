@@ -86,6 +86,21 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+def _writable_folder(path: Path | None, option: str) -> None:
+    """Fail at once (exit 2, nothing written) when ``path`` could never be a folder: a file stands in its way.
+
+    Checked before any trial runs, so that a search never ends by losing its
+    re-measurement to an export it cannot write.
+    """
+    if path is None:
+        return
+    for parent in (path, *path.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                _fail(f"{option} {path} cannot be a folder: {parent} is a file; choose another path")
+            return
+
+
 def _library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*args, **kwargs)
@@ -205,6 +220,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
 
     budget = parse_bytes(memory_budget) if memory_budget else None
     limit = parse_bytes(memory_limit) if memory_limit else None
+    _writable_folder(studies, "--studies")
     gpu_list = _parse_gpus(gpus)
     if gpu_list and workers is not None and workers != len(gpu_list):
         _fail(f"--workers {workers} and --gpus {gpus} disagree: --gpus starts one worker per GPU ({len(gpu_list)})")
@@ -460,7 +476,10 @@ def _result_table(result: Any) -> str:
         f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
         f"; in the study: {counts}; {result.seconds:.0f} s",
     ]
-    if result.winner is None:
+    if result.winner is None and result.counts.get("ok"):
+        lines.append(f"{result.counts['ok']} configs passed their check, but none of them both passed again and fit "
+                     "the memory budget when re-measured: nothing exported.")
+    elif result.winner is None:
         lines.append("No configuration passed its correctness check: nothing exported.")
         return "\n".join(lines)
     winner, baseline = result.winner, result.baseline
@@ -519,6 +538,9 @@ def report(workload: str, device: str, size: str | None, storage: str | None, st
       autotune report -w chmm -d h100 -s full -o chmm-h100.html
     """
     from autotune.report import report as write_report
+
+    _writable_folder(studies, "--studies")
+    _writable_folder(output.parent if output is not None else None, "--output's folder")
 
     path = _library_call(write_report, workload, device, size, storage=storage, study_name=study_name,
                          studies=studies, output=output)
@@ -592,6 +614,8 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
       autotune run -w chmm -s tiny --set dtype=float16 --set update_c=loop --json
     """
     from autotune.tuner import Tuner
+
+    _writable_folder(studies, "--studies")
 
     tuner = _library_call(Tuner, workload, device, size, studies=studies, isolation=isolation,
                           trial_timeout=trial_timeout, measurer={"min_time": min_time}, threads=threads)

@@ -396,7 +396,7 @@ def report(
     from autotune.config import config_path, studies_dir
     from autotune.devices import get_profile, resolve_device
     from autotune.exceptions import StorageError, UnknownNameError
-    from autotune.storage import open_storage, redact_storage, storage_kind
+    from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind
     from autotune.tuner import EXPORT_MARK
     from autotune.workload import get_workload_class
 
@@ -414,11 +414,13 @@ def report(
     study_name = study_name or f"{cls.name}-{device}-{size}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        opened = open_storage(storage)
+        opened = open_storage(storage, read_only=True)
         # Studies made only to elect a shared study's exporter are not results.
         names = [n for n in optuna.get_all_study_names(opened) if EXPORT_MARK not in n]
     except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
-        raise StorageError(f"cannot open storage {redact_storage(storage)}: {type(exc).__name__}: {exc}") from None
+        if storage_kind(storage) == "sqlite":  # a file without Optuna's tables: nothing to report, nothing written
+            raise StorageError(f"{redact_storage(storage)} holds no studies; run `autotune search` first") from None
+        raise storage_failure(storage, exc) from None
     if study_name not in names:
         raise UnknownNameError("study", study_name, names, hint=f"in {redact_storage(storage)}")
     study = optuna.load_study(study_name=study_name, storage=opened)

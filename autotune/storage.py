@@ -39,6 +39,7 @@ __all__ = [
     "open_storage",
     "redact_storage",
     "retrying",
+    "storage_failure",
     "storage_kind",
     "with_installed_driver",
     "worker_identity",
@@ -92,6 +93,16 @@ def redact_storage(storage: str) -> str:
         return storage
 
 
+def storage_failure(storage: str, exc: BaseException) -> StorageError:
+    """One line for a storage that cannot be opened: the masked URL and the driver's first line, said once."""
+    if isinstance(exc, StorageError):
+        return exc
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    # SQLAlchemy wraps the driver's error: show the driver's own words, not the wrapper's.
+    first = first.split(") ", 1)[1] if first.startswith("(") and ") " in first else first
+    return StorageError(f"cannot open storage {redact_storage(storage)}: {type(exc).__name__}: {first}"[:400])
+
+
 def with_installed_driver(storage: str) -> str:
     """``postgresql://...`` with the PostgreSQL driver that is installed named in it.
 
@@ -112,8 +123,12 @@ def with_installed_driver(storage: str) -> str:
                        "pip install 'autotune[postgres]' (psycopg2) or psycopg")
 
 
-def open_storage(storage: str, heartbeat: int | None = None, grace_period: int | None = None) -> Any:
-    """An Optuna storage object for ``storage``; heartbeats on server databases when ``heartbeat`` is set."""
+def open_storage(storage: str, heartbeat: int | None = None, grace_period: int | None = None,
+                 read_only: bool = False) -> Any:
+    """An Optuna storage object for ``storage``; heartbeats on server databases when ``heartbeat`` is set.
+
+    ``read_only`` (reports) never creates Optuna's tables in a database that has none.
+    """
     import optuna
 
     kind = storage_kind(storage)
@@ -124,22 +139,30 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
     if kind == "sqlite":
-        Path(storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.RDBStorage(storage)
+        path = Path(storage[len("sqlite:///"):])
+        if read_only:
+            return optuna.storages.RDBStorage(storage, skip_table_creation=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Two searches creating one new database at once would both create its tables
+        # (an IntegrityError on alembic_version): the creation is serialised.
+        with open(path.with_name(path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return optuna.storages.RDBStorage(storage)
     storage = with_installed_driver(storage)
     if heartbeat is None:
-        return optuna.storages.RDBStorage(storage, engine_kwargs={"pool_pre_ping": True})
+        return optuna.storages.RDBStorage(storage, engine_kwargs={"pool_pre_ping": True},
+                                          skip_table_creation=read_only)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
-    return optuna.storages.RDBStorage(
-        storage,
-        engine_kwargs={"pool_pre_ping": True},
-        heartbeat_interval=heartbeat,
-        grace_period=grace_period or DEFAULT_GRACE_PERIOD,
-        # A trial whose worker died is queued once more; a second death ends it as failed.
-        heartbeat_stale_trial_callback=retry,
-    )
+        return optuna.storages.RDBStorage(
+            storage,
+            engine_kwargs={"pool_pre_ping": True},
+            heartbeat_interval=heartbeat,
+            grace_period=grace_period or DEFAULT_GRACE_PERIOD,
+            # A trial whose worker died is queued once more; a second death ends it as failed.
+            heartbeat_stale_trial_callback=retry,
+        )
 
 
 def worker_identity() -> dict[str, Any]:

@@ -37,6 +37,7 @@ from autotune.space import SearchSpace
 from autotune.stopping import whole_step
 from autotune.storage import (
     DEFAULT_GRACE_PERIOD,
+    storage_failure,
     BudgetLock,
     open_storage,
     pid_alive,
@@ -343,7 +344,7 @@ class Tuner:
             try:
                 self._storage_object = open_storage(self.storage, self.heartbeat, self.grace_period)
             except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
-                raise StorageError(f"cannot open storage {redact_storage(self.storage)}: {type(exc).__name__}: {exc}") from None
+                raise storage_failure(self.storage, exc) from None
         return self._storage_object
 
     def _default_sampler(self) -> "optuna.samplers.BaseSampler":
@@ -370,7 +371,7 @@ class Tuner:
                 load_if_exists=True,
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
-            raise StorageError(f"cannot open storage {redact_storage(self.storage)}: {type(exc).__name__}: {exc}") from None
+            raise storage_failure(self.storage, exc) from None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["throughput", "peak_memory_bytes"])
@@ -808,7 +809,16 @@ class Tuner:
             if base_m is not None and win_m is not None and baseline.passed:
                 speedup = win_m.throughput / base_m.throughput
             document = self._document(study, winner, baseline, speedup, candidates)
-            export_path = write_tuned_config(document, config_path(self.workload_class.name, self.device.name, self.size, self.studies))
+            path = config_path(self.workload_class.name, self.device.name, self.size, self.studies)
+            try:
+                export_path = write_tuned_config(document, path)
+            except OSError as exc:
+                # Every trial is in the study; say what won, so the re-measurement is not lost with the file.
+                raise AutotuneError(
+                    f"cannot write the export {path}: {exc.strerror or exc}; the winner was trial #{winner.trial} "
+                    f"({winner.config.describe()}, {speedup or 0:.2f}x the baseline); fix the path and run "
+                    "`autotune search` again"
+                ) from None
             study.set_user_attr("winner_trial", winner.trial)
             study.set_user_attr("speedup", speedup)
         return SearchResult(

@@ -159,3 +159,39 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     quiet = _Progress(quiet=True, total=2)
     quiet.trial(records[0], 1, 2)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("args", [
+    ["search", "-w", "chmm", "-s", "tiny", "--studies", "afile/studies"],
+    ["search", "-w", "chmm", "-s", "tiny", "--studies", "afile/studies", "--storage", "x.journal"],
+    ["run", "-w", "chmm", "-s", "tiny", "--studies", "afile/studies"],
+    ["report", "-w", "chmm", "-d", "cpu", "-o", "afile/r.html"],
+])
+def test_a_path_under_a_regular_file_is_one_line_and_nothing_is_written(tmp_path, args):
+    (tmp_path / "afile").write_text("a regular file")
+    done = run_cli(*args, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "afile is a file" in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_report_on_an_empty_database_file_writes_nothing(tmp_path):
+    (tmp_path / "empty.db").write_bytes(b"")
+    done = run_cli("report", "-w", "chmm", "-d", "cpu", "--storage", "sqlite:///empty.db", cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "holds no studies" in done.stderr, done.stderr
+    assert (tmp_path / "empty.db").stat().st_size == 0  # no Optuna schema written into it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+def test_two_searches_creating_one_new_database_at_once_both_succeed(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies")}
+    commands = [[sys.executable, "-m", "autotune", "search", "-w", BROKEN, "-d", "cpu", "-n", "1", "--min-time",
+                 "0.05", "--remeasure-rounds", "1", "--study", f"s{i}"] for i in range(2)]
+    running = [subprocess.Popen(c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for c in commands]
+    outputs = [p.communicate(timeout=180) for p in running]
+    assert [p.returncode for p in running] == [0, 0], [o[1][-1500:] for o in outputs]

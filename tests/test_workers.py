@@ -47,6 +47,8 @@ def test_unreachable_database_at_start_is_a_clear_error_without_the_password(tmp
                    "postgresql+psycopg2://tuner:hunter2@127.0.0.1:1/autotune", cwd=tmp_path)
     assert done.returncode == 2 and "cannot open storage postgresql+psycopg2://tuner:***@127.0.0.1:1/autotune" in done.stderr
     assert "hunter2" not in done.stderr + done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].count("cannot open storage") == 1, done.stderr  # said once, on one line
 
 
 def test_workers_get_their_own_devices():
