@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -88,8 +89,9 @@ PROFILES: dict[str, DeviceProfile] = {
     for profile in [
         DeviceProfile(
             # SDPA's CPU backends are the math kernel and a flash-attention kernel of its own.
+            # bf16 in hardware only where the processor says so (see _cpu_hardware_capabilities).
             "cpu", "cpu", "the host CPU",
-            frozenset({"cpu", "fp16", "bf16", "fp64", "fast_fp64", "compile", "flash_attention"}),
+            frozenset({"cpu", "fp16", "fp64", "fast_fp64", "compile", "flash_attention"}),
         ),
         DeviceProfile(
             "v100", "cuda", "NVIDIA V100 (Volta, sm70)",
@@ -168,19 +170,35 @@ def _physical_memory() -> int | None:
         return None
 
 
+def _matches(pattern: str, name: str) -> bool:
+    """``pattern`` as a whole word of the driver's name: "H200" names an H200, not a GH200."""
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(pattern)}(?![A-Za-z0-9])", name, re.IGNORECASE) is not None
+
+
+def derived_profile_name(name: str) -> str:
+    """The profile name of a GPU without a named profile, from the driver's name alone.
+
+    Both detection paths (torch, and the driver's files that ``load_config``
+    reads) know the name, so a study and its export agree on it:
+    "NVIDIA L4" -> ``cuda-nvidia-l4``.
+    """
+    return "cuda-" + (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu")
+
+
 def _profile_for_cuda_name(name: str, capability: tuple[int, int] | None) -> DeviceProfile:
     for profile in PROFILES.values():
-        if any(pattern.lower() in name.lower() for pattern in profile.name_patterns):
+        if any(_matches(pattern, name) for pattern in profile.name_patterns):
             return profile
     # An NVIDIA GPU without a named profile: derive what we can from its compute capability.
+    # Without one (the driver's files do not say it), only what every CUDA GPU has.
     major = capability[0] if capability else 0
-    caps = set(_CUDA_COMMON)
+    caps = set(_CUDA_COMMON) - {"compile"}
     if major >= 7:
-        caps.add("fp16_tensor_cores")
+        caps |= {"fp16_tensor_cores", "compile"}  # Triton, which torch.compile needs, wants sm70+
     if major >= 8:
         caps |= {"bf16", "tf32", "flash_attention", "cudnn_attention"}
-    label = f"cuda-sm{capability[0]}{capability[1]}" if capability else "cuda"
-    return DeviceProfile(label, "cuda", f"{name} (no named profile)", frozenset(caps), None, capability)
+    return DeviceProfile(derived_profile_name(name), "cuda", f"{name} (no named profile)", frozenset(caps), None,
+                         capability)
 
 
 def _cuda_devices_from_torch() -> list[DetectedDevice]:
@@ -203,22 +221,37 @@ def _cuda_devices_from_torch() -> list[DetectedDevice]:
     return found
 
 
-def _cuda_devices_from_driver() -> list[DetectedDevice]:
+def _visible(index: int, uuid: str | None) -> int | None:
+    """Where GPU ``index`` (by the driver's order) appears under ``CUDA_VISIBLE_DEVICES``; None when hidden."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return index
+    for position, entry in enumerate(e.strip() for e in visible.split(",")):
+        if entry.isdigit() and int(entry) == index:
+            return position
+        if uuid and entry and uuid.lower().startswith(entry.lower()):
+            return position
+        if not entry or (not entry.isdigit() and not entry.upper().startswith(("GPU-", "MIG-"))):
+            break  # CUDA stops at the first entry it cannot read
+    return None
+
+
+def _cuda_devices_from_driver(root: Path = Path("/proc/driver/nvidia/gpus")) -> list[DetectedDevice]:
     # Linux NVIDIA drivers describe each GPU here; reading it avoids importing torch.
+    # CUDA_VISIBLE_DEVICES is honoured as CUDA would: only the GPUs it names, in its order.
     found = []
-    root = Path("/proc/driver/nvidia/gpus")
     if root.is_dir():
         for index, entry in enumerate(sorted(root.iterdir())):
             try:
                 info = (entry / "information").read_text()
             except OSError:
                 continue
-            model = next(
-                (line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("Model")),
-                "NVIDIA GPU",
-            )
-            found.append(DetectedDevice(_profile_for_cuda_name(model, None), model, None, index))
-    return found
+            fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in info.splitlines())}
+            model = fields.get("Model") or "NVIDIA GPU"
+            position = _visible(index, fields.get("GPU UUID"))
+            if position is not None:
+                found.append(DetectedDevice(_profile_for_cuda_name(model, None), model, None, position))
+    return sorted(found, key=lambda d: d.index or 0)
 
 
 def detect(use_torch: bool = True) -> list[DetectedDevice]:
@@ -239,9 +272,29 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
         devices += _cuda_devices_from_driver()
         if sys.platform == "darwin" and platform.machine() == "arm64":
             devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
-    cpu = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities | _software_capabilities())
+    cpu = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities | _software_capabilities()
+                  | _cpu_hardware_capabilities())
     devices.append(DetectedDevice(cpu, _cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}))
     return devices
+
+
+def _cpu_hardware_capabilities(cpuinfo: str | None = None) -> frozenset[str]:
+    """bf16 when the processor has bfloat16 arithmetic (x86 AVX512-BF16 or AMX-BF16, Arm's BF16 extension).
+
+    Elsewhere torch emulates bfloat16, an order of magnitude slower than
+    float32 (measured on this project's AVX2 CPU): not worth a trial.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return frozenset({"bf16"}) if sys.platform == "darwin" and platform.machine() == "arm64" else frozenset()
+    flags = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags |= set(value.split())
+    return frozenset({"bf16"}) if flags & {"avx512_bf16", "amx_bf16", "bf16"} else frozenset()
 
 
 def _software_capabilities() -> frozenset[str]:
@@ -261,6 +314,9 @@ def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice
     found = detect(use_torch)
     if name == "auto":
         return found[0]
+    for device in found:  # a GPU without a named profile goes by its derived name (cuda-nvidia-l4)
+        if device.profile.name == name and name not in PROFILES:
+            return device
     profile = get_profile(name)
     for device in found:
         if device.profile.name == profile.name:

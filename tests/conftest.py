@@ -31,6 +31,15 @@ def runner():
     runner.close()
 
 
+def cpu_with_bf16():
+    """The CPU profile with bfloat16, which this CPU only emulates: checks must hold wherever bf16 runs."""
+    from dataclasses import replace
+
+    from autotune.devices import PROFILES
+
+    return replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities | {"bf16"})
+
+
 def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """`python -m autotune ARGS` in `cwd`, as a user would run it."""
     environment = {**os.environ, **(env or {})}

@@ -58,3 +58,45 @@ def test_missing_device_is_one_line_naming_what_was_found():
         resolve_device("v100")
     message = str(info.value)
     assert "\n" not in message and "found: cpu" in message and "--device auto" in message
+
+
+def test_h200_does_not_match_a_gh200_and_unnamed_gpus_get_one_name_on_both_paths():
+    from autotune.devices import _profile_for_cuda_name
+
+    assert _profile_for_cuda_name("NVIDIA H200", (9, 0)).name == "h200"
+    assert _profile_for_cuda_name("NVIDIA GH200 480GB", (9, 0)).name == "cuda-nvidia-gh200-480gb"
+    assert _profile_for_cuda_name("Tesla V100-SXM2-32GB", (7, 0)).name == "v100"
+    # torch knows the capability, the driver's files do not: the name is the same either way.
+    with_torch, from_driver = _profile_for_cuda_name("NVIDIA L4", (8, 9)), _profile_for_cuda_name("NVIDIA L4", None)
+    assert with_torch.name == from_driver.name == "cuda-nvidia-l4"
+    assert with_torch.has("bf16") and with_torch.has("compile")
+    assert not from_driver.has("compile") and not from_driver.has("bf16")  # unknown: nothing assumed
+    assert not _profile_for_cuda_name("Tesla P100", (6, 0)).has("compile")  # Triton needs sm70+
+
+
+def test_the_driver_path_honours_cuda_visible_devices(tmp_path, monkeypatch):
+    from autotune.devices import _cuda_devices_from_driver
+
+    for i, (model, uuid) in enumerate([("NVIDIA H100 80GB HBM3", "GPU-aaaa"), ("NVIDIA A100-SXM4-80GB", "GPU-bbbb"),
+                                       ("NVIDIA L4", "GPU-cccc")]):
+        folder = tmp_path / f"0000:0{i}:00.0"
+        folder.mkdir()
+        (folder / "information").write_text(f"Model: \t\t {model}\nGPU UUID: \t {uuid}\n")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert [d.profile.name for d in _cuda_devices_from_driver(tmp_path)] == ["h100", "a100", "cuda-nvidia-l4"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    found = _cuda_devices_from_driver(tmp_path)
+    assert [(d.profile.name, d.index) for d in found] == [("cuda-nvidia-l4", 0), ("h100", 1)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbbb")
+    assert [d.profile.name for d in _cuda_devices_from_driver(tmp_path)] == ["a100"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _cuda_devices_from_driver(tmp_path) == []
+
+
+def test_a_cpu_has_bf16_only_when_the_processor_says_so():
+    from autotune.devices import _cpu_hardware_capabilities
+
+    assert _cpu_hardware_capabilities("flags\t\t: fpu sse avx2 fma\n") == frozenset()
+    assert _cpu_hardware_capabilities("flags\t\t: fpu avx512f avx512_bf16 amx_bf16\n") == {"bf16"}
+    assert _cpu_hardware_capabilities("Features\t: fp asimd bf16 i8mm\n") == {"bf16"}
+    assert not PROFILES["cpu"].has("bf16")  # the class of device promises nothing

@@ -5,13 +5,14 @@ import torch
 
 from autotune.devices import PROFILES
 from autotune.space import load_space
+from tests.conftest import cpu_with_bf16
 from workloads import latentwire
 from workloads.latentwire import TOLERANCES, ChatTokenizer, LatentWireWorkload, make_examples
 
 
 @pytest.fixture(scope="module")
 def space():
-    return load_space("latentwire").for_device(PROFILES["cpu"])
+    return load_space("latentwire").for_device(cpu_with_bf16())
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ import torch.nn.functional as F
 
 from autotune.devices import PROFILES
 from autotune.space import load_space
+from tests.conftest import cpu_with_bf16
 from workloads import lsd
 from workloads.lsd import TOLERANCES, LsdWorkload, alphas_cumprod, ddim_timesteps, make_frames
 
 
 @pytest.fixture(scope="module")
 def space():
-    return load_space("lsd").for_device(PROFILES["cpu"])
+    return load_space("lsd").for_device(cpu_with_bf16())
 
 
 @pytest.fixture(scope="module")

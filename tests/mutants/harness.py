@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -41,7 +41,9 @@ class Bench:
         if params:
             workload.params = {**workload.params, **params}
         workload.prepare()
-        space = load_space(name).for_device(resolve_device("cpu").profile)
+        # Every precision a CPU may offer: bf16 too, though this CPU emulates it (a check must hold wherever it runs).
+        cpu = resolve_device("cpu").profile
+        space = load_space(name).for_device(replace(cpu, capabilities=cpu.capabilities | {"bf16"}))
         reference_config = space.validate({**space.defaults, **type(workload).reference_config})
         reference = workload.to_reference(workload.build(reference_config)())
         return cls(workload, space, reference)
