@@ -110,6 +110,11 @@ class TrialResult:
 # -- inside the child ---------------------------------------------------------------
 
 
+#: What CUDA libraries say when an allocation fails outside the caching allocator.
+_CUDA_OOM_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                   "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY")
+
+
 def _is_out_of_memory(exc: BaseException, torch_device: str) -> bool:
     """Out of memory, decided by exception type (and, on CPU, the allocator that raised)."""
     if isinstance(exc, MemoryError):  # Python and NumPy
@@ -120,11 +125,12 @@ def _is_out_of_memory(exc: BaseException, torch_device: str) -> bool:
     oom_type = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
     if oom_type is not None and isinstance(exc, oom_type):  # CUDA caching allocator
         return True
-    if torch_device.startswith("cuda") and isinstance(exc, RuntimeError) and torch.cuda.is_available():
-        # Some CUDA paths (cuBLAS workspaces, NCCL) surface exhaustion as a plain
-        # RuntimeError; the allocator's own state says whether memory ran out.
-        free, total = torch.cuda.mem_get_info()
-        return free < 0.02 * total
+    if torch_device.startswith("cuda") and isinstance(exc, RuntimeError):
+        # Some CUDA paths (cuBLAS and cuDNN workspaces, NCCL) surface exhaustion as a plain
+        # RuntimeError that says so. Device-wide free memory is no sign: it counts the caching
+        # allocator's reserve and other processes, and after a sticky CUDA error asking for it
+        # raises again.
+        return any(sign in str(exc) for sign in _CUDA_OOM_SIGNS)
     # torch's CPU allocator raises a plain RuntimeError (no OOM type exists for
     # it); its C++ origin, the DefaultCPUAllocator, is the only signal it gives.
     return isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)

@@ -108,3 +108,15 @@ def test_a_planted_reference_file_runs_no_code_and_is_recomputed(studies, tmp_pa
     assert not marker.exists()
     assert "not plain tensor data" in done.stderr and "computing it again" in done.stderr
     assert torch.load(cache / "reference-cpu.pt", weights_only=True) is not None
+
+
+@pytest.mark.parametrize("message, oom", [
+    ("CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", True),
+    ("CUDA error: out of memory", True),
+    ("CUDA error: an illegal memory access was encountered", False),  # sticky: not a memory shortage
+    ("FlashAttention only supports fp16 and bf16", False),
+])
+def test_a_cuda_runtime_error_is_oom_only_when_it_says_so(message, oom):
+    from autotune.runner import _is_out_of_memory
+
+    assert _is_out_of_memory(RuntimeError(message), "cuda") is oom
