@@ -191,6 +191,9 @@ def cli() -> None:
               help="How many of the best configs to re-measure beside the baseline at the end.")
 @click.option("--remeasure-rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Interleaved rounds of that re-measurement.")
+@click.option("--timeout", "time_budget", type=_Seconds(), default=None,
+              help="Seconds of searching: after them no new trial starts (the running one finishes, and the "
+                   "re-measurement and export still happen) [default: no limit; --trials still applies].")
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
               help="Seed of the sampler, for a repeatable sequence of trials.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines; only the final table.")
@@ -199,7 +202,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
            studies: Path | None, workers: int | None, gpus: str | None, heartbeat: int, grace_period: int,
            worker_only: bool, worker_index: int | None, worker_budget: int | None,
            memory_budget: str | None, memory_limit: str | None, min_time: float, trial_timeout: float, isolation: str,
-           threads: int | None, remeasure_top: int, remeasure_rounds: int, seed: int | None, quiet: bool,
+           threads: int | None, remeasure_top: int, remeasure_rounds: int, time_budget: float | None, seed: int | None, quiet: bool,
            as_json: bool) -> None:
     """Tune WORKLOAD on DEVICE: run trials, re-measure the best beside the baseline, export.
 
@@ -211,6 +214,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     Examples:
       autotune search --workload chmm --device cpu --trials 20
       autotune search -w chmm -d cpu -s tiny -n 5 --min-time 0.2
+      autotune search -w lsd -n 500 --timeout 600       # search for ten minutes
       autotune search -w chmm --memory-budget 2GiB --storage sqlite:///my.db
       autotune search -w chmm -n 40 --workers 4 --storage studies/chmm.journal
       autotune search -w lsd -d h100 -n 100 --gpus 0,1,2,3 --storage postgresql://tuner:pw@db-host/autotune
@@ -233,13 +237,15 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     shared = kind != "sqlite"
     if worker_only:
         _worker_main(Tuner, workload, device, size, storage, study_name, studies, isolation, trial_timeout, budget,
-                     limit, min_time, seed, threads, heartbeat, grace_period, worker_index or 0, worker_budget, quiet)
+                     limit, min_time, seed, threads, heartbeat, grace_period, worker_index or 0, worker_budget, quiet,
+                     time_budget)
         return
     progress = _Progress(quiet or as_json, trials)
     tuner = _library_call(
         Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
         isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=budget, memory_limit_bytes=limit,
         measurer={"min_time": min_time}, remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds,
+        time_budget=time_budget,
         seed=seed, threads=threads, on_trial=progress.trial, on_stage=progress.stage,
         heartbeat=heartbeat if kind == "server" else None, grace_period=grace_period,
     )
@@ -334,7 +340,8 @@ def _without_storage(argv: list[str]) -> list[str]:
 def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, storage: str | None,
                  study_name: str | None, studies: Path | None, isolation: str, trial_timeout: float,
                  memory_budget: int | None, memory_limit: int | None, min_time: float, seed: int | None, threads: int | None, heartbeat: int,
-                 grace_period: int, index: int, budget: int | None, quiet: bool) -> None:
+                 grace_period: int, index: int, budget: int | None, quiet: bool,
+                 time_budget: float | None = None) -> None:
     """A worker process: takes trials from the shared study until its budget is done; SIGTERM stops it cleanly."""
     from autotune.storage import storage_kind
     from autotune.workers import apply_cpu_pinning
@@ -351,7 +358,7 @@ def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, stora
         # Workers with one seed would all propose the same configs.
         seed=None if seed is None else seed + index,
         threads=threads, on_trial=progress.trial, on_stage=progress.stage, heartbeat=heartbeat if storage and storage_kind(storage) == "server" else None,
-        grace_period=grace_period,
+        grace_period=grace_period, time_budget=time_budget,
     )
     try:
         tuner.runner.warm_up()

@@ -260,6 +260,7 @@ class Tuner:
         on_stage: Callable[[str], None] | None = None,
         heartbeat: int | None = None,
         grace_period: int | None = None,
+        time_budget: float | None = None,
     ) -> None:
         self.workload_spec = workload
         self.workload_class: type[Workload] = get_workload_class(workload)
@@ -289,6 +290,9 @@ class Tuner:
         self.on_trial = on_trial
         self.on_stage = on_stage or (lambda message: None)
         self.stop_requested = False
+        # Seconds after which no new trial is taken (the running one finishes; re-measure and export still happen).
+        self.time_budget = time_budget
+        self._deadline: float | None = None
         # Heartbeats (server databases) let other workers re-queue this worker's trial if it dies.
         self.heartbeat = heartbeat
         self.grace_period = grace_period
@@ -443,6 +447,7 @@ class Tuner:
         reuses the earlier figures (``duplicate_of``) and does not count.
         """
         started = time.perf_counter()
+        self._start_clock(started)
         study = self._open_study()
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({len(study.trials)} trials so far)")
         warm = self.runner.warm_up()
@@ -472,7 +477,7 @@ class Tuner:
         # space must still end: at most this many asks in one search.
         max_asks = DUPLICATE_ASK_FACTOR * n_trials
         asks = 0
-        while measured < n_trials and asks < max_asks and not self.stop_requested:
+        while measured < n_trials and asks < max_asks and not self._should_stop():
             asks += 1
             with whole_step():
                 trial = study.ask()
@@ -570,6 +575,7 @@ class Tuner:
         import optuna
         from optuna.storages import fail_stale_trials
 
+        self._start_clock(time.perf_counter())
         study = self._open_study()
         storage = self.storage_object()
         lock = BudgetLock(self.storage, self.study_name)
@@ -643,7 +649,7 @@ class Tuner:
             with whole_step():
                 return take()
 
-        while not self.stop_requested:
+        while not self._should_stop():
             trial = guard(take_whole, "taking a trial")
             if trial is False:
                 break
@@ -657,6 +663,17 @@ class Tuner:
             if self.on_trial is not None:
                 counted = guard(lambda: len(_counted(study.get_trials(deepcopy=False))), "reading the study")
                 self.on_trial(record, counted, budget)
+
+    def _start_clock(self, started: float) -> None:
+        self._deadline = started + self.time_budget if self.time_budget else None
+
+    def _should_stop(self) -> bool:
+        """A stop was asked for, or the time budget (``--timeout``) is spent: take no new trial."""
+        if self._deadline is not None and time.perf_counter() >= self._deadline:
+            if not self.stop_requested:
+                self.on_stage(f"time budget of {self.time_budget:g} s spent: no new trials")
+            self.stop_requested = True
+        return self.stop_requested
 
     def _fail_abandoned_trials(self, study: "optuna.Study") -> None:
         """Fail (and queue once more) running trials that nobody will finish, on every storage.

@@ -236,3 +236,20 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     assert outcomes[("overlap_passes", True)].verdict == "winner"
     assert outcomes[("messages", "loop")].verdict == "slower" and outcomes[("messages", "loop")].best_throughput == 20.0
     assert outcomes[("messages", "scan")].verdict == "not tried"
+
+
+def test_a_time_budget_stops_taking_trials_and_still_exports(tmp_path):
+    from pathlib import Path
+
+    from tests.conftest import run_cli
+
+    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
+    done = run_cli("search", "-w", steady, "-d", "cpu", "-n", "500", "--timeout", "4", "--min-time", "0.05",
+                   "--remeasure-rounds", "1", cwd=tmp_path, env={"AUTOTUNE_STUDIES": str(tmp_path / "studies")},
+                   timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "time budget of 4 s spent: no new trials" in done.stderr
+    document = json.loads((tmp_path / "studies" / "steady" / "cpu-tiny.json").read_text())
+    assert document["config"]  # the re-measurement and export still happened
+    measured = int(done.stdout.split(" configs measured this run")[0].rsplit(" ", 1)[1])
+    assert 1 <= measured < 500
