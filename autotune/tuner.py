@@ -447,7 +447,6 @@ class Tuner:
         reuses the earlier figures (``duplicate_of``) and does not count.
         """
         started = time.perf_counter()
-        self._start_clock(started)
         study = self._open_study()
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({len(study.trials)} trials so far)")
         warm = self.runner.warm_up()
@@ -477,6 +476,7 @@ class Tuner:
         # space must still end: at most this many asks in one search.
         max_asks = DUPLICATE_ASK_FACTOR * n_trials
         asks = 0
+        self._start_clock(time.perf_counter())  # the time budget is for trials: the reference is made by now
         while measured < n_trials and asks < max_asks and not self._should_stop():
             asks += 1
             with whole_step():

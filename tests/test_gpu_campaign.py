@@ -1,0 +1,37 @@
+"""The GPU campaign, dry-run on the CPU at `tiny`: every file it promises lands under --out, and nothing else."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_campaign_dry_runs_on_the_cpu(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "work"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"), "--device", "cpu", "--size", "tiny",
+         "--workloads", "chmm", "--timeout", "3", "--trials", "3", "--min-time", "0.05", "--out", str(out),
+         "--work", str(work)],
+        capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "presets/chmm/cpu-tiny.json", "summary-chmm.json", "summary-chmm.md"]
+    summary = json.loads((out / "summary-chmm.json").read_text())
+    row = summary["rows"][0]
+    assert row["workload"] == "chmm" and row["error"] is None and row["speedup"] > 0
+    assert row["baseline"] > 0 and row["tuned"] > 0 and row["environment"]["torch"]
+    preset = json.loads((out / "presets" / "chmm" / "cpu-tiny.json").read_text())
+    assert preset["config"] == row["config"]
+    assert "| chmm | tiny |" in (out / "summary-chmm.md").read_text()
+
+
+def test_a_claim_verdict_compares_the_measured_speedup_with_the_claimed_range():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_campaign import verdict
+
+    assert verdict(1.9, [1.96, 1.96]) == "confirmed"
+    assert verdict(1.2, [1.96, 1.96]) == "below claim"
+    assert verdict(80.0, [10.0, 50.0]) == "above claim"
+    assert verdict(0.8, None) == "not faster" and verdict(None, [2, 3]) == "no result"
