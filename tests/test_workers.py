@@ -128,7 +128,8 @@ def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, tria
         done = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             owner = t.user_attrs.get("claimed") or {}
-            if owner.get("pid") == pids[victim] and len(done) >= 3:
+            # Mid-trial: its config drawn and being measured (a death before that is the dead-taker test's).
+            if owner.get("pid") == pids[victim] and len(done) >= 3 and t.params:
                 os.kill(pids[victim], signal.SIGKILL)
                 killed_trial = t.number
                 break
