@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import SCHEMA_VERSION, Config, config_path, studies_dir, write_tuned_config
 from autotune.devices import DetectedDevice, resolve_device
-from autotune.exceptions import AutotuneError, StorageError
+from autotune.exceptions import AutotuneError
 from autotune.measure import Measurement
 from autotune.runner import STATUSES, Runner, TrialRequest, TrialResult
 from autotune.space import SearchSpace

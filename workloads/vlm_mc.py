@@ -21,10 +21,12 @@ device, in every pass: ``passes`` times the same work. Its fixes are knobs:
   without precompute), ``precision`` (autocast), ``grad_mode``
   (``inference_mode`` or ``no_grad``) and ``compile``.
 
-Dropout makes every pass random, so the check compares the per-image mean
-feature with the reference's in units of the Monte-Carlo standard error (see
-:func:`mc_z2`): a config that draws other dropout masks passes, one whose
-model or precision moves the features does not. The pixels that reach the
+Dropout makes every pass random, so the check compares distributions: the
+per-image mean feature with the reference's in units of the Monte-Carlo
+standard error (:func:`mc_z2`), the mean's scale two-sided
+(:func:`mean_scale`) and the MC variance (:func:`variance_ratio`). A config
+that draws other dropout masks passes; one that moves the features, samples
+nothing or samples at another rate does not. The pixels that reach the
 model are checked too, as per-image thumbnails taken in the first pass: a
 config that changes the images (another resize, normalisation, a stale
 pixel cache) fails that.
