@@ -37,12 +37,12 @@ from autotune.space import SearchSpace
 from autotune.stopping import whole_step
 from autotune.storage import (
     DEFAULT_GRACE_PERIOD,
-    storage_failure,
     BudgetLock,
     open_storage,
     pid_alive,
     redact_storage,
     retrying,
+    storage_failure,
     storage_kind,
     worker_identity,
 )
