@@ -18,6 +18,7 @@ import click
 from autotune._version import __version__
 from autotune.exceptions import AutotuneError
 from autotune.stopping import stop_on_sigterm
+from autotune.storage import STORAGE_ENV
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
@@ -165,7 +166,7 @@ def cli() -> None:
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=20, show_default=True,
               help="Configs to measure in this run; a config the study already measured is not re-run "
                    "and not counted. A re-run resumes the study.")
-@click.option("--storage", default=None, envvar="AUTOTUNE_STORAGE",
+@click.option("--storage", default=None, envvar=STORAGE_ENV,
               help="Study storage: an SQLAlchemy URL (sqlite:///f.db, postgresql://user:pw@host/db) or a journal "
                    "file path (several workers on one machine); also read from $AUTOTUNE_STORAGE, which keeps a "
                    "password off the command line [default: sqlite:///<studies>/autotune.db].")
@@ -286,7 +287,7 @@ def _parse_gpus(gpus: str | None) -> list[int] | None:
 def _shared_search(tuner: Any, trials: int, n_workers: int, gpus: list[int] | None, progress: "_Progress",
                    as_json: bool) -> None:
     """Drive worker processes on a shared study, then re-measure and export if this process is elected."""
-    from autotune.storage import STORAGE_ENV, redact_storage
+    from autotune.storage import redact_storage
     from autotune.workers import plan_workers, run_workers
 
     try:
@@ -524,7 +525,7 @@ def _result_table(result: Any) -> str:
 @click.option("--device", "-d", default="auto", show_default=True,
               help="Device profile of the study; it need not be on this machine.")
 @_size_option
-@click.option("--storage", default=None, envvar="AUTOTUNE_STORAGE",
+@click.option("--storage", default=None, envvar=STORAGE_ENV,
               help="SQLAlchemy URL or journal file of the study storage; also read from $AUTOTUNE_STORAGE "
                    "[default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")

@@ -31,6 +31,21 @@ def runner():
     runner.close()
 
 
+@pytest.fixture(scope="session")
+def benches(tmp_path_factory):
+    """``benches(name)``: one in-process bench per workload for the whole run (its reference made once)."""
+    from tests.mutants.harness import Bench
+
+    made: dict = {}
+
+    def bench(name: str):
+        if name not in made:
+            made[name] = Bench.open(name, cache_dir=tmp_path_factory.mktemp(f"bench-{name}"))
+        return made[name]
+
+    return bench
+
+
 def cpu_with_bf16():
     """The CPU profile with bfloat16, which this CPU only emulates: checks must hold wherever bf16 runs."""
     from dataclasses import replace

@@ -18,15 +18,9 @@ from tests.mutants import WORKLOADS, mutants_of
 from tests.mutants.harness import Bench, knob_values, precision_knob
 
 NAMES = workload_names()
-_BENCHES: dict[str, Bench] = {}
-
-
 @pytest.fixture
-def bench(request, tmp_path_factory) -> Bench:
-    name = request.param
-    if name not in _BENCHES:
-        _BENCHES[name] = Bench.open(name, cache_dir=tmp_path_factory.mktemp(f"contract-{name}"))
-    return _BENCHES[name]
+def bench(request, benches) -> Bench:
+    return benches(request.param)
 
 
 def test_the_contract_covers_every_built_in_workload():

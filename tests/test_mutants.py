@@ -12,16 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.mutants import KINDS, WORKLOADS, mutants_of
-from tests.mutants.harness import Bench, precision_knob
-
-_BENCHES: dict[str, Bench] = {}
-
-
-def bench(name: str, tmp_path_factory: pytest.TempPathFactory) -> Bench:
-    if name not in _BENCHES:
-        _BENCHES[name] = Bench.open(name, cache_dir=tmp_path_factory.mktemp(f"mutants-{name}"))
-    return _BENCHES[name]
-
+from tests.mutants.harness import precision_knob
 
 CASES = [(w, m) for w in WORKLOADS for m in mutants_of(w)]
 
@@ -32,9 +23,9 @@ def _ids(case):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
-def test_a_planted_bug_fails_the_check_in_every_precision(case, tmp_path_factory):
+def test_a_planted_bug_fails_the_check_in_every_precision(case, benches):
     name, mutant = case
-    b = bench(name, tmp_path_factory)
+    b = benches(name)
     for precision in b.precisions:
         config = b.mutant_config(mutant, precision)
         check = b.check(config, mutant)
@@ -57,14 +48,14 @@ def test_every_workload_is_planted_with_at_least_eight_bugs_of_every_kind(name):
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
-def test_no_plant_outlives_its_run(name, tmp_path_factory):
+def test_no_plant_outlives_its_run(name, benches):
     # A plant that leaked out of its context would corrupt every later test.
     import torch
     import torch.nn.functional as F
 
     before = (F.scaled_dot_product_attention, F.dropout, F.cross_entropy, F.group_norm, torch.optim.AdamW,
               torch.nn.utils.clip_grad_norm_, torch.randn, torch.randperm, torch.Tensor.backward)
-    b = bench(name, tmp_path_factory)
+    b = benches(name)
     for mutant in mutants_of(name)[:3]:
         b.check(b.mutant_config(mutant, b.space.baseline[precision_knob(name)]), mutant)
     after = (F.scaled_dot_product_attention, F.dropout, F.cross_entropy, F.group_norm, torch.optim.AdamW,
