@@ -35,3 +35,17 @@ def test_a_claim_verdict_compares_the_measured_speedup_with_the_claimed_range():
     assert verdict(1.2, [1.96, 1.96]) == "below claim"
     assert verdict(80.0, [10.0, 50.0]) == "above claim"
     assert verdict(0.8, None) == "not faster" and verdict(None, [2, 3]) == "no result"
+
+
+def test_probe_times_baseline_and_defaults(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_probe.py"), "--device", "cpu", "--runs", "chmm:tiny",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "probe.json").read_text())
+    for role in ("baseline", "defaults"):
+        entry = figures[f"chmm:tiny:{role}"]
+        assert "error" not in entry, entry
+        assert entry["cold_s"] > 0 and entry["warm_s"] > 0

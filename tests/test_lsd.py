@@ -169,3 +169,13 @@ def test_cuda_knobs_agree_with_the_reference(knobs):
     run()
     check = workload.check(workload.to_reference(run()), reference, config)
     assert check.passed, check
+
+
+def test_full_is_the_seeds_880m_parameter_model_and_tiny_keeps_its_shape():
+    # Seed 002: GPUIntensiveLSD(base_channels=192), "880M params". Counted on the meta device: nothing allocated.
+    def count(size: str) -> int:
+        with torch.device("meta"):
+            return sum(p.numel() for p in LsdWorkload(size=size, device="cpu").model().parameters())
+
+    assert 840e6 < count("full") < 920e6
+    assert count("tiny") < 1e5 and count("small") < 2e6
