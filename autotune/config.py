@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from autotune.exceptions import ConfigNotFoundError, InvalidConfigError
+from autotune.export import SCHEMA_VERSION, ExportDocument, read_document, write_json
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -25,9 +26,6 @@ __all__ = [
     "studies_dir",
     "write_tuned_config",
 ]
-
-#: Version of the exported JSON layout; bumped when a field changes meaning.
-SCHEMA_VERSION = 1
 
 _DEFAULT_STUDIES = "studies"
 
@@ -136,9 +134,11 @@ class TunedConfig(Mapping[str, Any]):
     ``"defaults"`` when nothing was tuned yet.
     """
 
-    def __init__(self, document: Mapping[str, Any], source: str) -> None:
-        self._document = dict(document)
-        self._config = Config(document.get("config", {}))
+    def __init__(self, document: ExportDocument | Mapping[str, Any], source: str) -> None:
+        if not isinstance(document, ExportDocument):
+            document = ExportDocument.from_json(document, source)
+        self.export = document
+        self._config = Config(document.config)
         self.source = source
 
     def __getitem__(self, name: str) -> Any:
@@ -159,17 +159,17 @@ class TunedConfig(Mapping[str, Any]):
 
     @property
     def document(self) -> dict[str, Any]:
-        """The whole exported document, as written."""
-        return dict(self._document)
+        """The whole exported document, as JSON."""
+        return self.export.to_json()
 
-    workload = property(lambda self: self._document.get("workload"))
-    device = property(lambda self: self._document.get("device"))
-    size = property(lambda self: self._document.get("size"))
-    measured = property(lambda self: self._document.get("measured"))
-    baseline = property(lambda self: self._document.get("baseline"))
-    speedup = property(lambda self: self._document.get("speedup"))
-    check = property(lambda self: self._document.get("check"))
-    environment = property(lambda self: self._document.get("environment"))
+    workload = property(lambda self: self.export.workload)
+    device = property(lambda self: self.export.device)
+    size = property(lambda self: self.export.size)
+    measured = property(lambda self: self.export.measured)
+    baseline = property(lambda self: self.export.baseline)
+    speedup = property(lambda self: self.export.speedup)
+    check = property(lambda self: self.export.check)
+    environment = property(lambda self: self.export.environment)
 
 
 def _presets_root() -> Path | None:
@@ -182,26 +182,6 @@ def _presets_root() -> Path | None:
         return Path(str(root))
     except (ImportError, ModuleNotFoundError, TypeError):
         return None
-
-
-def _read_document(path: Path) -> dict[str, Any]:
-    """An exported document, or one line that names the file and what is wrong with it."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 JSON" if isinstance(
-            exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})"
-        raise InvalidConfigError(f"{path}: {reason}; re-run `autotune search` to write it anew") from None
-    if not isinstance(document, dict) or not isinstance(document.get("config"), dict):
-        raise InvalidConfigError(f"{path}: not an exported config (a JSON object with a 'config' mapping); "
-                                 "re-run `autotune search` to write it anew")
-    version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise InvalidConfigError(
-            f"{path}: schema_version must be {SCHEMA_VERSION}, got {version!r}; "
-            "re-run `autotune search` to write it anew"
-        )
-    return document
 
 
 def _is_file_workload(workload: str) -> bool:
@@ -227,12 +207,12 @@ def _space_of(workload: str) -> Any:
     return load_space(workload)
 
 
-def _validated(document: dict[str, Any], workload: str, path: Path) -> dict[str, Any]:
+def _validated(document: ExportDocument, workload: str, path: Path) -> ExportDocument:
     """The document, once its knob values are checked against the workload's space (no value comes back unchecked)."""
     from autotune.exceptions import AutotuneError
 
     try:
-        _space_of(workload).validate(document["config"], what=f"{path}: config")
+        _space_of(workload).validate(document.config, what=f"{path}: config")
     except AutotuneError as exc:
         raise InvalidConfigError(f"{exc}; re-run `autotune search` to write it anew") from None
     return document
@@ -272,7 +252,7 @@ def load_config(
     candidates = [path for folder in folders for path in _exports(folder, device, size)]
     for path in candidates:
         if path.is_file():
-            return TunedConfig(_validated(_read_document(path), workload, path), str(path))
+            return TunedConfig(_validated(read_document(path), workload, path), str(path))
     looked = ", ".join(str(p) for p in candidates)
     if strict:
         raise ConfigNotFoundError(
@@ -285,16 +265,9 @@ def load_config(
         "space's defaults",
         stacklevel=2,
     )
-    return TunedConfig(
-        {"schema_version": SCHEMA_VERSION, "workload": workload, "device": device, "config": space.defaults.to_dict()},
-        "defaults",
-    )
+    return TunedConfig(ExportDocument(space.defaults.to_dict(), workload, device), "defaults")
 
 
-def write_tuned_config(document: Mapping[str, Any], path: Path) -> Path:
-    """Write an exported config atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(dict(document), indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-    return path
+def write_tuned_config(document: ExportDocument | Mapping[str, Any], path: Path) -> Path:
+    """Write an exported config atomically (a reader never sees half a file); a mapping is written as given."""
+    return document.write(path) if isinstance(document, ExportDocument) else write_json(document, path)

@@ -12,7 +12,6 @@ with no network.
 from __future__ import annotations
 
 import html
-import json
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -20,7 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
+from autotune.exceptions import InvalidConfigError
+from autotune.export import read_document
 from autotune.runner import STATUSES
+from autotune.trials import feasible, outcomes
 
 if TYPE_CHECKING:
     import optuna
@@ -39,11 +41,8 @@ STATUS_COLOURS = {
 
 
 def _trials(study: "optuna.Study") -> list["optuna.trial.FrozenTrial"]:
-    """Finished trials that measured something new (repeats of a config are left out)."""
-    return [
-        t for t in study.get_trials(deepcopy=False)
-        if t.state.is_finished() and "duplicate_of" not in t.user_attrs
-    ]
+    """The study's outcomes: repeats of a config, and trials a retry replaced, are left out (as `search` counts)."""
+    return outcomes(study.get_trials(deepcopy=False))
 
 
 # -- header ---------------------------------------------------------------------------
@@ -141,8 +140,7 @@ def _get_history_info(study: "optuna.Study") -> dict[str, Any]:
         # Failed trials measured nothing: they sit on the axis, marked by their status.
         bucket["throughput"].append(throughput if throughput is not None else 0.0)
         bucket["text"].append(_hover(t))
-        feasible = status == "ok" and all(v <= 0 for v in t.constraints.values())
-        if feasible and throughput is not None and (best is None or throughput > best):
+        if feasible(t) and throughput is not None and (best is None or throughput > best):
             best = throughput
         if best is not None:
             best_number.append(t.number)
@@ -427,8 +425,11 @@ def report(
     document = None
     exported = config_path(cls.name, device, size, root)
     if exported.is_file():
-        candidate = json.loads(exported.read_text())
-        if (candidate.get("study") or {}).get("name") == study_name:
-            document = candidate
+        try:
+            candidate = read_document(exported)
+        except InvalidConfigError:
+            candidate = None  # a broken export is load_config's error; the study still has a report
+        if candidate is not None and (candidate.study or {}).get("name") == study_name:
+            document = candidate.to_json()
     out = Path(output) if output is not None else root / cls.name / f"{device}-{size}-report.html"
     return write_report(study, out, document)

@@ -1,0 +1,84 @@
+"""The export document: the winner of a search with the figures it was chosen on, as one JSON file.
+
+The tuner writes it (:meth:`ExportDocument.write`); ``load_config``,
+``autotune best`` and the report read it (:func:`read_document`). Its fields
+are named here once. Reading one imports neither torch nor optuna.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from autotune.exceptions import InvalidConfigError
+
+__all__ = ["SCHEMA_VERSION", "ExportDocument", "read_document"]
+
+#: Version of the exported JSON layout; bumped when a field changes meaning.
+SCHEMA_VERSION = 1
+
+_RERUN = "re-run `autotune search` to write it anew"
+
+
+@dataclass(frozen=True)
+class ExportDocument:
+    """One exported config. ``config`` is the winner; ``measured`` and ``baseline`` its re-measured figures."""
+
+    config: dict[str, Any]
+    workload: str | None = None
+    device: str | None = None
+    size: str | None = None
+    device_name: str | None = None  # what the driver calls the device it was measured on
+    measured: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None  # the baseline's config and figures, re-measured beside the winner
+    speedup: float | None = None
+    check: dict[str, Any] | None = None  # the winner's worst check over its re-measurements
+    remeasure: dict[str, Any] | None = None  # rounds, and every candidate's outcome
+    environment: dict[str, Any] = field(default_factory=dict)  # device, torch, CUDA: the fingerprint
+    study: dict[str, Any] | None = None  # name, storage (redacted), trials
+    trial: int | None = None  # the winner's trial
+    exported_at: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        return {"schema_version": data.pop("schema_version"), **data}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str = "document") -> "ExportDocument":
+        """A document from its JSON object, or one line naming ``source`` and what is wrong with it."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("config"), dict):
+            raise InvalidConfigError(f"{source}: not an exported config (a JSON object with a 'config' mapping); "
+                                     f"{_RERUN}")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise InvalidConfigError(f"{source}: schema_version must be {SCHEMA_VERSION}, got {version!r}; {_RERUN}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def write(self, path: Path) -> Path:
+        return write_json(self.to_json(), path)
+
+
+def write_json(data: Mapping[str, Any], path: Path) -> Path:
+    """Write a JSON object atomically: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(dict(data), indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_document(path: Path) -> ExportDocument:
+    """The export document in ``path``, or one line that names the file and what is wrong with it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 JSON" if isinstance(
+            exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})"
+        raise InvalidConfigError(f"{path}: {reason}; {_RERUN}") from None
+    return ExportDocument.from_json(data, str(path))

@@ -1,0 +1,134 @@
+"""The search loop: take a trial, measure its config (or reuse a repeat's figures), record it, tell the sampler.
+
+One loop serves one process and many workers alike: what differs is the
+:class:`~autotune.shared_study.TrialBudget` it takes trials from (a lock
+nobody else takes, or the study's budget lock) and whether storage writes
+are retried while a database server is away. Stops are handled here and in
+:mod:`autotune.stopping`: a stop between taking and finishing a trial fails
+it as lost, so it counts toward no budget and a resumed search re-runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from autotune.config import Config
+from autotune.runner import TrialResult
+from autotune.shared_study import DONE, WAIT, Heartbeat, TrialBudget, release_own_trials
+from autotune.trials import TrialRecord, best_throughput, measured_configs, result_of, to_attrs
+
+if TYPE_CHECKING:
+    import optuna
+
+    from autotune.tuner import Tuner
+
+__all__ = ["run_trials", "tell"]
+
+Retry = Callable[[Callable[[], Any], str], Any]
+
+
+def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry: Retry | None = None,
+               poll_seconds: float = 2.0) -> list[TrialRecord]:
+    """Run trials from ``budget`` until it is done, a stop is asked for, or the time budget is spent."""
+    guard: Retry = retry or (lambda action, what: action())
+    # Workers on one study draw different fresh configs after a repeat.
+    rng = random.Random(None if tuner.seed is None else tuner.seed + (os.getpid() if budget.shared else 0))
+    records: list[TrialRecord] = []
+    try:
+        while not tuner.should_stop():
+            trial = guard(budget.take, "taking a trial")
+            if trial is DONE:
+                break
+            if trial is WAIT:
+                # Other workers' trials fill the budget for now; one of them may die, and its retry needs a worker.
+                time.sleep(poll_seconds)
+                continue
+            trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
+            with Heartbeat(budget.storage, trial._trial_id, budget.heartbeat):
+                record = run_trial(tuner, study, trial, measured_configs(trials), rng, best_throughput(trials), guard)
+            records.append(record)
+            if tuner.on_trial is not None:
+                done, total = guard(budget.progress, "reading the study")
+                tuner.on_trial(record, done, total)
+    except KeyboardInterrupt:
+        # A stop can land between taking a trial and measuring it: fail every trial this
+        # process holds, so none is left RUNNING and none counts.
+        release_own_trials(study)
+        raise
+    return records
+
+
+def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", known: dict[str, int],
+              rng: random.Random, best: float, guard: Retry) -> TrialRecord:
+    """Suggest, measure (or reuse a repeat's figures), record and tell one trial."""
+    config = tuner.space.suggest(trial)
+    role = trial.user_attrs.get("role", "search")
+    duplicate_of = known.get(config.key)
+    if duplicate_of is not None:
+        # Measured already: reuse its figures rather than spend the time again, and
+        # give the sampler a config it has not seen next, so that a sampler stuck
+        # on a small space still explores.
+        result = result_of(study.trials[duplicate_of], config)
+        fresh = _unseen_config(tuner, known, rng)
+        if fresh is not None:
+            study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": "random"})
+    else:
+        try:
+            # The baseline is always measured in full: every ratio is taken against it.
+            result = tuner.runner.run(tuner.request(config, best_throughput=None if role == "baseline" else best))
+        except KeyboardInterrupt:
+            # The trial's child is gone; say so in the study rather than leave it RUNNING.
+            # "lost" keeps it out of the trial budget: a resumed search measures another.
+            from optuna.trial import TrialState
+
+            for key, value in {"status": "error", "lost": True, "config": config.to_dict(),
+                               "error": "interrupted before the trial finished"}.items():
+                trial.set_user_attr(key, value)
+            study.tell(trial, state=TrialState.FAIL)
+            raise
+        known[config.key] = trial.number
+    guard(lambda: _record(trial, to_attrs(result, config, role, duplicate_of)), "recording a trial")
+    guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
+    return TrialRecord(trial.number, config, result, role, duplicate_of)
+
+
+def _record(trial: "optuna.Trial", attrs: dict[str, Any]) -> None:
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+
+
+def tell(study: "optuna.Study", trial: "optuna.Trial", result: TrialResult, memory_budget_bytes: int | None,
+         memory_bytes: int) -> None:
+    """Finish a trial in the study: its objectives, and constraints that make wrong or oversized configs infeasible."""
+    from optuna.trial import TrialState
+
+    if result.status not in ("ok", "incorrect", "oom"):
+        study.tell(trial, state=TrialState.FAIL)
+        return
+    check = result.check or {}
+    if result.status == "ok":
+        correct = 0.0
+    elif result.status == "incorrect" and check.get("error") is not None:
+        correct = max(check["error"] / check["tolerance"] - 1.0, 1e-9) if check["tolerance"] else 1.0
+    else:
+        correct = 1.0  # out of memory, or an unbounded error (NaN output)
+    trial.set_constraint("correct", correct)
+    if result.status == "oom":
+        # Nothing was produced; the run needed at least all the memory there was.
+        throughput, memory = 0.0, float(memory_bytes)
+    else:
+        throughput, memory = float(result.throughput or 0.0), float(result.peak_memory_bytes or 0)
+    over = (memory - memory_budget_bytes) / memory_budget_bytes if memory_budget_bytes else 0.0
+    trial.set_constraint("fits_memory", over)
+    study.tell(trial, [throughput, memory])
+
+
+def _unseen_config(tuner: "Tuner", known: dict[str, int], rng: random.Random, tries: int = 200) -> Config | None:
+    for _ in range(tries):
+        config = tuner.space.sample(rng)
+        if config.key not in known:
+            return config
+    return None  # the space is (nearly) exhausted

@@ -1,0 +1,208 @@
+"""Selection: the best configs re-measured beside the baseline, and the winner picked from their pooled runs.
+
+Everything here is pure but :func:`remeasure` (which runs configs through a
+callable): the winner follows from the figures alone, so the same figures
+always give the same winner.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from autotune.config import Config
+from autotune.measure import Measurement
+from autotune.runner import TrialResult
+from autotune.trials import feasible, outcomes
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from autotune.space import SearchSpace
+
+__all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "pick_winner", "remeasure"]
+
+# A measured config within this share of the best is a tie, unless the medians'
+# uncertainty is wider (see pick_winner).
+TIE_TOLERANCE = 0.02
+# Among configs tied on speed, memory decides only when it differs by more than this share.
+MEMORY_TOLERANCE = 0.05
+# Runs per re-measurement round, at least: the pooled rounds decide the winner.
+REMEASURE_MIN_RUNS = 5
+
+
+def _median_uncertainty(m: Measurement) -> float:
+    """Relative half-width of a box plot's notch, 1.57 IQR / sqrt(n) (McGill et al. 1978)."""
+    return 1.57 * m.relative_spread / math.sqrt(len(m.times))
+
+
+@dataclass
+class Candidate:
+    """A config re-measured at the end, with all its rounds pooled."""
+
+    config: Config
+    trial: int | None
+    role: str  # "baseline" or "candidate"
+    results: list[TrialResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.status == "ok" for r in self.results)
+
+    @property
+    def measurement(self) -> Measurement | None:
+        parts = [m for m in (r.measurement() for r in self.results if r.status == "ok") if m is not None]
+        return Measurement.pooled(parts) if parts else None
+
+    @property
+    def peak_memory_bytes(self) -> int | None:
+        peaks = [r.peak_memory_bytes for r in self.results if r.peak_memory_bytes is not None]
+        return max(peaks) if peaks else None
+
+    @property
+    def check(self) -> dict[str, Any] | None:
+        checks = [r.check for r in self.results if r.check]
+        if not checks:
+            return None
+        return max(checks, key=lambda c: (not c["passed"], (c["error"] if c["error"] is not None else math.inf) / c["tolerance"]))
+
+    def figures(self) -> dict[str, Any] | None:
+        m = self.measurement
+        if m is None:
+            return None
+        return {
+            "throughput": m.throughput,
+            "unit": self.results[0].unit,
+            "median_seconds": m.median,
+            "iqr_seconds": m.iqr,
+            "relative_spread": m.relative_spread,
+            "noisy": m.noisy,
+            "runs": len(m.times),
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "warmup_seconds": self.results[0].warmup_seconds,
+            "threads": self.results[0].threads,
+        }
+
+
+def candidates(trials: list["FrozenTrial"], baseline: Config, top: int) -> list[Candidate]:
+    """The baseline, then the ``top`` fastest feasible configs of a study (each config once)."""
+    best = sorted((t for t in trials if feasible(t)), key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
+    chosen: list[Candidate] = []
+    seen: set[str] = set()
+    for t in best:
+        key = t.user_attrs["config_key"]
+        if key in seen or key == baseline.key:
+            continue
+        seen.add(key)
+        chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate"))
+        if len(chosen) >= top:
+            break
+    baseline_trial = next((t.number for t in trials if t.user_attrs.get("config_key") == baseline.key), None)
+    return [Candidate(baseline, baseline_trial, "baseline"), *chosen]
+
+
+def remeasure(candidates: list[Candidate], run: Callable[[Config], TrialResult], rounds: int,
+              on_stage: Callable[[str], None] = lambda message: None) -> None:
+    """Measure every candidate in rounds, interleaved, so drift hits them all alike."""
+    for round_index in range(rounds):
+        order = candidates[round_index % len(candidates):] + candidates[: round_index % len(candidates)]
+        for candidate in order:
+            on_stage(
+                f"re-measuring round {round_index + 1}/{rounds}: "
+                f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip()
+            )
+            candidate.results.append(run(candidate.config))
+
+
+def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = None) -> Candidate | None:
+    """The fastest candidate that passed every re-measurement (and fits the memory budget).
+
+    A candidate is tied with the fastest when their medians differ by less
+    than ``TIE_TOLERANCE`` or than their notches (the medians' uncertainty)
+    together. Among tied candidates, one that needs clearly less memory
+    (``MEMORY_TOLERANCE``) wins; otherwise the faster median, then the
+    earlier trial, so the same figures give the same winner.
+    """
+    passed = [
+        c for c in candidates
+        if c.passed and c.measurement is not None
+        and (memory_budget_bytes is None or (c.peak_memory_bytes or 0) <= memory_budget_bytes)
+    ]
+    if not passed:
+        return None
+    best = max(passed, key=lambda c: c.measurement.throughput)  # type: ignore[union-attr]
+    top = best.measurement.throughput  # type: ignore[union-attr]
+
+    def within_noise(c: Candidate) -> bool:
+        m = c.measurement
+        assert m is not None
+        margin = max(TIE_TOLERANCE, _median_uncertainty(m) + _median_uncertainty(best.measurement))  # type: ignore[arg-type]
+        return m.throughput >= top * (1 - margin)
+
+    tied = [c for c in passed if within_noise(c)]
+    peaks = [c.peak_memory_bytes for c in tied if c.peak_memory_bytes is not None]
+    if peaks:
+        leanest = min(peaks)
+        tied = [c for c in tied if c.peak_memory_bytes is not None and c.peak_memory_bytes <= leanest * (1 + MEMORY_TOLERANCE)]
+    return min(
+        tied,
+        key=lambda c: (
+            -c.measurement.throughput,  # type: ignore[union-attr]
+            c.trial if c.trial is not None else math.inf,
+            c.config.key,
+        ),
+    )
+
+
+@dataclass
+class ChoiceOutcome:
+    """What one value of one knob did over a study: its best correct throughput and its failures."""
+
+    parameter: str
+    value: Any
+    measured: int  # trials (repeats not counted) that ran with this value
+    best_throughput: float | None  # best among those that passed their check
+    statuses: dict[str, int]  # how those trials ended
+    in_winner: bool
+
+    @property
+    def verdict(self) -> str:
+        if self.in_winner:
+            return "winner"
+        if self.best_throughput is not None:
+            return "slower"
+        failed = {k: v for k, v in self.statuses.items() if k != "ok"}
+        return ("incorrect" if set(failed) == {"incorrect"} else "failed") if failed else "not tried"
+
+
+def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config | None) -> list[ChoiceOutcome]:
+    """For each tunable categorical knob and each of its values: how its trials ended.
+
+    This is how a search says which kernels lost and why: slower than the
+    winner, incorrect, or failed (error, crash, timeout, oom).
+    """
+    trials = [t for t in outcomes(study.get_trials(deepcopy=False)) if "config" in t.user_attrs]
+    found = []
+    # A conditional knob counts only where it was active (an inactive one holds its default).
+    active = {t.number: space.active(t.user_attrs["config"]) for t in trials if set(space.parameters) <= set(t.user_attrs["config"])}
+    winner_active = space.active(winner) if winner is not None else {}
+    for param in space.tunable:
+        if param.type != "categorical":
+            continue
+        for value in param.choices:
+            mine = [
+                t for t in trials
+                if active.get(t.number, {}).get(param.name) and t.user_attrs["config"].get(param.name) == value
+            ]
+            correct = [t.user_attrs["throughput"] for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")]
+            found.append(
+                ChoiceOutcome(
+                    param.name, value, len(mine), max(correct) if correct else None,
+                    dict(Counter(t.user_attrs.get("status", "unknown") for t in mine)),
+                    bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
+                )
+            )
+    return found

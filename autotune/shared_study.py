@@ -1,0 +1,220 @@
+"""The worker protocol: how processes share one study without losing or double-counting a trial.
+
+Every rule that more than one process must agree on lives here: the trial
+budget a study is driven to (:func:`claim_budget`), taking a trial under the
+budget lock (:class:`TrialBudget`), heartbeats while a trial runs
+(:class:`Heartbeat`), failing the trials of processes that died
+(:func:`fail_abandoned_trials`), releasing one's own trials on a stop, and
+electing the one process that exports (:func:`elect_exporter`). A single
+process follows the same rules with a lock nobody else takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import threading
+import warnings
+from typing import TYPE_CHECKING, Any, Iterator
+
+from autotune.stopping import whole_step
+from autotune.storage import DEFAULT_GRACE_PERIOD, pid_alive, worker_identity
+from autotune.trials import counted
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["Heartbeat", "NoLock", "TrialBudget", "claim_budget", "elect_exporter", "fail_abandoned_trials",
+           "release_own_trials", "release_trial"]
+
+#: What :meth:`TrialBudget.take` returns when other workers' trials fill the budget for now.
+WAIT = None
+#: ... and when the budget is reached.
+DONE = False
+#: Asks per trial of the budget before a search gives up finding configs it has not measured
+#: (a sampler stuck on a small, exhausted space must still end).
+DUPLICATE_ASK_FACTOR = 5
+#: The study attribute that records which budget has been exported (set once, under the budget lock).
+EXPORTED = "exported_budget"
+
+
+class NoLock:
+    """The budget lock of a study only one process works on."""
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        yield
+
+
+def enqueue_first(study: "optuna.Study", firsts: list[tuple[dict[str, Any], str]]) -> None:
+    """Queue the baseline and the defaults in a study that has no trial yet (call under the budget lock)."""
+    if not study.trials:
+        for params, role in firsts:
+            study.enqueue_trial(params, user_attrs={"role": role})
+
+
+def claim_budget(study: "optuna.Study", lock: Any, n_trials: int, firsts: list[tuple[dict[str, Any], str]]) -> int:
+    """Settle a shared study's trial budget: the total of counted trials it is driven to.
+
+    The first process to open a study (or one that finds its budget reached)
+    sets the budget to the trials counted so far plus ``n_trials``; every
+    process that joins a study in progress works to the budget it finds, so
+    hosts started with the same command agree.
+    """
+    with lock.held():
+        done = len(counted(study.get_trials(deepcopy=False)))
+        budget = study.user_attrs.get("trial_budget")
+        if budget is None or done >= budget:
+            budget = done + n_trials
+            study.set_user_attr("trial_budget", budget)
+        enqueue_first(study, firsts)
+    return int(budget)
+
+
+class TrialBudget:
+    """Hands out trials until the study holds ``budget`` counted trials.
+
+    Under the lock it fails the stale trials of dead workers (which queues
+    each once more), counts the finished trials and those in flight, and
+    hands out a trial only while they leave budget. ``progress()`` is what
+    the progress line shows: trials of this run for one process, the
+    study's for a shared one.
+    """
+
+    def __init__(self, study: "optuna.Study", budget: int, lock: Any, storage: Any, heartbeat: int | None,
+                 grace_period: int | None, shared: bool) -> None:
+        self.study, self.budget, self.lock, self.storage = study, budget, lock, storage
+        self.heartbeat, self.grace_period, self.shared = heartbeat, grace_period, shared
+        self.start = len(counted(study.get_trials(deepcopy=False)))
+        self.asks = 0
+        self.max_asks = DUPLICATE_ASK_FACTOR * max(budget - self.start, 1)
+
+    def take(self) -> "optuna.Trial | None | bool":
+        """A claimed trial to run, ``WAIT`` (None) to wait, or ``DONE`` (False)."""
+        # A stop waits until a trial is both taken and claimed: a trial taken but not
+        # yet claimed could not be told apart from another worker's and released.
+        with whole_step(), self.lock.held():
+            return self._take()
+
+    def _take(self) -> "optuna.Trial | None | bool":
+        import optuna
+        from optuna.storages import fail_stale_trials
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            fail_stale_trials(self.study)
+        fail_abandoned_trials(self.study, self.grace_period)
+        trials = self.study.get_trials(deepcopy=False)
+        done = len(counted(trials))
+        if done >= self.budget or self.asks >= self.max_asks:
+            return DONE
+        in_flight = sum(1 for t in trials if t.state.name == "RUNNING" and "claimed" in t.user_attrs)
+        if done + in_flight >= self.budget:
+            return WAIT
+        self.asks += 1
+        trial = self.study.ask()
+        # The first heartbeat before the claim: a claimed trial always has one, so a worker
+        # that dies from here on is found by its heartbeat going stale; one that died
+        # before the claim leaves an unclaimed trial, failed once it is a grace period old.
+        if self.heartbeat and hasattr(self.storage, "record_heartbeat"):
+            self.storage.record_heartbeat(trial._trial_id)
+        trial.set_user_attr("claimed", worker_identity())
+        return trial
+
+    def progress(self) -> tuple[int, int]:
+        done = len(counted(self.study.get_trials(deepcopy=False)))
+        return (done, self.budget) if self.shared else (done - self.start, self.budget - self.start)
+
+
+def fail_abandoned_trials(study: "optuna.Study", grace_period: int | None) -> None:
+    """Fail (and queue once more) running trials that nobody will finish, on every storage.
+
+    Two kinds: a trial claimed by a process on this host that is gone (a
+    journal file or SQLite has no heartbeats, and a dead process is plain
+    to see), and a trial taken but never claimed, a grace period after it
+    started (its process died between taking and claiming it, on any
+    host). Heartbeats find the rest on server databases.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    me = worker_identity()
+    grace = datetime.timedelta(seconds=grace_period or DEFAULT_GRACE_PERIOD)
+    now = datetime.datetime.now()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.user_attrs.get("claimed")
+        if owner:
+            if owner.get("host") != me["host"] or pid_alive(int(owner["pid"])):
+                continue
+        elif t.datetime_start is None or now - t.datetime_start.replace(tzinfo=None) < grace:
+            continue
+        try:
+            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another worker got there first
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+        retry(study, study._storage.get_trial(t._trial_id))
+
+
+def release_own_trials(study: "optuna.Study") -> None:
+    """Fail every running trial this process holds (a stop): none is left RUNNING and none counts."""
+    from optuna.trial import TrialState
+
+    me = worker_identity()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.user_attrs.get("claimed") == me:
+            release_trial(study, t._trial_id)
+
+
+def release_trial(study: "optuna.Study", trial_id: int) -> None:
+    """Fail a trial that a stop interrupted, marked lost so that it counts toward no budget."""
+    from optuna.trial import TrialState
+
+    try:
+        study._storage.set_trial_user_attr(trial_id, "lost", True)
+        study._storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+    except Exception:  # noqa: BLE001 - finished meanwhile, or the storage is gone
+        pass
+
+
+def elect_exporter(study: "optuna.Study", lock: Any, budget: int) -> bool:
+    """Whether this process re-measures and exports the study's winner for ``budget``: exactly one does.
+
+    The first process to find the budget unexported, under the budget lock,
+    marks it exported and is elected; every other process finds the mark.
+    """
+    with lock.held():
+        if study.user_attrs.get(EXPORTED) == budget:
+            return False
+        study.set_user_attr(EXPORTED, budget)
+        return True
+
+
+class Heartbeat:
+    """Records a trial's heartbeat every ``interval`` seconds from a thread, while the trial runs."""
+
+    def __init__(self, storage: Any, trial_id: int, interval: int | None) -> None:
+        self.storage, self.trial_id, self.interval = storage, trial_id, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "Heartbeat":
+        if self.interval and hasattr(self.storage, "record_heartbeat"):
+            self.storage.record_heartbeat(self.trial_id)
+            self._thread = threading.Thread(target=self._beat, daemon=True)
+            self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception:  # noqa: BLE001 - a missed beat is retried next interval
+                pass
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()

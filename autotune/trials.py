@@ -1,0 +1,112 @@
+"""The trial record: what one trial of a study holds, written and read in this module alone.
+
+A trial's figures live in Optuna user attributes (every storage keeps them,
+and optuna-dashboard shows them). :func:`to_attrs` writes them and
+:func:`result_of` reads them back; the questions every reader asks of a
+study's trials (is it a repeat, does it count toward the budget, is it
+feasible, how did the study's trials end) are answered here once, so the
+search, the workers and the report cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable
+
+from autotune.config import Config
+from autotune.runner import STATUSES, TrialResult
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+__all__ = [
+    "TrialRecord", "best_throughput", "counted", "feasible", "is_repeat", "measured_configs", "outcomes",
+    "result_of", "retried", "status_counts", "to_attrs",
+]
+
+#: Long tracebacks are cut to their end (the raising frame) before they are stored.
+TRACEBACK_CHARS = 4000
+
+
+@dataclass
+class TrialRecord:
+    """One finished trial, as the progress callback and the result see it."""
+
+    number: int
+    config: Config
+    result: TrialResult
+    role: str = "search"  # "baseline" and "defaults" for the two enqueued first; "random" after a repeat
+    duplicate_of: int | None = None
+
+
+def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int | None) -> dict[str, Any]:
+    """The user attributes of a finished trial: every figure of its result (None values left out)."""
+    attrs = result.to_dict()
+    attrs.pop("environment", None)  # one per study, not per trial (see Tuner.finish)
+    attrs.pop("relative_spread", None)  # derived from iqr and median
+    if attrs.get("traceback"):
+        attrs["traceback"] = attrs["traceback"][-TRACEBACK_CHARS:]
+    attrs.update(role=role, config=config.to_dict(), config_key=config.key)
+    if duplicate_of is not None:
+        attrs["duplicate_of"] = duplicate_of
+    return {key: value for key, value in attrs.items() if value is not None and value != []}
+
+
+def result_of(trial: "FrozenTrial", config: Config | None = None) -> TrialResult:
+    """The :class:`TrialResult` a trial recorded (a repeat reuses it under its own ``config``)."""
+    data = {k: v for k, v in trial.user_attrs.items() if k in TrialResult.__dataclass_fields__}
+    data["config"] = (config.to_dict() if config is not None else trial.user_attrs.get("config", dict(trial.params)))
+    data.setdefault("status", "error")
+    return TrialResult.from_dict(data)
+
+
+def is_repeat(trial: "FrozenTrial") -> bool:
+    """A trial whose config the study had measured already: it reuses those figures and is no new outcome."""
+    return "duplicate_of" in trial.user_attrs
+
+
+def retried(trials: Iterable["FrozenTrial"]) -> set[int]:
+    """Numbers of trials failed with their dead worker and queued again (Optuna's retry history)."""
+    return {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+
+
+def outcomes(trials: list["FrozenTrial"]) -> list["FrozenTrial"]:
+    """Finished trials that are outcomes of a config: not repeats, not trials whose retry replaced them."""
+    again = retried(trials)
+    return [t for t in trials if t.state.is_finished() and not is_repeat(t) and t.number not in again]
+
+
+def counted(trials: list["FrozenTrial"]) -> list["FrozenTrial"]:
+    """Outcomes that count toward the trial budget: recorded, and not lost to a stop or a dead worker.
+
+    A dead worker's trial is failed and re-queued; its retry counts, the
+    trial itself does not, even where the worker died after recording its
+    figures but before finishing it.
+    """
+    return [t for t in outcomes(trials) if "status" in t.user_attrs and not t.user_attrs.get("lost")]
+
+
+def status_counts(trials: list["FrozenTrial"]) -> dict[str, int]:
+    """How the study's outcomes ended; an interrupted trial is "lost" (re-run on resume), not its config's error."""
+    tally = Counter("lost" if t.user_attrs.get("lost") else t.user_attrs.get("status", "unknown")
+                    for t in outcomes(trials))
+    return {status: tally[status] for status in (*STATUSES, "lost") if tally.get(status)}
+
+
+def feasible(trial: "FrozenTrial") -> bool:
+    """Measured, correct and within every constraint (memory budget included): a config that may win."""
+    return (trial.user_attrs.get("status") == "ok" and not is_repeat(trial)
+            and all(value <= 0 for value in trial.constraints.values()))
+
+
+def best_throughput(trials: Iterable["FrozenTrial"]) -> float:
+    """The best throughput of a correct trial so far (0 before any)."""
+    return max((t.user_attrs.get("throughput") or 0.0 for t in trials if t.user_attrs.get("status") == "ok"),
+               default=0.0)
+
+
+def measured_configs(trials: Iterable["FrozenTrial"]) -> dict[str, int]:
+    """Config key -> the trial that measured it: a config asked for again is a repeat of that trial."""
+    return {t.user_attrs["config_key"]: t.number for t in trials
+            if t.state.is_finished() and "config_key" in t.user_attrs and not is_repeat(t)}
