@@ -18,6 +18,9 @@ import click
 from autotune._version import __version__
 from autotune.exceptions import AutotuneError
 from autotune.stopping import stop_on_sigterm
+from autotune.console import (
+    Progress, check_line, figures_row, format_bytes, rate, result_json, result_table, speedup_text,
+)
 from autotune.storage import STORAGE_ENV
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
@@ -51,35 +54,6 @@ class _Seconds(click.ParamType):
         if not math.isfinite(seconds) or seconds <= 0:
             self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
         return seconds
-
-
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{int(value)} B"
-
-
-def _rate(value: float | None, unit: str | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "-"
-    return f"{value:,.0f} {unit or 'items'}/s" if value >= 100 else f"{value:.3g} {unit or 'items'}/s"
-
-
-def _speedup(value: float | None) -> str:
-    return f"{value:.2f}x" if value else "-"
-
-
-def _check_line(check: dict[str, Any] | None) -> str:
-    if not check:
-        return "not checked"
-    parts = []
-    for name, (error, tolerance) in check.get("metrics", {}).items():
-        shown = "inf" if error is None else f"{error:.2g}"
-        parts.append(f"{name} {shown} {'<=' if error is not None and error <= tolerance else '>'} {tolerance:.2g}")
-    return ("passed: " if check["passed"] else "FAILED: ") + ", ".join(parts)
 
 
 def _fail(message: str) -> None:
@@ -180,9 +154,6 @@ def cli() -> None:
               help="Seconds between a worker's heartbeats on a database server.")
 @click.option("--grace-period", type=click.IntRange(min=2), default=60, show_default=True,
               help="Seconds without a heartbeat before a trial's worker counts as dead; its trial is re-run once.")
-@click.option("--worker-only", is_flag=True, hidden=True)
-@click.option("--worker-index", type=int, default=None, hidden=True)
-@click.option("--budget", "worker_budget", type=int, default=None, hidden=True)
 @click.option("--memory-budget", default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
 @click.option("--memory-limit", default=None,
               help="Hard cap on a trial's address space on the CPU, e.g. 16GiB (RLIMIT_AS): beyond it a trial is "
@@ -201,7 +172,6 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
 def search(workload: str, device: str, size: str | None, trials: int, storage: str | None, study_name: str | None,
            studies: Path | None, workers: int | None, gpus: str | None, heartbeat: int, grace_period: int,
-           worker_only: bool, worker_index: int | None, worker_budget: int | None,
            memory_budget: str | None, memory_limit: str | None, min_time: float, trial_timeout: float, isolation: str,
            threads: int | None, remeasure_top: int, remeasure_rounds: int, time_budget: float | None, seed: int | None, quiet: bool,
            as_json: bool) -> None:
@@ -220,11 +190,9 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
       autotune search -w chmm -n 40 --workers 4 --storage studies/chmm.journal
       autotune search -w lsd -d h100 -n 100 --gpus 0,1,2,3 --storage postgresql://tuner:pw@db-host/autotune
     """
+    from autotune.settings import SearchSettings
     from autotune.storage import storage_kind
-    from autotune.tuner import Tuner
 
-    budget = parse_bytes(memory_budget) if memory_budget else None
-    limit = parse_bytes(memory_limit) if memory_limit else None
     _writable_folder(studies, "--studies")
     gpu_list = _parse_gpus(gpus)
     if gpu_list and workers is not None and workers != len(gpu_list):
@@ -235,41 +203,36 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         _fail(f"{n_workers} workers cannot share an SQLite study (it locks under concurrent writers); use a journal "
               f"file, e.g. --storage studies/{workload.rpartition(':')[2].lower()}.journal (one machine), or a "
               f"database server, e.g. --storage postgresql://user:password@host/db (several machines)")
-    shared = kind != "sqlite"
-    if worker_only:
-        _worker_main(Tuner, workload, device, size, storage, study_name, studies, isolation, trial_timeout, budget,
-                     limit, min_time, seed, threads, heartbeat, grace_period, worker_index or 0, worker_budget, quiet,
-                     time_budget)
-        return
-    progress = _Progress(quiet or as_json, trials)
-    tuner = _library_call(
-        Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
-        isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=budget, memory_limit_bytes=limit,
-        measurer={"min_time": min_time}, remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds,
-        time_budget=time_budget,
-        seed=seed, threads=threads, on_trial=progress.trial, on_stage=progress.stage,
-        heartbeat=heartbeat if kind == "server" else None, grace_period=grace_period,
+    settings = SearchSettings(
+        workload, device, size, storage=storage, study_name=study_name,
+        studies=str(studies) if studies is not None else None, isolation=isolation, trial_timeout=trial_timeout,
+        memory_budget_bytes=parse_bytes(memory_budget) if memory_budget else None,
+        memory_limit_bytes=parse_bytes(memory_limit) if memory_limit else None, min_time=min_time,
+        remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, time_budget=time_budget, seed=seed,
+        threads=threads, heartbeat=heartbeat, grace_period=grace_period, quiet=quiet or as_json,
     )
+    progress = Progress(settings.quiet, trials)
+    tuner = _library_call(settings.tuner, on_trial=progress.trial, on_stage=progress.stage)
     stop_on_sigterm()
-    if shared:
-        _shared_search(tuner, trials, n_workers, gpu_list, progress, as_json)
-        return
     try:
-        result = _library_call(tuner.search, trials)
+        if kind != "sqlite":
+            result = _shared_search(tuner, settings, trials, n_workers, gpu_list, progress)
+        else:
+            result = _library_call(tuner.search, trials)
     except KeyboardInterrupt:
         progress.close()
-        click.echo(
-            "\nautotune: interrupted; every completed trial is stored. Run the same command again to resume.",
-            err=True,
-        )
+        click.echo("\nautotune: interrupted; every completed trial is stored. Run the same command again to resume.",
+                   err=True)
         sys.exit(130)
     finally:
         progress.close()
         tuner.close()
-    if as_json:
-        click.echo(json.dumps(_result_json(result), indent=2))
+    if result is None:
+        click.echo(f"{tuner.study_name}: its trials are done; another process re-measures and exports the winner.")
+    elif as_json:
+        click.echo(json.dumps(result_json(result), indent=2))
     else:
-        click.echo(_result_table(result))
+        click.echo(result_table(result))
 
 
 def _parse_gpus(gpus: str | None) -> list[int] | None:
@@ -284,238 +247,32 @@ def _parse_gpus(gpus: str | None) -> list[int] | None:
     return found
 
 
-def _shared_search(tuner: Any, trials: int, n_workers: int, gpus: list[int] | None, progress: "_Progress",
-                   as_json: bool) -> None:
-    """Drive worker processes on a shared study, then re-measure and export if this process is elected."""
+def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus: list[int] | None,
+                   progress: Progress) -> Any:
+    """Drive worker processes on a shared study; the result if this process is elected to export, else None."""
+    import tempfile
+
     from autotune.storage import redact_storage
     from autotune.workers import plan_workers, run_workers
 
-    try:
-        budget = _library_call(tuner.claim_budget, trials)
-        plans, warning = plan_workers(n_workers, gpus)
-        if warning:
-            progress.stage(f"warning: {warning}")
-        progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)}: budget {budget} trials, "
-                       f"{len(plans)} worker(s) here")
-        _library_call(tuner.ensure_reference)
-        argv = _without_storage(sys.argv[1:]) + ["--worker-only", "--budget", str(budget)]
+    budget = _library_call(tuner.claim_budget, trials)
+    plans, warning = plan_workers(n_workers, gpus)
+    if warning:
+        progress.stage(f"warning: {warning}")
+    progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)}: budget {budget} trials, "
+                   f"{len(plans)} worker(s) here")
+    _library_call(tuner.ensure_reference)
+    with tempfile.TemporaryDirectory(prefix="autotune-workers-") as folder:
+        path = settings.write(Path(folder) / "settings.json")
         # The storage reaches the workers in their environment: a password on a command line is shown by `ps`.
-        codes = run_workers(argv, plans, progress.stage, {STORAGE_ENV: tuner.storage})
-        failed = [f"worker {i} exited {c}" for i, c in enumerate(codes) if c != 0]
-        done = _library_call(tuner.budget_done, budget)
-        if failed and not done:
-            _fail("; ".join(failed) + "; every finished trial is stored: run the same command again to resume")
-        if failed:
-            progress.stage("; ".join(failed) + f"; the other workers finished all {budget} trials")
-        result = _library_call(tuner.finish_shared, budget)
-    except KeyboardInterrupt:
-        progress.close()
-        click.echo("\nautotune: interrupted; every completed trial is stored. Run the same command again to resume.",
-                   err=True)
-        sys.exit(130)
-    finally:
-        progress.close()
-        tuner.close()
-    if result is None:
-        click.echo(f"{tuner.study_name}: its {budget} trials are done; another process re-measures and exports the winner.")
-        return
-    if as_json:
-        click.echo(json.dumps(_result_json(result), indent=2))
-    else:
-        click.echo(_result_table(result))
-
-
-def _without_storage(argv: list[str]) -> list[str]:
-    """The command line less its --storage option (``--storage X`` or ``--storage=X``)."""
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--storage":
-            skip = True
-        elif not arg.startswith("--storage="):
-            kept.append(arg)
-    return kept
-
-
-def _worker_main(Tuner: Any, workload: str, device: str, size: str | None, storage: str | None,
-                 study_name: str | None, studies: Path | None, isolation: str, trial_timeout: float,
-                 memory_budget: int | None, memory_limit: int | None, min_time: float, seed: int | None, threads: int | None, heartbeat: int,
-                 grace_period: int, index: int, budget: int | None, quiet: bool,
-                 time_budget: float | None = None) -> None:
-    """A worker process: takes trials from the shared study until its budget is done; SIGTERM stops it cleanly."""
-    from autotune.storage import storage_kind
-    from autotune.workers import apply_cpu_pinning
-
-    if budget is None:
-        _fail("--worker-only needs --budget (it is started by `autotune search --workers`)")
-    apply_cpu_pinning()
-    stop_on_sigterm()
-    progress = _Progress(quiet, budget, bar=False, prefix=f"[w{index}] ")
-    tuner = _library_call(
-        Tuner, workload, device, size, storage=storage, study_name=study_name, studies=studies,
-        isolation=isolation, trial_timeout=trial_timeout, memory_budget_bytes=memory_budget,
-        memory_limit_bytes=memory_limit, measurer={"min_time": min_time},
-        # Workers with one seed would all propose the same configs.
-        seed=None if seed is None else seed + index,
-        threads=threads, on_trial=progress.trial, on_stage=progress.stage, heartbeat=heartbeat if storage and storage_kind(storage) == "server" else None,
-        grace_period=grace_period, time_budget=time_budget,
-    )
-    try:
-        tuner.runner.warm_up()
-        _library_call(tuner.work, budget)
-    except KeyboardInterrupt:
-        progress.stage("stopped; its unfinished trial is marked in the study")
-        sys.exit(130)
-    finally:
-        tuner.close()
-
-
-def _terminal_width() -> int:
-    """Columns of the terminal on stderr; 0 when it is no terminal (or one that reports no width)."""
-    import os
-
-    if not sys.stderr.isatty():
-        return 0
-    try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
-    except OSError:
-        return 0
-
-
-class _Progress:
-    """Search progress on stderr: a bar on a terminal, one plain line per trial otherwise.
-
-    The bar counts measured configs against ``--trials`` and shows the best
-    correct throughput so far, the last trial's status and the count per status.
-    """
-
-    def __init__(self, quiet: bool, total: int, bar: bool | None = None, prefix: str = "") -> None:
-        self.quiet = quiet
-        self.prefix = prefix
-        self.best: float | None = None
-        self.counts: dict[str, int] = {}
-        self.bar = None
-        if not quiet and (_terminal_width() > 0 if bar is None else bar):
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="trial", file=sys.stderr)
-
-    def _echo(self, line: str) -> None:
-        line = self.prefix + line
-        if self.bar is not None:
-            self.bar.write(line, file=sys.stderr)
-        else:
-            click.echo(line, err=True)
-
-    def stage(self, message: str) -> None:
-        if not self.quiet:
-            self._echo(f"autotune: {message}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-    def trial(self, record: Any, index: int, total: int) -> None:
-        result = record.result
-        if result.status == "ok" and result.throughput is not None:
-            self.best = max(self.best or 0.0, result.throughput)
-        if record.duplicate_of is None:
-            self.counts[result.status] = self.counts.get(result.status, 0) + 1
-        if self.quiet:
-            return
-        if self.bar is not None:
-            if record.duplicate_of is None:
-                self.bar.update(1)
-            self.bar.set_postfix_str(
-                f"best {_rate(self.best, result.unit)}, last {result.status}, "
-                + " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-            )
-            return
-        width = len(str(total))
-        figures = f"{_rate(result.throughput, result.unit):>22}  {_bytes(result.peak_memory_bytes):>10}"
-        note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
-        if result.cut_short:
-            note += "  (cut short after one warm run: over 20x slower than the best)"
-        error = f"  {result.error}" if result.error and result.status != "ok" else ""
-        role = f" {record.role}" if record.role in ("baseline", "defaults") else ""
-        counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
-        self._echo(
-            f"[{counter}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "
-            f"best {_rate(self.best, result.unit)}  {record.config.describe()}{note}{error}"
-        )
-
-
-def _candidate_json(candidate: Any) -> dict[str, Any] | None:
-    if candidate is None:
-        return None
-    return {"trial": candidate.trial, "config": candidate.config.to_dict(), "passed": candidate.passed,
-            "measured": candidate.figures(), "check": candidate.check,
-            "statuses": [r.status for r in candidate.results]}
-
-
-def _result_json(result: Any) -> dict[str, Any]:
-    return {
-        "workload": result.workload, "device": result.device, "size": result.size,
-        "study": result.study_name, "storage": result.storage, "unit": result.unit,
-        "trials_run": len(result.trials), "counts": result.counts,
-        "winner": _candidate_json(result.winner), "baseline": _candidate_json(result.baseline),
-        "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
-        "choices": [{"parameter": o.parameter, "value": o.value, "verdict": o.verdict, "measured": o.measured,
-                     "best_throughput": o.best_throughput, "statuses": o.statuses} for o in result.choices],
-        "candidates": [_candidate_json(c) for c in result.candidates], "seconds": result.seconds,
-    }
-
-
-def _figures_row(label: str, figures: dict[str, Any] | None) -> str:
-    if not figures:
-        return f"  {label:<16} -"
-    spread = f"±{100 * figures['relative_spread']:.1f}%" + (" (noisy)" if figures.get("noisy") else "")
-    return (f"  {label:<16} {_rate(figures['throughput'], figures['unit']):>24}  "
-            f"{_bytes(figures['peak_memory_bytes']):>10}  {spread}")
-
-
-def _result_table(result: Any) -> str:
-    counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
-    repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
-    measured = (f"{len(result.trials) - repeats} configs measured this run"
-                + (f" (+{repeats} repeats not re-run)" if repeats else "")) if result.trials else "measured by its workers"
-    lines = [
-        f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
-        f"; in the study: {counts}; {result.seconds:.0f} s",
-    ]
-    if result.winner is None and result.counts.get("ok"):
-        lines.append(f"{result.counts['ok']} configs passed their check, but none of them both passed again and fit "
-                     "the memory budget when re-measured: nothing exported.")
-    elif result.winner is None:
-        lines.append("No configuration passed its correctness check: nothing exported.")
-        return "\n".join(lines)
-    winner, baseline = result.winner, result.baseline
-    lines += [
-        f"Best config (trial #{winner.trial}): {winner.config.describe()}",
-        "",
-        f"  {'':<16} {'throughput':>24}  {'peak memory':>10}  spread",
-        _figures_row(f"best #{winner.trial}", winner.figures()),
-        _figures_row(f"baseline #{baseline.trial}" if baseline.trial is not None else "baseline", baseline.figures()),
-        f"  {'speedup':<16} {_speedup(result.speedup):>24}   "
-        f"(re-measured side by side, {len(winner.results)} interleaved rounds)",
-        f"  {'check':<16} {_check_line(winner.check)}",
-        "",
-        f"Exported to {result.export_path}",
-    ]
-    if result.choices:
-        lines.insert(-2, "")
-        lines.insert(-2, "What each choice did (best correct throughput in the study; how its trials ended):")
-        for outcome in result.choices:
-            ended = ", ".join(f"{status} {n}" for status, n in sorted(outcome.statuses.items()))
-            lines.insert(-2, f"  {outcome.parameter:<16} {str(outcome.value):<12} {outcome.verdict:<10} "
-                             f"{_rate(outcome.best_throughput, result.unit):>22}  {ended}")
-    losers = [c for c in result.candidates if c is not winner and c.role != "baseline"]
-    if losers:
-        lines.insert(-2, "  other candidates: " + "; ".join(
-            f"#{c.trial} {_rate(c.figures()['throughput'], c.figures()['unit']) if c.figures() else c.results[-1].status}"
-            for c in losers))
-    return "\n".join(lines)
+        codes = run_workers(path, budget, plans, progress.stage, {STORAGE_ENV: tuner.storage})
+    failed = [f"worker {i} exited {c}" for i, c in enumerate(codes) if c != 0]
+    done = _library_call(tuner.budget_done, budget)
+    if failed and not done:
+        _fail("; ".join(failed) + "; every finished trial is stored: run the same command again to resume")
+    if failed:
+        progress.stage("; ".join(failed) + f"; the other workers finished all {budget} trials")
+    return _library_call(tuner.finish_shared, budget)
 
 
 # -- report -----------------------------------------------------------------------------
@@ -588,10 +345,10 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
         f"{doc['workload']} ({doc.get('size')}) on {doc['device']} ({doc.get('device_name', '')}), from {cfg.source}",
         f"Best config (trial #{doc.get('trial')}): " + " ".join(f"{k}={v}" for k, v in doc["config"].items()),
         "",
-        _figures_row("best", doc.get("measured")),
-        _figures_row("baseline", doc.get("baseline")),
-        f"  {'speedup':<16} {_speedup(doc.get('speedup')):>24}",
-        f"  {'check':<16} {_check_line(doc.get('check'))}",
+        figures_row("best", doc.get("measured")),
+        figures_row("baseline", doc.get("baseline")),
+        f"  {'speedup':<16} {speedup_text(doc.get('speedup')):>24}",
+        f"  {'check':<16} {check_line(doc.get('check'))}",
     ]
     click.echo("\n".join(lines))
 
@@ -621,12 +378,12 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
       autotune run -w chmm --baseline --set debug_asserts=false
       autotune run -w chmm -s tiny --set dtype=float16 --set update_c=loop --json
     """
-    from autotune.tuner import Tuner
+    from autotune.settings import SearchSettings
 
     _writable_folder(studies, "--studies")
-
-    tuner = _library_call(Tuner, workload, device, size, studies=studies, isolation=isolation,
-                          trial_timeout=trial_timeout, measurer={"min_time": min_time}, threads=threads)
+    settings = SearchSettings(workload, device, size, studies=str(studies) if studies is not None else None,
+                              isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
+    tuner = _library_call(settings.tuner)
     base = tuner.space.baseline if from_baseline else tuner.space.defaults
     config = _library_call(tuner.space.parse_assignments, assignments, base)
     try:
@@ -642,11 +399,11 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
                  f"  config       {config.describe()}"]
         if result.throughput is not None:
             lines += [
-                f"  throughput   {_rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
+                f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
                 f"over {len(result.times)} runs, spread ±{100 * (result.relative_spread or 0):.1f}%"
                 f"{', noisy' if result.noisy else ''}); first run {result.warmup_seconds:.3g} s",
-                f"  peak memory  {_bytes(result.peak_memory_bytes)}, {result.threads} threads",
-                f"  check        {_check_line(result.check)}",
+                f"  peak memory  {format_bytes(result.peak_memory_bytes)}, {result.threads} threads",
+                f"  check        {check_line(result.check)}",
             ]
         if result.error and result.status != "ok":
             lines.append(f"  error        {result.error}")
@@ -709,11 +466,11 @@ def devices(as_json: bool) -> None:
         return
     click.echo("Detected (auto picks the first):")
     for d in found:
-        click.echo(f"  {d.profile.name:<12} {d.name}  {_bytes(d.memory_bytes)}"
+        click.echo(f"  {d.profile.name:<12} {d.name}  {format_bytes(d.memory_bytes)}"
                    + "".join(f"  {k}={v}" for k, v in d.details.items()))
     click.echo("\nProfiles:")
     for p in PROFILES.values():
-        click.echo(f"  {p.name:<12} {p.description:<58} {_bytes(p.memory_bytes):>10}  {', '.join(sorted(p.capabilities))}")
+        click.echo(f"  {p.name:<12} {p.description:<58} {format_bytes(p.memory_bytes):>10}  {', '.join(sorted(p.capabilities))}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,8 +1,9 @@
 """Several worker processes on one study: who gets which device, starting them, stopping them.
 
 ``autotune search --workers N`` (or ``--gpus 0,1,...``) settles the study's
-trial budget, then starts N copies of its own command with ``--worker-only``;
-each copy takes trials from the shared study until the budget is done (see
+trial budget, writes its settings to a file and starts N workers
+(``python -m autotune._worker SETTINGS INDEX BUDGET``); each takes trials
+from the shared study until the budget is done (see
 :meth:`autotune.tuner.Tuner.work`). A worker never shares its device with
 another: with ``--gpus`` each sees one GPU (``CUDA_VISIBLE_DEVICES``); on the
 CPU each gets its own cores where there are enough of them.
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 __all__ = ["WorkerPlan", "plan_workers", "run_workers", "apply_cpu_pinning"]
@@ -64,9 +66,9 @@ def apply_cpu_pinning() -> None:
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
 
 
-def run_workers(argv: list[str], plans: list[WorkerPlan], on_stage: Callable[[str], None],
+def run_workers(settings: Path, budget: int, plans: list[WorkerPlan], on_stage: Callable[[str], None],
                 env: dict[str, str] | None = None) -> list[int]:
-    """Start a worker per plan running ``argv`` (plus its index), wait for all; forward Ctrl-C and SIGTERM.
+    """Start a worker per plan on the ``settings`` file, working to ``budget``; wait for all; forward Ctrl-C and SIGTERM.
 
     ``env`` is added to every worker's environment (the storage URL, which
     must not appear on a command line). Returns their exit statuses. A stop
@@ -79,7 +81,7 @@ def run_workers(argv: list[str], plans: list[WorkerPlan], on_stage: Callable[[st
     driver = os.getpid()
     processes = []
     for plan in plans:
-        command = [sys.executable, "-m", "autotune", *argv, "--worker-index", str(plan.index)]
+        command = [sys.executable, "-m", "autotune._worker", str(settings), str(plan.index), str(budget)]
         # Own process group: a terminal's Ctrl-C reaches the driver only, which stops the workers in order.
         processes.append(subprocess.Popen(command, env={**os.environ, **(env or {}), **plan.env},
                                           start_new_session=True,

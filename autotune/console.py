@@ -1,0 +1,191 @@
+"""What a person sees: progress lines while a search runs, and the tables and JSON of its result.
+
+Nothing here computes a figure; it formats the ones the tuner and the
+export document hold.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import click
+
+__all__ = ["Progress", "check_line", "figures_row", "format_bytes", "rate", "result_json", "result_table", "speedup_text"]
+
+
+def format_bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{int(value)} B"
+
+
+def rate(value: float | None, unit: str | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:,.0f} {unit or 'items'}/s" if value >= 100 else f"{value:.3g} {unit or 'items'}/s"
+
+
+def speedup_text(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "-"
+
+
+def check_line(check: dict[str, Any] | None) -> str:
+    if not check:
+        return "not checked"
+    parts = []
+    for name, (error, tolerance) in check.get("metrics", {}).items():
+        shown = "inf" if error is None else f"{error:.2g}"
+        parts.append(f"{name} {shown} {'<=' if error is not None and error <= tolerance else '>'} {tolerance:.2g}")
+    return ("passed: " if check["passed"] else "FAILED: ") + ", ".join(parts)
+
+
+def terminal_width() -> int:
+    """Columns of the terminal on stderr; 0 when it is no terminal (or one that reports no width)."""
+    import os
+
+    if not sys.stderr.isatty():
+        return 0
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        return 0
+
+
+class Progress:
+    """Search progress on stderr: a bar on a terminal, one plain line per trial otherwise.
+
+    The bar counts measured configs against ``--trials`` and shows the best
+    correct throughput so far, the last trial's status and the count per status.
+    """
+
+    def __init__(self, quiet: bool, total: int, bar: bool | None = None, prefix: str = "") -> None:
+        self.quiet = quiet
+        self.prefix = prefix
+        self.best: float | None = None
+        self.counts: dict[str, int] = {}
+        self.bar = None
+        if not quiet and (terminal_width() > 0 if bar is None else bar):
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="trial", file=sys.stderr)
+
+    def _echo(self, line: str) -> None:
+        line = self.prefix + line
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            click.echo(line, err=True)
+
+    def stage(self, message: str) -> None:
+        if not self.quiet:
+            self._echo(f"autotune: {message}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def trial(self, record: Any, index: int, total: int) -> None:
+        result = record.result
+        if result.status == "ok" and result.throughput is not None:
+            self.best = max(self.best or 0.0, result.throughput)
+        if record.duplicate_of is None:
+            self.counts[result.status] = self.counts.get(result.status, 0) + 1
+        if self.quiet:
+            return
+        if self.bar is not None:
+            if record.duplicate_of is None:
+                self.bar.update(1)
+            self.bar.set_postfix_str(
+                f"best {rate(self.best, result.unit)}, last {result.status}, "
+                + " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+            )
+            return
+        width = len(str(total))
+        figures = f"{rate(result.throughput, result.unit):>22}  {format_bytes(result.peak_memory_bytes):>10}"
+        note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
+        if result.cut_short:
+            note += "  (cut short after one warm run: over 20x slower than the best)"
+        error = f"  {result.error}" if result.error and result.status != "ok" else ""
+        role = f" {record.role}" if record.role in ("baseline", "defaults") else ""
+        counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
+        self._echo(
+            f"[{counter}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "
+            f"best {rate(self.best, result.unit)}  {record.config.describe()}{note}{error}"
+        )
+
+
+def candidate_json(candidate: Any) -> dict[str, Any] | None:
+    if candidate is None:
+        return None
+    return {"trial": candidate.trial, "config": candidate.config.to_dict(), "passed": candidate.passed,
+            "measured": candidate.figures(), "check": candidate.check,
+            "statuses": [r.status for r in candidate.results]}
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    return {
+        "workload": result.workload, "device": result.device, "size": result.size,
+        "study": result.study_name, "storage": result.storage, "unit": result.unit,
+        "trials_run": len(result.trials), "counts": result.counts,
+        "winner": candidate_json(result.winner), "baseline": candidate_json(result.baseline),
+        "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
+        "choices": [{"parameter": o.parameter, "value": o.value, "verdict": o.verdict, "measured": o.measured,
+                     "best_throughput": o.best_throughput, "statuses": o.statuses} for o in result.choices],
+        "candidates": [candidate_json(c) for c in result.candidates], "seconds": result.seconds,
+    }
+
+
+def figures_row(label: str, figures: dict[str, Any] | None) -> str:
+    if not figures:
+        return f"  {label:<16} -"
+    spread = f"±{100 * figures['relative_spread']:.1f}%" + (" (noisy)" if figures.get("noisy") else "")
+    return (f"  {label:<16} {rate(figures['throughput'], figures['unit']):>24}  "
+            f"{format_bytes(figures['peak_memory_bytes']):>10}  {spread}")
+
+
+def result_table(result: Any) -> str:
+    counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
+    repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
+    measured = (f"{len(result.trials) - repeats} configs measured this run"
+                + (f" (+{repeats} repeats not re-run)" if repeats else "")) if result.trials else "measured by its workers"
+    lines = [
+        f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
+        f"; in the study: {counts}; {result.seconds:.0f} s",
+    ]
+    if result.winner is None and result.counts.get("ok"):
+        lines.append(f"{result.counts['ok']} configs passed their check, but none of them both passed again and fit "
+                     "the memory budget when re-measured: nothing exported.")
+    elif result.winner is None:
+        lines.append("No configuration passed its correctness check: nothing exported.")
+        return "\n".join(lines)
+    winner, baseline = result.winner, result.baseline
+    lines += [
+        f"Best config (trial #{winner.trial}): {winner.config.describe()}",
+        "",
+        f"  {'':<16} {'throughput':>24}  {'peak memory':>10}  spread",
+        figures_row(f"best #{winner.trial}", winner.figures()),
+        figures_row(f"baseline #{baseline.trial}" if baseline.trial is not None else "baseline", baseline.figures()),
+        f"  {'speedup':<16} {speedup_text(result.speedup):>24}   "
+        f"(re-measured side by side, {len(winner.results)} interleaved rounds)",
+        f"  {'check':<16} {check_line(winner.check)}",
+        "",
+        f"Exported to {result.export_path}",
+    ]
+    if result.choices:
+        lines.insert(-2, "")
+        lines.insert(-2, "What each choice did (best correct throughput in the study; how its trials ended):")
+        for outcome in result.choices:
+            ended = ", ".join(f"{status} {n}" for status, n in sorted(outcome.statuses.items()))
+            lines.insert(-2, f"  {outcome.parameter:<16} {str(outcome.value):<12} {outcome.verdict:<10} "
+                             f"{rate(outcome.best_throughput, result.unit):>22}  {ended}")
+    losers = [c for c in result.candidates if c is not winner and c.role != "baseline"]
+    if losers:
+        lines.insert(-2, "  other candidates: " + "; ".join(
+            f"#{c.trial} {rate(c.figures()['throughput'], c.figures()['unit']) if c.figures() else c.results[-1].status}"
+            for c in losers))
+    return "\n".join(lines)
