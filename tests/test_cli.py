@@ -135,7 +135,7 @@ def test_console_script_is_installed():
 
 
 def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
-    from autotune.cli import _Progress
+    from autotune.console import Progress
     from autotune.config import Config
     from autotune.runner import TrialResult
     from autotune.tuner import TrialRecord
@@ -145,18 +145,18 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
         TrialRecord(1, Config(x=2), TrialResult("crash", {"x": 2}, error="process died from SIGSEGV")),
         TrialRecord(2, Config(x=1), TrialResult("ok", {"x": 1}, unit="items", throughput=500.0), duplicate_of=0),
     ]
-    bar = _Progress(quiet=False, total=2, bar=True)
+    bar = Progress(quiet=False, total=2, bar=True)
     for index, record in enumerate(records, 1):
         bar.trial(record, min(index, 2), 2)
     assert bar.bar.n == 2  # the repeat does not advance the bar
     assert "crash 1" in bar.bar.postfix and "ok 1" in bar.bar.postfix and "best 500 items/s" in bar.bar.postfix
     bar.close()
-    plain = _Progress(quiet=False, total=2, bar=False)
+    plain = Progress(quiet=False, total=2, bar=False)
     for index, record in enumerate(records, 1):
         plain.trial(record, min(index, 2), 2)
     err = capsys.readouterr().err
     assert "[1/2] trial #0 baseline ok" in err and "process died from SIGSEGV" in err and "not counted" in err
-    quiet = _Progress(quiet=True, total=2)
+    quiet = Progress(quiet=True, total=2)
     quiet.trial(records[0], 1, 2)
     assert capsys.readouterr().err == ""
 
