@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from autotune._version import __version__
-from autotune.config import Config, TunedConfig, load_config
+from autotune.config import Config
+from autotune.tuned import TunedConfig, load_config
 from autotune.exceptions import (
     AutotuneError,
     ConfigNotFoundError,
@@ -63,7 +64,7 @@ _LAZY = {
     "load_space": "autotune.space",
     "Tuner": "autotune.tuner",
     "Workload": "autotune.workload",
-    "get_workload_class": "autotune.workload",
+    "get_workload_class": "autotune.registry",
     "register_workload": "autotune.workload",
 }
 

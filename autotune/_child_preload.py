@@ -7,4 +7,4 @@ import numpy  # noqa: F401
 import torch  # noqa: F401
 
 import autotune.runner  # noqa: F401
-import workloads  # noqa: F401  (the built-in workloads)
+import workloads.chmm, workloads.latentwire, workloads.lsd, workloads.ten, workloads.vlm_mc  # noqa: F401, E401  (the built-ins)

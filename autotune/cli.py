@@ -329,7 +329,7 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
       autotune best --workload chmm --device cpu
       autotune best -w chmm -s tiny --json
     """
-    from autotune.config import load_config
+    from autotune.tuned import load_config
     from autotune.devices import get_profile, resolve_device
 
     if device == "auto":
@@ -424,7 +424,7 @@ def list_workloads(workload: str | None) -> None:
       autotune list --workload chmm
     """
     from autotune.space import SearchSpace
-    from autotune.workload import get_workload_class, workload_names
+    from autotune.registry import get_workload_class, workload_names
 
     names = [workload] if workload else workload_names()
     for name in names:

@@ -396,7 +396,7 @@ def report(
     from autotune.exceptions import StorageError, UnknownNameError
     from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind
     from autotune.tuner import EXPORT_MARK
-    from autotune.workload import get_workload_class
+    from autotune.registry import get_workload_class
 
     cls = get_workload_class(workload)
     size = size or cls.default_size

@@ -162,7 +162,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
 
         from autotune.config import Config
         from autotune.environment import fingerprint
-        from autotune.workload import get_workload_class
+        from autotune.registry import get_workload_class
 
         from autotune.devices import cpu_threads
 

@@ -36,16 +36,17 @@ from autotune.conditions import Condition
 from autotune.config import Config
 from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
+from autotune.registry import space_path
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["Parameter", "SearchSpace", "load_space", "space_file"]
+__all__ = ["Parameter", "SearchSpace", "load_space"]
 
 SCHEMA_VERSION = 1
 _TYPES = ("categorical", "int", "float")
 _PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help"}
-_TOP_KEYS = {"schema_version", "workload", "description", "parameters", "baseline", "defaults"}
+_TOP_KEYS = {"schema_version", "workload", "description", "parameters", "baseline", "defaults", "reference"}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -180,6 +181,7 @@ class SearchSpace:
         workload: str | None = None,
         description: str = "",
         device: DeviceProfile | None = None,
+        reference: Mapping[str, Any] | None = None,
     ) -> None:
         self.parameters: dict[str, Parameter] = {p.name: p for p in parameters}
         self.source = source
@@ -188,6 +190,8 @@ class SearchSpace:
         self.device = device
         self._defaults = dict(defaults)
         self._baseline = dict(baseline)
+        # The reference output's config, over the defaults; never moved to another value on a device.
+        self._reference = dict(reference or {})
 
     # -- reading ----------------------------------------------------------------
 
@@ -225,8 +229,8 @@ class SearchSpace:
             seen.add(str(name))
         names = [p.name for p in parameters]
         sections = {}
-        for section in ("defaults", "baseline"):
-            raw = data.get(section)
+        for section in ("defaults", "baseline", "reference"):
+            raw = data.get(section, {} if section == "reference" else None)
             if not isinstance(raw, dict):
                 raise fail(section, "must be a mapping of parameter names to values")
             sections[section] = raw
@@ -245,7 +249,8 @@ class SearchSpace:
                         f"{_show(value)} is not allowed; allowed: {by_name[key].describe_allowed()}",
                     )
         baseline = {**defaults, **sections["baseline"]}
-        return cls(parameters, defaults, baseline, source, data.get("workload"), data.get("description", ""))
+        return cls(parameters, defaults, baseline, source, data.get("workload"), data.get("description", ""),
+                   reference=sections["reference"])
 
     # -- the space a device can run -------------------------------------------
 
@@ -281,7 +286,8 @@ class SearchSpace:
                     if not param.allows(values[param.name]):
                         values[param.name] = runnable[0]
             parameters.append(param)
-        return SearchSpace(parameters, defaults, baseline, self.source, self.workload, self.description, device)
+        return SearchSpace(parameters, defaults, baseline, self.source, self.workload, self.description, device,
+                           self._reference)
 
     # -- configs ----------------------------------------------------------------
 
@@ -292,6 +298,14 @@ class SearchSpace:
     @property
     def baseline(self) -> Config:
         return self.complete(self._baseline)
+
+    @property
+    def reference(self) -> Config:
+        """The config whose output every other is checked against (the file's ``reference`` over the defaults).
+
+        Validated, never moved: a reference this space's device cannot run is an error, not another reference.
+        """
+        return self.validate(dict(self._reference), "reference")
 
     @property
     def tunable(self) -> list[Parameter]:
@@ -479,19 +493,6 @@ def _capabilities(names: list, where: str, fail) -> frozenset[str]:
     return frozenset(names)
 
 
-def space_file(workload: str) -> Path | None:
-    """The space file shipped for a built-in workload, or ``None``."""
-    from importlib.resources import files
-
-    path = Path(str(files("search_spaces"))) / f"{workload}.yaml"
-    return path if path.is_file() else None
-
-
 def load_space(workload: str) -> SearchSpace:
-    """The search space of ``workload`` (a built-in name, or any registered workload)."""
-    path = space_file(workload)
-    if path is None:
-        from autotune.workload import get_workload_class
-
-        path = get_workload_class(workload).space_path()
-    return SearchSpace.from_file(path)
+    """The search space of ``workload`` (a built-in name, a plug-in, or ``path/to/file.py:ClassName``)."""
+    return SearchSpace.from_file(space_path(workload))

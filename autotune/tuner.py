@@ -35,7 +35,8 @@ from autotune.shared_study import NoLock, TrialBudget, claim_budget, elect_expor
 from autotune.space import SearchSpace
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
 from autotune.trials import TrialRecord, counted, status_counts
-from autotune.workload import Workload, get_workload_class
+from autotune.registry import get_workload_class
+from autotune.workload import Workload
 
 if TYPE_CHECKING:
     import optuna
@@ -119,7 +120,7 @@ class Tuner:
         self.detected: DetectedDevice = resolve_device(device)
         self.device = self.detected.profile
         self.space: SearchSpace = SearchSpace.from_file(self.workload_class.space_path()).for_device(self.device)
-        self.reference_config = self.space.validate(dict(self.workload_class.reference_config), "reference_config")
+        self.reference_config = self.space.reference
         self.studies = Path(studies) if studies is not None else studies_dir()
         self.storage = storage or f"sqlite:///{self.studies / 'autotune.db'}"
         self.study_name = study_name or f"{self.workload_class.name}-{self.device.name}-{self.size}"

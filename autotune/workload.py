@@ -1,18 +1,17 @@
-"""The Workload plug-in point and the registry that finds workloads by name.
+"""The Workload plug-in point.
 
 A workload is a miniature of a real project: it makes its data, builds a
 runnable under a config, says how many items one run processes, and judges an
-output against the reference. Built-in workloads live in the ``workloads``
-package and register themselves; others come from the entry-point group
-``autotune.workloads`` or from ``path/to/file.py:ClassName``.
+output against the reference. :mod:`autotune.registry` finds workloads by
+name: the built-ins, plug-ins of the entry-point group ``autotune.workloads``,
+and ``path/to/file.py:ClassName``.
 """
 
 from __future__ import annotations
 
 import abc
-import importlib.util
 import sys
-from importlib.metadata import entry_points
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -20,9 +19,7 @@ from autotune.check import Check
 from autotune.config import Config
 from autotune.exceptions import AutotuneError, UnknownNameError
 
-__all__ = ["Workload", "get_workload_class", "register_workload", "workload_names"]
-
-ENTRY_POINT_GROUP = "autotune.workloads"
+__all__ = ["REGISTERED", "Workload", "register_workload"]
 
 
 class Workload(abc.ABC):
@@ -32,11 +29,12 @@ class Workload(abc.ABC):
 
     * Class attributes: ``name``, ``unit`` (what ``items_per_run`` counts),
       ``sizes`` (at least ``tiny``, for tests in well under a second a run,
-      ``small``, the default, and ``full``, the scale its users run),
-      ``reference_config`` (knob values that override the space's defaults
-      to give the simplest, most precise run: the reference output), and
+      ``small``, the default, and ``full``, the scale its users run), and
       ``version`` (bump it when data or outputs change; cached data and
       references are keyed by it).
+    * The search-space file (``space_path()``) holds the knobs, the
+      ``baseline``, the ``defaults`` and the ``reference`` (knob values that
+      give the simplest, most precise run: the reference output).
     * ``build(config)`` does every one-off cost (allocation, compilation set-up,
       moving data to the device) and returns a callable; one call is one run,
       and its return value is the output to check. Calls must be repeatable:
@@ -54,7 +52,6 @@ class Workload(abc.ABC):
     unit: ClassVar[str]
     sizes: ClassVar[Mapping[str, Mapping[str, Any]]]
     default_size: ClassVar[str] = "small"
-    reference_config: ClassVar[Mapping[str, Any]] = {}
     version: ClassVar[int] = 1
 
     def __init__(self, size: str | None = None, device: str = "cpu", cache_dir: str | Path | None = None) -> None:
@@ -68,11 +65,9 @@ class Workload(abc.ABC):
 
     @classmethod
     def space_path(cls) -> Path:
-        """The search-space file: ``search_spaces/<name>.yaml``, else ``<module file>.yaml``."""
-        from autotune.space import space_file
-
-        shipped = space_file(cls.name)
-        if shipped is not None:
+        """The search-space file: ``search_spaces/<name>.yaml`` shipped with autotune, else ``<module file>.yaml``."""
+        shipped = Path(str(files("search_spaces"))) / f"{cls.name}.yaml"
+        if shipped.is_file():
             return shipped
         module = sys.modules.get(cls.__module__)
         if module is not None and getattr(module, "__file__", None):
@@ -110,65 +105,11 @@ class Workload(abc.ABC):
             torch.mps.synchronize()
 
 
-_REGISTRY: dict[str, type[Workload]] = {}
+#: Workload classes registered by name in code that is imported (see autotune.registry).
+REGISTERED: dict[str, type[Workload]] = {}
 
 
 def register_workload(cls: type[Workload]) -> type[Workload]:
-    """Class decorator of the built-in workloads."""
-    _REGISTRY[cls.name] = cls
+    """Class decorator: find ``cls`` by its ``name`` once its module is imported."""
+    REGISTERED[cls.name] = cls
     return cls
-
-
-def _load_builtins() -> None:
-    import workloads  # noqa: F401  (importing registers every built-in)
-
-
-def _entry_point_classes() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def workload_names() -> list[str]:
-    _load_builtins()
-    return sorted(set(_REGISTRY) | set(_entry_point_classes()))
-
-
-def _load_from_file(spec: str) -> type[Workload]:
-    path_text, _, class_name = spec.rpartition(":")
-    path = Path(path_text)
-    if not path.is_file():
-        raise AutotuneError(f"workload file {path} does not exist (from --workload {spec!r})")
-    module_name = f"autotune_user_workload_{abs(hash(str(path.resolve())))}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        module_spec = importlib.util.spec_from_file_location(module_name, path)
-        assert module_spec is not None and module_spec.loader is not None
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as exc:
-            del sys.modules[module_name]
-            raise AutotuneError(f"workload file {path} failed to import: {type(exc).__name__}: {exc}") from exc
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Workload)):
-        found = [n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, Workload) and v is not Workload]
-        raise UnknownNameError(f"Workload class in {path}", class_name, found)
-    return cls
-
-
-def get_workload_class(spec: str) -> type[Workload]:
-    """A workload class from a name (built-in or entry point) or ``path/to/file.py:ClassName``."""
-    if ":" in spec and spec.rpartition(":")[0].endswith(".py"):
-        return _load_from_file(spec)
-    _load_builtins()
-    if spec in _REGISTRY:
-        return _REGISTRY[spec]
-    eps = _entry_point_classes()
-    if spec in eps:
-        cls = eps[spec].load()
-        if not (isinstance(cls, type) and issubclass(cls, Workload)):
-            raise AutotuneError(f"entry point {spec!r} in {ENTRY_POINT_GROUP} is not a Workload subclass")
-        return cls
-    raise UnknownNameError(
-        "workload", spec, set(_REGISTRY) | set(eps), hint="A workload may also be given as path/to/file.py:ClassName"
-    )

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from autotune.config import config_path  # noqa: E402
 from autotune.devices import cpu_threads, resolve_device  # noqa: E402
 from autotune.space import load_space  # noqa: E402
-from autotune.workload import get_workload_class  # noqa: E402
+from autotune.registry import get_workload_class  # noqa: E402
 
 
 def time_runs(workload, run, runs: int) -> tuple[float, float]:

@@ -75,7 +75,7 @@ def space():
 @pytest.fixture(scope="module")
 def reference(tiny, space):
     workload = tiny[0]
-    config = space.validate(dict(ChmmWorkload.reference_config))
+    config = space.reference
     return workload.to_reference(workload.build(config)())
 
 
@@ -158,7 +158,7 @@ def long_sequence():
         sizes = {"tiny": {**ChmmWorkload.sizes["tiny"], "steps": 4000}}
 
     workload = Long("tiny")
-    config = load_space("chmm").validate(dict(ChmmWorkload.reference_config, update_c="grouped"))
+    config = load_space("chmm").validate(dict(load_space("chmm").reference, update_c="grouped"))
     return workload, workload.to_reference(workload.build(config)())
 
 
@@ -185,7 +185,7 @@ def test_float16_total_overflows_on_a_long_sequence_and_fails_the_check():
 
     workload = Long("tiny")
     space = load_space("chmm")
-    reference = workload.to_reference(workload.build(space.validate(dict(ChmmWorkload.reference_config, update_c="grouped")))())
+    reference = workload.to_reference(workload.build(space.validate(dict(space.reference, update_c="grouped")))())
     assert float(reference["log2_likelihood"]) < -65504
     config = space.defaults.replace(dtype="float16")
     check = workload.check(workload.build(config)(), reference, config)

@@ -4,7 +4,8 @@ import sys
 
 import pytest
 
-from autotune.config import SCHEMA_VERSION, Config, TunedConfig, config_path, load_config, write_tuned_config
+from autotune.config import SCHEMA_VERSION, Config, config_path, write_tuned_config
+from autotune.tuned import TunedConfig, load_config
 from autotune.exceptions import ConfigNotFoundError, InvalidConfigError
 
 

@@ -13,7 +13,7 @@ import io
 import pytest
 import torch
 
-from autotune.workload import workload_names
+from autotune.registry import workload_names
 from tests.mutants import WORKLOADS, mutants_of
 from tests.mutants.harness import Bench, knob_values, precision_knob
 

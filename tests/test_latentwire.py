@@ -18,7 +18,7 @@ def space():
 @pytest.fixture(scope="module")
 def tiny(space):
     workload = LatentWireWorkload("tiny")
-    reference = workload.to_reference(workload.build(space.validate(dict(LatentWireWorkload.reference_config)))())
+    reference = workload.to_reference(workload.build(space.reference)())
     return workload, reference
 
 
@@ -195,7 +195,7 @@ def test_cuda_knobs_agree_with_the_reference(knobs):
 
     space = load_space("latentwire").for_device(resolve_device("auto").profile)
     workload = LatentWireWorkload("tiny", device="cuda")
-    reference = workload.to_reference(workload.build(space.validate(dict(LatentWireWorkload.reference_config)))())
+    reference = workload.to_reference(workload.build(space.reference)())
     config = space.validate({**dict(space.baseline), **knobs})
     check = workload.check(workload.to_reference(workload.build(config)()), reference, config)
     assert check.passed, check

@@ -19,7 +19,7 @@ def space():
 @pytest.fixture(scope="module")
 def tiny(space):
     workload = LsdWorkload("tiny")
-    reference = workload.to_reference(workload.build(space.validate(dict(LsdWorkload.reference_config)))())
+    reference = workload.to_reference(workload.build(space.reference)())
     return workload, reference
 
 
@@ -53,7 +53,7 @@ def test_ddim_with_the_true_noise_recovers_the_frame(space):
             return Oracle(torch.randn(shape, generator=torch.Generator().manual_seed(self.params["seed"] + 1)))
 
     workload = WithOracle("tiny")
-    config = space.validate({**dict(LsdWorkload.reference_config), "batch_size": 4})
+    config = space.validate({**space.reference, "batch_size": 4})
     torch.testing.assert_close(workload.build(config)(), workload.frames(), rtol=1e-5, atol=1e-5)
 
 
@@ -163,7 +163,7 @@ def test_cuda_knobs_agree_with_the_reference(knobs):
 
     space = load_space("lsd").for_device(resolve_device("auto").profile)
     workload = LsdWorkload("tiny", device="cuda")
-    reference = workload.to_reference(workload.build(space.validate(dict(LsdWorkload.reference_config)))())
+    reference = workload.to_reference(workload.build(space.reference)())
     config = space.validate({**dict(space.baseline), **knobs})
     run = workload.build(config)
     run()

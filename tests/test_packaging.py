@@ -23,9 +23,9 @@ def test_wheel_ships_spaces_and_workloads_and_they_load_from_it(tmp_path):
                    check=True, capture_output=True)
     code = (
         "import autotune, workloads.chmm\n"
-        "from autotune.space import load_space, space_file\n"
+        "from autotune.registry import space_path\nfrom autotune.space import load_space\n"
         "assert load_space('chmm').baseline['indices'] == 'per_step'\n"
-        f"assert str(space_file('chmm')).startswith({str(target)!r}), space_file('chmm')\n"
+        f"assert str(space_path('chmm')).startswith({str(target)!r}), space_path('chmm')\n"
         f"assert workloads.chmm.__file__.startswith({str(target)!r})\n"
     )
     # Run outside the checkout, with only the installed copy on the path.

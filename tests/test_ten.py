@@ -66,7 +66,7 @@ def space():
 @pytest.fixture(scope="module")
 def tiny(space):
     workload = TenWorkload("tiny")
-    reference = workload.to_reference(workload.build(space.validate(dict(TenWorkload.reference_config)))())
+    reference = workload.to_reference(workload.build(space.reference)())
     return workload, reference
 
 
@@ -92,7 +92,7 @@ def test_small_checkpoint_segments_with_a_short_sequence(space):
         sizes = {"tiny": {**TenWorkload.sizes["tiny"], "seq_len": 150}}
 
     workload = Long("tiny")
-    reference = workload.to_reference(workload.build(space.validate(dict(TenWorkload.reference_config)))())
+    reference = workload.to_reference(workload.build(space.reference)())
     for kernel in ({"recurrence": "scan", "chunk_size": 16}, {"recurrence": "loop", "loop_step": "fused"}):
         config = space.validate({**kernel, "checkpoint_chunk": 64})
         assert workload.check(workload.build(config)(), reference, config).passed

@@ -17,7 +17,7 @@ def space():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, space):
     workload = VlmMcWorkload("tiny", cache_dir=tmp_path_factory.mktemp("vlm_mc"))
-    reference = workload.to_reference(workload.build(space.validate(dict(VlmMcWorkload.reference_config)))())
+    reference = workload.to_reference(workload.build(space.reference)())
     return workload, reference
 
 
@@ -80,7 +80,7 @@ def test_compiled_encoder_passes_the_check(tiny, space):
 
 def test_reference_config_reproduces_its_own_masks(tiny, space):
     workload, reference = tiny
-    config = space.validate(dict(VlmMcWorkload.reference_config))
+    config = space.reference
     check = workload.check(workload.build(config)(), reference, config)
     assert check.metrics["mc_z2"][0] == 0.0 and check.metrics["pixels"][0] == 0.0
 

@@ -1,5 +1,1 @@
-"""The built-in workloads; importing this package registers each of them."""
-
-from workloads import chmm, latentwire, lsd, ten, vlm_mc  # noqa: F401
-
-__all__ = ["chmm", "latentwire", "lsd", "ten", "vlm_mc"]
+"""The built-in workloads, one module each; :mod:`autotune.registry` finds them by name (nothing is imported here)."""

@@ -539,14 +539,6 @@ class ChmmWorkload(Workload):
         "small": {"rows": 20, "cols": 20, "n_obs": 16, "clones": 50, "steps": 10_000, "seed": 0},
         "full": {"rows": 20, "cols": 20, "n_obs": 16, "clones": 150, "steps": 150_000, "seed": 0},
     }
-    reference_config = {
-        "messages": "loop",
-        "dtype": "float64",
-        "debug_asserts": False,
-        "indices": "precomputed",
-        "workspace": False,
-        "update_c": "loop",
-    }
 
     def _data(self) -> tuple[np.ndarray, np.ndarray]:
         p = self.params

@@ -318,16 +318,6 @@ class LatentWireWorkload(Workload):
                  "answer_words": 16, "answer_len": 16, "enc_dim": 512, "enc_layers": 4, "lm_dim": 768,
                  "lm_layers": 12, "heads": 12, "latents": 32, "seed": 0},
     }
-    reference_config = {
-        "batch_size": 1,
-        "loader": "manual",
-        "scaffold": "per_batch",
-        "precision": "fp32",
-        "optimizer": "for_loop",
-        "attention": "math",
-        "compile": "none",
-        "checkpoint": False,
-    }
 
     def _data(self) -> tuple[ChatTokenizer, list[dict[str, str]], torch.Tensor, torch.Tensor]:
         """The examples and their token ids: contexts and answers are tokenised once, as the project's data set is.

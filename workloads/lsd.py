@@ -244,17 +244,6 @@ class LsdWorkload(Workload):
         "full": {"frames": 32, "steps": 4, "latent_channels": 4, "latent_size": 64, "base": 192, "mult": (1, 2, 4, 8),
                  "blocks": 5, "strength": 0.5, "seed": 0},
     }
-    reference_config = {
-        "precision": "fp32",
-        "channels_last": False,
-        "attention": "manual",
-        "grad_mode": "no_grad",
-        "batch_size": 1,
-        "cuda_graph": False,
-        "compile": "none",
-        "cudnn_benchmark": False,
-        "tf32": False,
-    }
 
     def frames(self) -> torch.Tensor:
         p = self.params

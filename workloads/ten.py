@@ -300,15 +300,6 @@ class TenWorkload(Workload):
         "full": {"vocab": 32000, "d_model": 768, "eigenstates": 512, "layers": 12, "seq_len": 2048,
                  "global_batch": 32, "max_grad_norm": 1.0, "seed": 0},
     }
-    reference_config = {
-        "recurrence": "loop",
-        "loop_step": "plain",
-        "input_proj": "per_step",
-        "fused_output": False,
-        "compile": "none",
-        "precision": "fp32",
-        "checkpoint_chunk": 0,
-    }
 
     def _tokens(self) -> np.ndarray:
         p = self.params

@@ -308,14 +308,6 @@ class VlmMcWorkload(Workload):
         "full": {"images": 500, "width": (400, 640), "height": (300, 480), "crop": 224, "patch": 32, "dim": 768,
                  "depth": 12, "heads": 12, "features": 512, "passes": 64, "seed": 0},
     }
-    reference_config = {
-        "precompute": "none",
-        "batch_size": 32,
-        "num_workers": 0,
-        "precision": "fp32",
-        "grad_mode": "no_grad",
-        "compile": "none",
-    }
 
     # -- data --------------------------------------------------------------------------------
 

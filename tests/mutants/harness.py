@@ -13,7 +13,8 @@ from autotune.check import Check
 from autotune.config import Config
 from autotune.devices import resolve_device
 from autotune.space import SearchSpace, load_space
-from autotune.workload import Workload, get_workload_class
+from autotune.registry import get_workload_class
+from autotune.workload import Workload
 from tests.mutants import Mutant
 
 #: The knob that names a workload's arithmetic precision.
@@ -44,7 +45,7 @@ class Bench:
         # Every precision a CPU may offer: bf16 too, though this CPU emulates it (a check must hold wherever it runs).
         cpu = resolve_device("cpu").profile
         space = load_space(name).for_device(replace(cpu, capabilities=cpu.capabilities | {"bf16"}))
-        reference_config = space.validate({**space.defaults, **type(workload).reference_config})
+        reference_config = space.reference
         reference = workload.to_reference(workload.build(reference_config)())
         return cls(workload, space, reference)
 

@@ -24,7 +24,6 @@ class BrokenWorkload(Workload):
     unit = "items"
     sizes = {"tiny": {}, "small": {}, "full": {}}
     default_size = "tiny"
-    reference_config = {"behaviour": "ok"}
 
     def _note_pid(self, what: str, pid: int) -> None:
         # Tests read these to make sure nothing is left running.

@@ -19,7 +19,6 @@ class SteadyWorkload(Workload):
     unit = "items"
     sizes = {"tiny": {}, "small": {}, "full": {}}
     default_size = "tiny"
-    reference_config = {"work": 1}
 
     def build(self, config):
         seconds = config["work"] / 50_000

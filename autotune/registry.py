@@ -1,0 +1,111 @@
+"""The registry: a workload's name -> its class and its search-space file.
+
+Three kinds of workload are found here, and nowhere else:
+
+* the built-ins, listed in :data:`BUILTINS` by module and class; their space
+  files ship in ``search_spaces/``, so a space is found without importing
+  the workload (``load_config`` imports no torch);
+* installed plug-ins, in the entry-point group ``autotune.workloads``;
+* a class in a file, ``path/to/file.py:ClassName``, with its space beside it
+  (``file.yaml``) unless the class says otherwise.
+
+A class decorated with :func:`~autotune.workload.register_workload` in
+code that is already imported is found by its name too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from importlib.metadata import entry_points
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from autotune.exceptions import AutotuneError, UnknownNameError
+from autotune.workload import REGISTERED, Workload
+
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "get_workload_class", "space_path", "workload_names"]
+
+ENTRY_POINT_GROUP = "autotune.workloads"
+
+#: Built-in workload name -> "module:Class" (imported only when the class is needed).
+BUILTINS: dict[str, str] = {
+    "chmm": "workloads.chmm:ChmmWorkload",
+    "latentwire": "workloads.latentwire:LatentWireWorkload",
+    "lsd": "workloads.lsd:LsdWorkload",
+    "ten": "workloads.ten:TenWorkload",
+    "vlm_mc": "workloads.vlm_mc:VlmMcWorkload",
+}
+
+
+def _is_file_spec(spec: str) -> bool:
+    return spec.rpartition(":")[0].endswith(".py")
+
+
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def workload_names() -> list[str]:
+    """Every workload that can be named: built-ins, plug-ins and classes registered in imported code."""
+    return sorted(set(BUILTINS) | set(_entry_points()) | set(REGISTERED))
+
+
+def get_workload_class(spec: str) -> type[Workload]:
+    """A workload class from a name (built-in, plug-in, registered) or ``path/to/file.py:ClassName``."""
+    if _is_file_spec(spec):
+        return _load_from_file(spec)
+    if spec in BUILTINS:
+        module, _, name = BUILTINS[spec].partition(":")
+        return getattr(importlib.import_module(module), name)
+    if spec in REGISTERED:
+        return REGISTERED[spec]
+    eps = _entry_points()
+    if spec in eps:
+        cls = eps[spec].load()
+        if not (isinstance(cls, type) and issubclass(cls, Workload)):
+            raise AutotuneError(f"entry point {spec!r} in {ENTRY_POINT_GROUP} is not a Workload subclass")
+        return cls
+    raise UnknownNameError("workload", spec, workload_names(),
+                           hint="A workload may also be given as path/to/file.py:ClassName")
+
+
+def shipped_space(name: str) -> Path | None:
+    """The space file shipped for a built-in workload (``search_spaces/<name>.yaml``), or ``None``."""
+    path = Path(str(files("search_spaces"))) / f"{name}.yaml"
+    return path if path.is_file() else None
+
+
+def space_path(spec: str) -> Path:
+    """The search-space file of a workload; a built-in's is found without importing the workload."""
+    if spec in BUILTINS:
+        shipped = shipped_space(spec)
+        if shipped is not None:
+            return shipped
+    return get_workload_class(spec).space_path()
+
+
+def _load_from_file(spec: str) -> type[Workload]:
+    path_text, _, class_name = spec.rpartition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise AutotuneError(f"workload file {path} does not exist (from --workload {spec!r})")
+    module_name = f"autotune_user_workload_{abs(hash(str(path.resolve())))}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        assert module_spec is not None and module_spec.loader is not None
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[module_name]
+            raise AutotuneError(f"workload file {path} failed to import: {type(exc).__name__}: {exc}") from exc
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Workload)):
+        found = [n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, Workload) and v is not Workload]
+        raise UnknownNameError(f"Workload class in {path}", class_name, found)
+    return cls

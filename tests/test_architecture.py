@@ -1,0 +1,89 @@
+"""The architecture holds: settings handed to workers as JSON, modules that import alone, no import cycle."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.settings import SearchSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_settings_round_trip_through_json_without_the_storage(tmp_path):
+    settings = SearchSettings("chmm", "cpu", "tiny", storage="postgresql://u:secret@h/db", threads=1, seed=7,
+                              memory_budget_bytes=2**30, time_budget=30.0, quiet=True)
+    path = settings.write(tmp_path / "settings.json")
+    assert "secret" not in path.read_text() and "storage" not in json.loads(path.read_text())
+    assert SearchSettings.read(path, storage=settings.storage) == settings
+
+
+def test_a_worker_seed_is_offset_by_its_index():
+    tuner = SearchSettings("chmm", "cpu", "tiny", seed=7, studies="/nonexistent").tuner(worker_index=2)
+    try:
+        assert tuner.seed == 9 and tuner.threads is None
+    finally:
+        tuner.close()
+
+
+@pytest.mark.parametrize("module", [
+    "autotune", "autotune.cli", "autotune.config", "autotune.console", "autotune.export", "autotune.loop",
+    "autotune.report", "autotune.runner", "autotune.selection", "autotune.settings", "autotune.shared_study",
+    "autotune.space", "autotune.trials", "autotune.tuner", "autotune.workload", "autotune.workers",
+    "autotune._worker", "autotune.registry", "autotune.tuned", "workloads.chmm", "workloads.lsd",
+])
+def test_each_module_imports_alone_in_a_fresh_interpreter(module):
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_no_module_of_the_package_is_over_about_500_lines():
+    # The workloads are long by nature; the package's modules each hold one stage.
+    sizes = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "autotune").glob("*.py")}
+    assert max(sizes.values()) <= 500, sizes
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere (inside functions too; typing-only imports aside)."""
+    modules = {}
+    for path in [*(ROOT / "autotune").glob("*.py"), *(ROOT / "workloads").glob("*.py")]:
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = _import_graph()
+    assert "workloads" not in graph["autotune.workload"] and graph["workloads"] == set()
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            assert state.get(target) != 1, " -> ".join([*path, module, target])
+            if target not in state:
+                visit(target, [*path, module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
