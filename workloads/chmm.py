@@ -24,6 +24,7 @@ directly.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -32,6 +33,7 @@ import torch
 from autotune.check import Check, relative_error
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
+from workloads._torch import cached
 
 __all__ = [
     "ChmmWorkload",
@@ -543,16 +545,13 @@ class ChmmWorkload(Workload):
     def _data(self) -> tuple[np.ndarray, np.ndarray]:
         p = self.params
         path = self.cache_dir / "walk.npz" if self.cache_dir is not None else None
-        if path is not None and path.is_file():
+
+        def load(path: Path) -> tuple[np.ndarray, np.ndarray]:
             with np.load(path) as data:
                 return data["x"], data["a"]
-        _, x, a = random_walk(p["rows"], p["cols"], p["n_obs"], p["steps"], p["seed"])
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"walk-{id(self)}.npz")
-            np.savez(tmp, x=x, a=a)
-            tmp.replace(path)
-        return x, a
+
+        return cached(path, lambda: random_walk(p["rows"], p["cols"], p["n_obs"], p["steps"], p["seed"])[1:],
+                      lambda walk, tmp: np.savez(tmp, x=walk[0], a=walk[1]), load)
 
     def prepare(self) -> None:
         self._data()

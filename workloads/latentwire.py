@@ -32,34 +32,22 @@ reference's, whatever the batching.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
 from autotune.check import Check
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
 from workloads import _training
+from workloads._torch import attention_backend, autocast, maybe_compile, restart
 from workloads._training import micro_batch
 
 __all__ = ["TOLERANCES", "ChatTokenizer", "LatentWireModel", "LatentWireWorkload", "make_examples"]
-
-_AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-#: SDPA backends by knob value; ``auto`` lets SDPA choose.
-ATTENTION_BACKENDS: Mapping[str, SDPBackend | None] = {
-    "auto": None,
-    "math": SDPBackend.MATH,
-    "flash": SDPBackend.FLASH_ATTENTION,
-    "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "cudnn": SDPBackend.CUDNN_ATTENTION,
-}
 
 #: Relative tolerances per precision and output, each a stated multiple of the
 #: honest worst error measured over every knob value and 3 data seeds at
@@ -358,9 +346,7 @@ class LatentWireWorkload(Workload):
         initial = [q.detach().clone() for q in params]
         flavour = {"for_loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
         optimizer = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, **flavour[config["optimizer"]])
-        forward: Callable[..., torch.Tensor] = model
-        if config["compile"] != "none":
-            forward = torch.compile(model, mode=config["compile"])
+        forward: Callable[..., torch.Tensor] = maybe_compile(model, config["compile"])
 
         effective = p["effective_batch"]
         micro = micro_batch(config, effective, "effective batch")
@@ -387,19 +373,14 @@ class LatentWireWorkload(Workload):
                     batch = make_batch(order[start:start + micro])
                     yield tuple(t.pin_memory() for t in batch) if pin else batch
 
-        autocast_dtype = _AUTOCAST[config["precision"]]
-        backend = ATTENTION_BACKENDS[config["attention"]]
         set_to_none = bool(config["set_to_none"])
 
-        def attention():
-            return sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+        def attention() -> ContextManager[Any]:  # ``auto`` lets SDPA choose
+            return attention_backend(config["attention"])
 
         def train() -> dict[str, torch.Tensor]:
             # Every run: the same initial weights, a fresh optimizer and loss scale.
-            with torch.no_grad():
-                torch._foreach_copy_(params, initial)
-            optimizer.state.clear()
-            optimizer.zero_grad(set_to_none=set_to_none)
+            restart(params, initial, optimizer, set_to_none)
             scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12, enabled=config["precision"] == "fp16")
             losses, norms, clipped, step_loss = [], [], [], torch.zeros((), device=device)
             for i, (context, tokens, targets) in enumerate(batches()):
@@ -407,7 +388,7 @@ class LatentWireWorkload(Workload):
                 tokens = tokens.to(device, non_blocking=non_blocking)
                 targets = targets.to(device, non_blocking=non_blocking)
                 with attention():
-                    with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                    with autocast(device, config["precision"]):
                         logits = forward(context, tokens)
                         # Summed over the micro-batch's answer tokens, divided by the effective batch's:
                         # the accumulated gradient is that of the mean over the effective batch.

@@ -24,7 +24,6 @@ backend or a wrong memory layout moves the latents past it.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any, Callable, Mapping
 
@@ -32,11 +31,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.check import Check, relative_error
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
+from workloads._torch import attention_backend, maybe_compile
 
 __all__ = ["TOLERANCES", "DenoisingUNet", "LsdWorkload", "ddim_timesteps", "make_frames"]
 
@@ -47,15 +46,6 @@ PRECISIONS: Mapping[str, tuple[torch.dtype, bool]] = {
     "amp_bf16": (torch.bfloat16, False),
     "fp16": (torch.float16, True),
     "bf16": (torch.bfloat16, True),
-}
-
-#: attention knob -> SDPA backend (``sdpa`` lets SDPA choose; ``manual`` is the seed's own attention).
-SDPA_BACKENDS: Mapping[str, SDPBackend | None] = {
-    "sdpa": None,
-    "math": SDPBackend.MATH,
-    "flash": SDPBackend.FLASH_ATTENTION,
-    "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "cudnn": SDPBackend.CUDNN_ATTENTION,
 }
 
 #: Relative tolerances on the output latents, by the arithmetic's mantissa,
@@ -271,10 +261,9 @@ class LsdWorkload(Workload):
             model = model.to(dtype)
         input_dtype = dtype if direct else torch.float32
         use_autocast = dtype != torch.float32 and not direct
-        denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = model
-        if config["compile"] != "none":
-            denoise = torch.compile(model, mode=config["compile"])
-        backend = SDPA_BACKENDS.get(config["attention"])
+        denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = maybe_compile(model, config["compile"])
+        # ``manual`` is the seed's own attention: no SDPA backend to choose.
+        backend = "sdpa" if config["attention"] == "manual" else config["attention"]
         grad_mode = torch.inference_mode if config["grad_mode"] == "inference_mode" else torch.no_grad
 
         frames = self.frames()  # the stream arrives in host memory, as from a decoder or camera
@@ -289,8 +278,7 @@ class LsdWorkload(Workload):
         coefficients = [(float(a_bar[t].sqrt()), float((1 - a_bar[t]).sqrt())) for t in timesteps]
 
         def eps_eager(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-            attention = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
-            with attention, torch.autocast(device.type, dtype=dtype, enabled=use_autocast):
+            with attention_backend(backend), torch.autocast(device.type, dtype=dtype, enabled=use_autocast):
                 return denoise(x.to(input_dtype).contiguous(memory_format=memory_format), t)
 
         predict = eps_eager

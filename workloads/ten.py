@@ -48,11 +48,11 @@ from autotune.check import Check
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
 from workloads import _training
+from workloads._torch import autocast, cached, maybe_compile, restart
 from workloads._training import micro_batch
 
 __all__ = ["TOLERANCES", "TenLM", "TenWorkload", "markov_sequences"]
 
-_AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 #: Relative tolerances per precision and output, each a stated multiple of the
 #: honest worst error measured over every knob value and 3 data seeds at
@@ -304,15 +304,8 @@ class TenWorkload(Workload):
     def _tokens(self) -> np.ndarray:
         p = self.params
         path = self.cache_dir / "tokens.npy" if self.cache_dir is not None else None
-        if path is not None and path.is_file():
-            return np.load(path)
-        tokens = markov_sequences(p["vocab"], p["global_batch"], p["seq_len"] + 1, p["seed"])
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"tokens-{id(self)}.npy")
-            np.save(tmp, tokens)
-            tmp.replace(path)
-        return tokens
+        return cached(path, lambda: markov_sequences(p["vocab"], p["global_batch"], p["seq_len"] + 1, p["seed"]),
+                      lambda tokens, tmp: np.save(tmp, tokens), np.load)
 
     def prepare(self) -> None:
         self._tokens()
@@ -333,22 +326,16 @@ class TenWorkload(Workload):
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         micro = micro_batch(config, p["global_batch"], "global batch")
         n_tokens = targets.numel()
-        autocast_dtype = _AUTOCAST[config["precision"]]
         scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12, enabled=config["precision"] == "fp16")
-        forward: Callable[[torch.Tensor], torch.Tensor] = model
-        if config["compile"] != "none":
-            forward = torch.compile(model, mode=config["compile"])
+        forward: Callable[[torch.Tensor], torch.Tensor] = maybe_compile(model, config["compile"])
 
         def step() -> dict[str, torch.Tensor]:
             # Every run starts from the same weights and a fresh optimizer, so that runs are repeatable.
-            with torch.no_grad():
-                torch._foreach_copy_(params, initial)
-            optimizer.state.clear()
-            optimizer.zero_grad(set_to_none=True)
+            restart(params, initial, optimizer)
             total = torch.zeros((), device=device)
             for start in range(0, inputs.shape[0], micro):
                 x, y = inputs[start:start + micro], targets[start:start + micro]
-                with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                with autocast(device, config["precision"]):
                     logits = forward(x)
                     loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1),
                                            reduction="sum") / n_tokens

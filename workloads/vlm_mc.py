@@ -49,6 +49,7 @@ from torch import nn
 from autotune.check import Check, relative_error
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
+from workloads._torch import autocast, cached, maybe_compile
 
 __all__ = ["ImageProcessor", "PIXEL_TOLERANCE", "McViT", "VlmMcWorkload", "make_images", "mc_z2", "mc_z2_tolerance", "mean_scale", "variance_ratio"]
 
@@ -56,7 +57,6 @@ __all__ = ["ImageProcessor", "PIXEL_TOLERANCE", "McViT", "VlmMcWorkload", "make_
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
-_AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 #: Unit roundoff of each precision times a margin: the part of the difference
 #: from the reference that rounding, not sampling, may explain (relative to the
@@ -344,14 +344,8 @@ class VlmMcWorkload(Workload):
 
     def precompute_pixels(self, paths: Sequence[Path], processor: ImageProcessor) -> torch.Tensor:
         """Every image processed once into one (N, 3, H, W) tensor, from the disk cache when it is there."""
-        path = self.pixel_cache_path(paths, processor)
-        if path.is_file():
-            return torch.load(path, weights_only=True)
-        pixels = torch.stack([processor(q) for q in paths])
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
-        torch.save(pixels, tmp)
-        os.replace(tmp, path)
-        return pixels
+        return cached(self.pixel_cache_path(paths, processor), lambda: torch.stack([processor(q) for q in paths]),
+                      torch.save, lambda path: torch.load(path, weights_only=True))
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -367,10 +361,7 @@ class VlmMcWorkload(Workload):
         processor = self.processor()
         model = self.model().to(device)
         model.train()  # dropout stays on: that is the Monte-Carlo
-        encode: Callable[[torch.Tensor], torch.Tensor] = model
-        if config["compile"] != "none":
-            encode = torch.compile(model, mode=config["compile"])
-        autocast_dtype = _AUTOCAST[config["precision"]]
+        encode: Callable[[torch.Tensor], torch.Tensor] = maybe_compile(model, config["compile"])
         grad_mode = torch.inference_mode if config["grad_mode"] == "inference_mode" else torch.no_grad
         batch = config["batch_size"]
         n = len(paths)
@@ -410,7 +401,7 @@ class VlmMcWorkload(Workload):
                     for pixels, index in batches():
                         if pass_index == 0:
                             thumbnails[index] = _thumbnail(pixels)
-                        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                        with autocast(device, config["precision"]):
                             features = encode(pixels)
                         features = features.cpu().to(torch.float64)
                         total.index_add_(0, index, features)

@@ -1,0 +1,76 @@
+"""What several workloads do with torch the same way: precision, attention backend, compile, restarts, caches.
+
+Each helper turns a knob value into exactly what it names (never another
+value), so every workload's knob of the same name means the same thing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence, TypeVar
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+__all__ = ["AUTOCAST", "SDPA_BACKENDS", "attention_backend", "autocast", "cached", "maybe_compile", "restart"]
+
+T = TypeVar("T")
+
+#: precision knob -> autocast dtype (None: fp32, autocast off).
+AUTOCAST: Mapping[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+#: attention knob -> SDPA backend; ``sdpa`` and ``auto`` let SDPA choose.
+SDPA_BACKENDS: Mapping[str, SDPBackend | None] = {
+    "sdpa": None,
+    "auto": None,
+    "math": SDPBackend.MATH,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
+
+
+def autocast(device: torch.device, precision: str) -> ContextManager[Any]:
+    """Autocast to the precision knob's dtype on ``device`` (off for fp32)."""
+    dtype = AUTOCAST[precision]
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
+def attention_backend(name: str) -> ContextManager[Any]:
+    """Only the named SDPA backend may run (SDPA raises where it cannot), or SDPA's own choice."""
+    backend = SDPA_BACKENDS[name]
+    return sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+
+
+def maybe_compile(module: Callable[..., T], mode: str) -> Callable[..., T]:
+    """``module`` under ``torch.compile`` in the compile knob's mode, or as it is for ``none``."""
+    return module if mode == "none" else torch.compile(module, mode=mode)
+
+
+def restart(params: Sequence[torch.Tensor], initial: Iterable[torch.Tensor], optimizer: torch.optim.Optimizer,
+            set_to_none: bool = True) -> None:
+    """Every run of a training step starts from the same weights and a fresh optimizer: runs are repeatable."""
+    with torch.no_grad():
+        torch._foreach_copy_(list(params), list(initial))
+    optimizer.state.clear()
+    optimizer.zero_grad(set_to_none=set_to_none)
+
+
+def cached(path: Path | None, make: Callable[[], T], save: Callable[[T, Path], None],
+           load: Callable[[Path], T]) -> T:
+    """``load(path)`` when the cache holds it, else ``make()``, saved atomically (a crash leaves no half file).
+
+    Trials of one study run at once and share the cache: each writes its own
+    temporary file and renames it, so a reader sees a whole file or none.
+    """
+    if path is not None and path.is_file():
+        return load(path)
+    value = make()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
+        save(value, tmp)
+        os.replace(tmp, path)
+    return value
