@@ -19,7 +19,7 @@ from autotune._version import __version__
 from autotune.exceptions import AutotuneError
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
-    Progress, check_line, figures_row, format_bytes, rate, result_json, result_table, speedup_text,
+    Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, workload_text,
 )
 from autotune.storage import STORAGE_ENV
 
@@ -340,17 +340,7 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
     if as_json:
         click.echo(json.dumps(cfg.document, indent=2))
         return
-    doc = cfg.document
-    lines = [
-        f"{doc['workload']} ({doc.get('size')}) on {doc['device']} ({doc.get('device_name', '')}), from {cfg.source}",
-        f"Best config (trial #{doc.get('trial')}): " + " ".join(f"{k}={v}" for k, v in doc["config"].items()),
-        "",
-        figures_row("best", doc.get("measured")),
-        figures_row("baseline", doc.get("baseline")),
-        f"  {'speedup':<16} {speedup_text(doc.get('speedup')):>24}",
-        f"  {'check':<16} {check_line(doc.get('check'))}",
-    ]
-    click.echo("\n".join(lines))
+    click.echo(best_text(cfg.export, cfg.source))
 
 
 # -- run ----------------------------------------------------------------------------------
@@ -390,24 +380,11 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
         result = _library_call(tuner.run_config, config)
     finally:
         tuner.close()
+    heading = {"workload": tuner.workload_class.name, "device": tuner.device.name, "size": tuner.size}
     if as_json:
-        data = result.to_dict()
-        data.update(workload=tuner.workload_class.name, device=tuner.device.name, size=tuner.size)
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps({**result.to_dict(), **heading}, indent=2))
     else:
-        lines = [f"{tuner.workload_class.name} ({tuner.size}) on {tuner.device.name}: {result.status}",
-                 f"  config       {config.describe()}"]
-        if result.throughput is not None:
-            lines += [
-                f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
-                f"over {len(result.times)} runs, spread ±{100 * (result.relative_spread or 0):.1f}%"
-                f"{', noisy' if result.noisy else ''}); first run {result.warmup_seconds:.3g} s",
-                f"  peak memory  {format_bytes(result.peak_memory_bytes)}, {result.threads} threads",
-                f"  check        {check_line(result.check)}",
-            ]
-        if result.error and result.status != "ok":
-            lines.append(f"  error        {result.error}")
-        click.echo("\n".join(lines))
+        click.echo(run_text(result, config, **heading))
     sys.exit(0 if result.status == "ok" else 1)
 
 
@@ -423,25 +400,12 @@ def list_workloads(workload: str | None) -> None:
       autotune list
       autotune list --workload chmm
     """
+    from autotune.registry import get_workload_class, space_path, workload_names
     from autotune.space import SearchSpace
-    from autotune.registry import get_workload_class, workload_names
 
-    names = [workload] if workload else workload_names()
-    for name in names:
+    for name in [workload] if workload else workload_names():
         cls = _library_call(get_workload_class, name)
-        space = _library_call(SearchSpace.from_file, cls.space_path())
-        click.echo(f"{cls.name}  (unit: {cls.unit}; sizes: {', '.join(cls.sizes)}; default {cls.default_size})")
-        if space.description:
-            click.echo(f"  {space.description}")
-        for row in space.describe():
-            extra = []
-            if row["condition"]:
-                extra.append(f"when {row['condition']}")
-            if row["requires"]:
-                extra.append(f"needs {row['requires']}")
-            click.echo(f"  {row['name']:<16} {row['values']:<44} default {row['default']:<12} baseline {row['baseline']:<12}"
-                       + (f" ({'; '.join(extra)})" if extra else ""))
-        click.echo("")
+        click.echo(workload_text(cls, _library_call(SearchSpace.from_file, space_path(name))) + "\n")
 
 
 @cli.command()
@@ -457,20 +421,7 @@ def devices(as_json: bool) -> None:
     from autotune.devices import PROFILES, detect
 
     found = detect()
-    if as_json:
-        click.echo(json.dumps({
-            "detected": [{"profile": d.profile.name, "name": d.name, "memory_bytes": d.memory_bytes, **d.details} for d in found],
-            "profiles": {p.name: {"kind": p.kind, "description": p.description, "memory_bytes": p.memory_bytes,
-                                  "capabilities": sorted(p.capabilities)} for p in PROFILES.values()},
-        }, indent=2))
-        return
-    click.echo("Detected (auto picks the first):")
-    for d in found:
-        click.echo(f"  {d.profile.name:<12} {d.name}  {format_bytes(d.memory_bytes)}"
-                   + "".join(f"  {k}={v}" for k, v in d.details.items()))
-    click.echo("\nProfiles:")
-    for p in PROFILES.values():
-        click.echo(f"  {p.name:<12} {p.description:<58} {format_bytes(p.memory_bytes):>10}  {', '.join(sorted(p.capabilities))}")
+    click.echo(json.dumps(devices_json(found, PROFILES), indent=2) if as_json else devices_text(found, PROFILES))
 
 
 def main(argv: list[str] | None = None) -> None:

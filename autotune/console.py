@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-__all__ = ["Progress", "check_line", "figures_row", "format_bytes", "rate", "result_json", "result_table", "speedup_text"]
+__all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
+           "workload_text"]
 
 
 def format_bytes(value: float | None) -> str:
@@ -188,4 +189,65 @@ def result_table(result: Any) -> str:
         lines.insert(-2, "  other candidates: " + "; ".join(
             f"#{c.trial} {rate(c.figures()['throughput'], c.figures()['unit']) if c.figures() else c.results[-1].status}"
             for c in losers))
+    return "\n".join(lines)
+
+
+def best_text(doc: Any, source: str) -> str:
+    """`autotune best`: an export document (:class:`~autotune.export.ExportDocument`) as a table."""
+    return "\n".join([
+        f"{doc.workload} ({doc.size}) on {doc.device} ({doc.device_name or ''}), from {source}",
+        f"Best config (trial #{doc.trial}): " + " ".join(f"{k}={v}" for k, v in doc.config.items()),
+        "",
+        figures_row("best", doc.measured),
+        figures_row("baseline", doc.baseline),
+        f"  {'speedup':<16} {speedup_text(doc.speedup):>24}",
+        f"  {'check':<16} {check_line(doc.check)}",
+    ])
+
+
+def run_text(result: Any, config: Any, workload: str, device: str, size: str) -> str:
+    """`autotune run`: one config's measurement and check."""
+    lines = [f"{workload} ({size}) on {device}: {result.status}", f"  config       {config.describe()}"]
+    if result.throughput is not None:
+        lines += [
+            f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
+            f"over {len(result.times)} runs, spread ±{100 * (result.relative_spread or 0):.1f}%"
+            f"{', noisy' if result.noisy else ''}); first run {result.warmup_seconds:.3g} s",
+            f"  peak memory  {format_bytes(result.peak_memory_bytes)}, {result.threads} threads",
+            f"  check        {check_line(result.check)}",
+        ]
+    if result.error and result.status != "ok":
+        lines.append(f"  error        {result.error}")
+    return "\n".join(lines)
+
+
+def workload_text(cls: Any, space: Any) -> str:
+    """`autotune list`: a workload and its knobs (values, default, baseline, device needs)."""
+    lines = [f"{cls.name}  (unit: {cls.unit}; sizes: {', '.join(cls.sizes)}; default {cls.default_size})"]
+    if space.description:
+        lines.append(f"  {space.description}")
+    for row in space.describe():
+        extra = [f"when {row['condition']}"] if row["condition"] else []
+        extra += [f"needs {row['requires']}"] if row["requires"] else []
+        lines.append(f"  {row['name']:<16} {row['values']:<44} default {row['default']:<12} baseline {row['baseline']:<12}"
+                     + (f" ({'; '.join(extra)})" if extra else ""))
+    return "\n".join(lines)
+
+
+def devices_json(found: list[Any], profiles: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "detected": [{"profile": d.profile.name, "name": d.name, "memory_bytes": d.memory_bytes, **d.details} for d in found],
+        "profiles": {p.name: {"kind": p.kind, "description": p.description, "memory_bytes": p.memory_bytes,
+                              "capabilities": sorted(p.capabilities)} for p in profiles.values()},
+    }
+
+
+def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:
+    """`autotune devices`: what was found here (auto takes the first), then every profile."""
+    lines = ["Detected (auto picks the first):"]
+    lines += [f"  {d.profile.name:<12} {d.name}  {format_bytes(d.memory_bytes)}"
+              + "".join(f"  {k}={v}" for k, v in d.details.items()) for d in found]
+    lines += ["", "Profiles:"]
+    lines += [f"  {p.name:<12} {p.description:<58} {format_bytes(p.memory_bytes):>10}  {', '.join(sorted(p.capabilities))}"
+              for p in profiles.values()]
     return "\n".join(lines)

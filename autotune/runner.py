@@ -161,10 +161,9 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         import torch
 
         from autotune.config import Config
+        from autotune.devices import cpu_threads
         from autotune.environment import fingerprint
         from autotune.registry import get_workload_class
-
-        from autotune.devices import cpu_threads
 
         # numba (when a workload uses it) caches compiled kernels here, shared by all trials.
         os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(request.cache_dir).parent.parent / "numba"))
@@ -185,44 +184,9 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         result.items_per_run = workload.items_per_run(config)
 
         if request.purpose == "reference":
-            workload.synchronize()
-            start = time.perf_counter()
-            output = run()
-            workload.synchronize()
-            result.times = [time.perf_counter() - start]
-            path = request.reference_path
-            tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
-            torch.save(workload.to_reference(output), tmp)
-            os.replace(tmp, path)
-            result.status = "ok"
+            _write_reference(workload, run, request.reference_path, result)
         else:
-            # weights_only: a reference file is data; a planted pickle must not run code.
-            reference = torch.load(request.reference_path, weights_only=True)
-            checks = []
-
-            def on_output(which: str, output: Any) -> None:
-                # Checked at once: a workload may reuse its output buffers on the next run.
-                checks.append(workload.check(output, reference, config))
-
-            measurer = Measurer(**request.measurer)
-            measurement = measurer.measure(run, result.items_per_run, workload.synchronize, on_output)
-            worst = max(checks, key=lambda c: (not c.passed, c.error / c.tolerance if c.tolerance else math.inf))
-            result.check = worst.to_dict()
-            result.times = measurement.times
-            result.warmup_seconds = measurement.first_run_seconds
-            result.warmup_times = measurement.warmup_times
-            result.median_seconds = measurement.median
-            result.iqr_seconds = measurement.iqr
-            result.relative_spread = measurement.relative_spread
-            result.noisy = measurement.noisy
-            result.cut_short = measurement.cut_short
-            result.throughput = measurement.throughput
-            result.status = "ok" if worst.passed else "incorrect"
-            if not worst.passed:
-                result.error = (
-                    f"output differs from the reference: {worst.metric} error "
-                    f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}"
-                )
+            _measure_and_check(workload, run, config, request, result)
         result.peak_memory_bytes = _peak_memory(request.torch_device)
         result.environment = fingerprint(request.torch_device)
     except BaseException as exc:  # noqa: BLE001 - every failure of a config is data
@@ -234,6 +198,51 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         result.traceback = "".join(traceback.format_exception(exc))[-4000:]
     result.wall_seconds = time.perf_counter() - started
     return result.to_dict()
+
+
+def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -> None:
+    """One run of the reference config, its output saved atomically as plain tensor data."""
+    import torch
+
+    workload.synchronize()
+    start = time.perf_counter()
+    output = run()
+    workload.synchronize()
+    result.times = [time.perf_counter() - start]
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+    torch.save(workload.to_reference(output), tmp)
+    os.replace(tmp, path)
+    result.status = "ok"
+
+
+def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialRequest, result: TrialResult) -> None:
+    """Time the runs (see :class:`Measurer`) and check the first and last output against the reference."""
+    import torch
+
+    # weights_only: a reference file is data; a planted pickle must not run code.
+    reference = torch.load(request.reference_path, weights_only=True)
+    checks = []
+
+    def on_output(which: str, output: Any) -> None:
+        # Checked at once: a workload may reuse its output buffers on the next run.
+        checks.append(workload.check(output, reference, config))
+
+    measurement = Measurer(**request.measurer).measure(run, result.items_per_run, workload.synchronize, on_output)
+    worst = max(checks, key=lambda c: (not c.passed, c.error / c.tolerance if c.tolerance else math.inf))
+    result.check = worst.to_dict()
+    result.times = measurement.times
+    result.warmup_seconds = measurement.first_run_seconds
+    result.warmup_times = measurement.warmup_times
+    result.median_seconds = measurement.median
+    result.iqr_seconds = measurement.iqr
+    result.relative_spread = measurement.relative_spread
+    result.noisy = measurement.noisy
+    result.cut_short = measurement.cut_short
+    result.throughput = measurement.throughput
+    result.status = "ok" if worst.passed else "incorrect"
+    if not worst.passed:
+        result.error = (f"output differs from the reference: {worst.metric} error "
+                        f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
 
 
 def _run_in_child(request: TrialRequest) -> dict[str, Any]:

@@ -1,0 +1,245 @@
+"""A knob of a search space: its values, and how a space file declares them.
+
+A parameter is a set of choices or an int/float range, may be active only
+under a ``condition`` (see :mod:`autotune.conditions`), and may need device
+capabilities (``requires``), either for the whole parameter or per choice.
+:func:`parse_parameter` reads one from a space file, with an error that names
+the file, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from autotune.conditions import Condition
+from autotune.devices import CAPABILITIES
+from autotune.exceptions import InvalidConfigError, SearchSpaceError
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["Parameter", "parse_parameter", "show"]
+
+_TYPES = ("categorical", "int", "float")
+_PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help"}
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+#: Makes the error of a space file: ``fail(where, problem)``.
+Fail = Callable[[str, str], SearchSpaceError]
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One knob: its values, when it is active and what a device needs to run it."""
+
+    name: str
+    type: str
+    choices: tuple[Any, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    condition: Condition | None = None
+    requires: frozenset[str] = frozenset()  # for the whole parameter
+    choice_requires: Mapping[Any, frozenset[str]] = field(default_factory=dict, hash=False)
+    help: str = ""
+
+    def allows(self, value: Any) -> bool:
+        if self.type == "categorical":
+            return any(_same(value, choice) for choice in self.choices)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.type == "int" and not float(value).is_integer():
+            return False
+        assert self.low is not None and self.high is not None
+        if not self.low <= value <= self.high:
+            return False
+        if self.step is not None and not self.log:
+            offset = (value - self.low) / self.step
+            return math.isclose(offset, round(offset), abs_tol=1e-9)
+        return True
+
+    def describe_allowed(self) -> str:
+        if self.type == "categorical":
+            return ", ".join(show(choice) for choice in self.choices)
+        text = f"{self.type} in [{show(self.low)}, {show(self.high)}]"
+        if self.step is not None:
+            text += f" step {show(self.step)}"
+        return text + (" (log scale)" if self.log else "")
+
+    def parse(self, text: str) -> Any:
+        """A ``--set name=text`` value as this parameter's type; raises if not allowed."""
+        value: Any
+        if self.type == "categorical":
+            matches = [choice for choice in self.choices if show(choice) == text]
+            lowered = text.strip().lower()
+            if not matches and lowered in _TRUE | _FALSE:
+                matches = [c for c in self.choices if isinstance(c, bool) and c == (lowered in _TRUE)]
+            if not matches:
+                for choice in self.choices:
+                    if isinstance(choice, (int, float)) and not isinstance(choice, bool):
+                        try:
+                            if float(text) == choice:
+                                matches = [choice]
+                        except ValueError:
+                            pass
+            if not matches:
+                raise InvalidConfigError(
+                    f"{self.name}={text!r} is not allowed; choose one of: {self.describe_allowed()}"
+                )
+            return matches[0]
+        try:
+            value = int(text) if self.type == "int" else float(text)
+        except ValueError:
+            raise InvalidConfigError(
+                f"{self.name}={text!r} is not a valid {self.type}; allowed: {self.describe_allowed()}"
+            ) from None
+        if not self.allows(value):
+            raise InvalidConfigError(
+                f"{self.name}={text!r} is out of range; allowed: {self.describe_allowed()}"
+            )
+        return value
+
+    @property
+    def fixed(self) -> bool:
+        """Only one value left (for example after a device removed the others): never sampled."""
+        return self.type == "categorical" and len(self.choices) == 1
+
+    def draw(self, rng: random.Random) -> Any:
+        """A value drawn at random: uniform, or log-uniform on a log range, on the step grid."""
+        if self.type == "categorical":
+            return rng.choice(self.choices)
+        low, high = float(self.low), float(self.high)  # type: ignore[arg-type]
+        value = math.exp(rng.uniform(math.log(low), math.log(high))) if self.log else rng.uniform(low, high)
+        if self.step is not None and not self.log:
+            value = low + round((value - low) / self.step) * self.step
+        return min(max(int(round(value)) if self.type == "int" else value, self.low), self.high)
+
+    def suggest(self, trial: "optuna.Trial") -> Any:
+        if self.type == "categorical":
+            return trial.suggest_categorical(self.name, list(self.choices))
+        if self.type == "int":
+            return trial.suggest_int(
+                self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log  # type: ignore[arg-type]
+            )
+        return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)  # type: ignore[arg-type]
+
+
+def _same(a: Any, b: Any) -> bool:
+    # True == 1 in Python, but a bool choice and an int choice are different knob values.
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b and type(a) is type(b) or (
+        isinstance(a, (int, float)) and isinstance(b, (int, float)) and a == b
+    )
+
+
+def show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def parse_parameter(name: str, spec: Any, earlier: set[str], fail: Fail) -> Parameter:
+    """One parameter of a space file; ``earlier`` are the names declared above it (a condition may use them)."""
+    where = f"parameters.{name}"
+    if not isinstance(spec, dict):
+        raise fail(where, "must be a mapping with 'choices' or 'low'/'high'")
+    unknown = set(spec) - _PARAM_KEYS
+    if unknown:
+        raise fail(f"{where}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_PARAM_KEYS))}")
+    kind = spec.get("type", "categorical" if "choices" in spec else None)
+    if kind not in _TYPES:
+        raise fail(f"{where}.type", f"must be one of {', '.join(_TYPES)}, got {kind!r}")
+    condition = _condition(spec, where, earlier, fail)
+    requires, choice_requires = _requires(spec, kind, where, fail)
+    if kind == "categorical":
+        return _categorical(name, spec, where, fail, condition, requires, choice_requires)
+    return _numeric(name, kind, spec, where, fail, condition, requires)
+
+
+def _condition(spec: dict, where: str, earlier: set[str], fail: Fail) -> Condition | None:
+    condition = None
+    if "condition" in spec:
+        try:
+            condition = Condition.parse(spec["condition"])
+        except SearchSpaceError as exc:
+            raise fail(f"{where}.condition", str(exc)) from None
+        unknown_names = condition.names - earlier
+        if unknown_names:
+            raise fail(
+                f"{where}.condition",
+                f"names {', '.join(sorted(unknown_names))}, which is not a parameter declared above it",
+            )
+    return condition
+
+
+def _requires(spec: dict, kind: str, where: str, fail: Fail) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    requires: frozenset[str] = frozenset()
+    choice_requires: dict[str, frozenset[str]] = {}
+    raw_requires = spec.get("requires", [])
+    if isinstance(raw_requires, list):
+        requires = _capabilities(raw_requires, f"{where}.requires", fail)
+    elif isinstance(raw_requires, dict) and kind == "categorical":
+        for choice, caps in raw_requires.items():
+            if not isinstance(caps, list):
+                caps = [caps]
+            choice_requires[show(choice)] = _capabilities(caps, f"{where}.requires.{choice}", fail)
+    else:
+        raise fail(f"{where}.requires", "must be a list of capabilities, or for choices a mapping choice: [capabilities]")
+    return requires, choice_requires
+
+
+def _categorical(name: str, spec: dict, where: str, fail: Fail, condition: Condition | None,
+                 requires: frozenset[str], choice_requires: dict[str, frozenset[str]]) -> Parameter:
+    choices = spec.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise fail(f"{where}.choices", "must be a non-empty list")
+    for choice in choices:
+        if not isinstance(choice, (str, int, float, bool, type(None))):
+            raise fail(f"{where}.choices", f"{choice!r} must be a string, number, boolean or null")
+    if len({show(c) for c in choices}) != len(choices):
+        raise fail(f"{where}.choices", "must not repeat a choice")
+    shown = {show(c) for c in choices}
+    for choice in choice_requires:
+        if choice not in shown:
+            raise fail(f"{where}.requires.{choice}", f"is not one of the choices {', '.join(sorted(shown))}")
+    for key in ("low", "high", "step", "log"):
+        if key in spec:
+            raise fail(f"{where}.{key}", "only int and float parameters take a range")
+    return Parameter(name, "categorical", tuple(choices), condition=condition, requires=requires,
+                     choice_requires=choice_requires, help=str(spec.get("help", "")))
+
+
+def _numeric(name: str, kind: str, spec: dict, where: str, fail: Fail, condition: Condition | None,
+             requires: frozenset[str]) -> Parameter:
+    low, high, step, log = spec.get("low"), spec.get("high"), spec.get("step"), spec.get("log", False)
+    if not isinstance(log, bool):  # YAML's 'no' is a string here: never read a string as true
+        raise fail(f"{where}.log", f"must be true or false, got {log!r}")
+    number = int if kind == "int" else (int, float)
+    for key, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, number) or not math.isfinite(value):
+            raise fail(f"{where}.{key}", f"must be a finite {'integer' if kind == 'int' else 'number'}, got {value!r}")
+    if low > high:  # type: ignore[operator]
+        raise fail(where, f"low must not exceed high, but got low={low} and high={high}")
+    if log and low <= 0:  # type: ignore[operator]
+        raise fail(f"{where}.low", f"must be > 0 on a log scale, got {low}")
+    if step is not None:
+        if isinstance(step, bool) or not isinstance(step, number) or not math.isfinite(step) or step <= 0:
+            raise fail(f"{where}.step", f"must be a positive {'integer' if kind == 'int' else 'number'}, got {step!r}")
+        if log and not (kind == "int" and step == 1):
+            raise fail(f"{where}.step", "cannot be combined with log: true")
+    return Parameter(name, kind, (), low, high, step, log, condition, requires, {}, str(spec.get("help", "")))
+
+
+def _capabilities(names: list, where: str, fail: Fail) -> frozenset[str]:
+    for name in names:
+        if name not in CAPABILITIES:
+            raise fail(where, f"unknown capability {name!r}; known: {', '.join(sorted(CAPABILITIES))}")
+    return frozenset(names)
