@@ -1,19 +1,26 @@
-"""A small, safe expression language for conditional parameters.
+"""A small, safe expression language for conditions and constraints of a search space.
 
-A condition in a search-space file decides whether a parameter is active,
-for example ``messages == 'scan' and dtype in ['float32', 'float64']``.
-It is parsed into a tree once and evaluated against the values chosen so far;
-nothing is ever passed to ``eval``.
+A condition decides whether a parameter is active, for example
+``messages == 'scan' and dtype in ['float32', 'float64']``; a constraint
+says which combinations of values may run at all, for example
+``32 <= block_size_x * block_size_y <= 1024``. An expression is parsed into a
+tree once and evaluated against a config's values; nothing is ever passed to
+``eval``.
 
 Grammar (lowest precedence first)::
 
     expr       := and_expr ('or' and_expr)*
     and_expr   := not_expr ('and' not_expr)*
     not_expr   := 'not' not_expr | comparison
-    comparison := operand (('==' | '!=' | '<' | '<=' | '>' | '>=' | 'in' | 'not in') operand)?
-    operand    := NUMBER | STRING | true | false | null | NAME | '[' operand, ... ']' | '(' expr ')'
+    comparison := sum (('==' | '!=' | '<' | '<=' | '>' | '>=' | 'in' | 'not in') sum)*
+    sum        := term (('+' | '-') term)*
+    term       := unary (('*' | '/' | '//' | '%') unary)*
+    unary      := '-' unary | operand
+    operand    := NUMBER | STRING | true | false | null | NAME | '[' expr, ... ']' | '(' expr ')'
 
-A name refers to another parameter; an inactive parameter's value is ``null``.
+Comparisons chain as in Python (``a < b < c`` is ``a < b and b < c``). A name
+refers to a parameter; an inactive parameter's value is ``null``. Arithmetic
+or ordering on a null, or a division by zero, makes its comparison false.
 """
 
 from __future__ import annotations
@@ -34,9 +41,9 @@ class ConditionError(SearchSpaceError):
 
 _TOKEN = re.compile(
     r"""\s*(?:
-        (?P<number>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)
+        (?P<number>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)
       | (?P<string>'[^']*'|"[^"]*")
-      | (?P<op>==|!=|<=|>=|<|>|\(|\)|\[|\]|,)
+      | (?P<op>==|!=|<=|>=|<|>|//|\+|-|\*|/|%|\(|\)|\[|\]|,)
       | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
     )""",
     re.VERBOSE,
@@ -51,6 +58,14 @@ _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge,
     "in": lambda a, b: a in b,
     "not in": lambda a, b: a not in b,
+}
+_ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
 }
 _CONSTANTS = {"true": True, "True": True, "false": False, "False": False, "null": None, "None": None}
 _KEYWORDS = {"and", "or", "not", "in"}
@@ -122,17 +137,44 @@ class _Parser:
         return self.comparison()
 
     def comparison(self) -> tuple:
-        left = self.operand()
-        token = self.peek()
-        if token is None:
+        left = self.sum()
+        links = []
+        while True:
+            token = self.peek()
+            if token == ("name", "not") and self.peek(1) == ("name", "in"):
+                self.pos += 2
+                links.append(("cmp", "not in", left, right := self.sum()))
+            elif token is not None and token[1] in _COMPARISONS and token[0] in ("op", "name"):
+                self.pos += 1
+                links.append(("cmp", token[1], left, right := self.sum()))
+            else:
+                break
+            left = right
+        if not links:
             return left
-        if token == ("name", "not") and self.peek(1) == ("name", "in"):
-            self.pos += 2
-            return ("cmp", "not in", left, self.operand())
-        if token[1] in _COMPARISONS and token[0] in ("op", "name"):
+        node = links[0]
+        for link in links[1:]:  # a < b < c: a < b and b < c
+            node = ("and", node, link)
+        return node
+
+    def sum(self) -> tuple:
+        node = self.term()
+        while (token := self.peek()) is not None and token[0] == "op" and token[1] in ("+", "-"):
             self.pos += 1
-            return ("cmp", token[1], left, self.operand())
-        return left
+            node = ("arith", token[1], node, self.term())
+        return node
+
+    def term(self) -> tuple:
+        node = self.unary()
+        while (token := self.peek()) is not None and token[0] == "op" and token[1] in ("*", "/", "//", "%"):
+            self.pos += 1
+            node = ("arith", token[1], node, self.unary())
+        return node
+
+    def unary(self) -> tuple:
+        if self.accept("-"):
+            return ("arith", "-", ("const", 0), self.unary())
+        return self.operand()
 
     def operand(self) -> tuple:
         token = self.peek()
@@ -158,9 +200,9 @@ class _Parser:
         if value == "[":
             items: list[tuple] = []
             if not self.accept("]"):
-                items.append(self.operand())
+                items.append(self.expr())
                 while self.accept(","):
-                    items.append(self.operand())
+                    items.append(self.expr())
                 self.expect("]")
             return ("list", items)
         raise ConditionError(f"unexpected {value!r} in {self.text!r}")
@@ -174,7 +216,7 @@ def _names(node: tuple) -> set[str]:
         return set()
     if kind == "list":
         return set().union(*(_names(item) for item in node[1])) if node[1] else set()
-    if kind == "cmp":
+    if kind in ("cmp", "arith"):
         return _names(node[2]) | _names(node[3])
     return set().union(*(_names(child) for child in node[1:]))
 
@@ -193,11 +235,13 @@ def _evaluate(node: tuple, values: Mapping[str, Any]) -> Any:
         return bool(_evaluate(node[1], values)) and bool(_evaluate(node[2], values))
     if kind == "or":
         return bool(_evaluate(node[1], values)) or bool(_evaluate(node[2], values))
-    left, right = _evaluate(node[2], values), _evaluate(node[3], values)
+    if kind == "arith":
+        # TypeError (a null) and ZeroDivisionError propagate to the comparison, which is then false.
+        return _ARITHMETIC[node[1]](_evaluate(node[2], values), _evaluate(node[3], values))
     try:
-        return _COMPARISONS[node[1]](left, right)
-    except TypeError:
-        # Ordering a null (inactive parameter) against a number is simply false.
+        return _COMPARISONS[node[1]](_evaluate(node[2], values), _evaluate(node[3], values))
+    except (TypeError, ZeroDivisionError):
+        # Ordering or arithmetic on a null (an inactive parameter), or a division by zero, is simply false.
         return False
 
 

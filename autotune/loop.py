@@ -49,6 +49,8 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
             trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
             with Heartbeat(budget.storage, trial._trial_id, budget.heartbeat):
                 record = run_trial(tuner, study, trial, measured_configs(trials), rng, best_throughput(trials), guard)
+            if record is None:
+                continue  # a restricted config: not a trial of the budget
             records.append(record)
             if tuner.on_trial is not None:
                 done, total = guard(budget.progress, "reading the study")
@@ -62,10 +64,14 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
 
 
 def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", known: dict[str, int],
-              rng: random.Random, best: float, guard: Retry) -> TrialRecord:
-    """Suggest, measure (or reuse a repeat's figures), record and tell one trial."""
+              rng: random.Random, best: float, guard: Retry) -> TrialRecord | None:
+    """Suggest, measure (or reuse a repeat's figures), record and tell one trial; None for a restricted config."""
     config = tuner.space.suggest(trial)
     role = trial.user_attrs.get("role", "search")
+    broken = tuner.space.violated(config)
+    if broken is not None:
+        _reject(tuner, study, trial, config, broken, known, rng, guard)
+        return None
     duplicate_of = known.get(config.key)
     if duplicate_of is not None:
         # Measured already: reuse its figures rather than spend the time again, and
@@ -93,6 +99,19 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", know
     guard(lambda: _record(trial, to_attrs(result, config, role, duplicate_of)), "recording a trial")
     guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
     return TrialRecord(trial.number, config, result, role, duplicate_of)
+
+
+def _reject(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", config: Config, broken: str,
+            known: dict[str, int], rng: random.Random, guard: Retry) -> None:
+    """A config that breaks a constraint is never measured and never counts: the sampler is told it failed,
+    and an allowed config it has not seen comes next."""
+    from optuna.trial import TrialState
+
+    guard(lambda: _record(trial, {"restricted": broken, "config": config.to_dict()}), "recording a trial")
+    guard(lambda: study.tell(trial, state=TrialState.FAIL), "finishing a trial")
+    fresh = _unseen_config(tuner, known, rng)
+    if fresh is not None:
+        study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": "random"})
 
 
 def _record(trial: "optuna.Trial", attrs: dict[str, Any]) -> None:
@@ -129,6 +148,6 @@ def tell(study: "optuna.Study", trial: "optuna.Trial", result: TrialResult, memo
 def _unseen_config(tuner: "Tuner", known: dict[str, int], rng: random.Random, tries: int = 200) -> Config | None:
     for _ in range(tries):
         config = tuner.space.sample(rng)
-        if config.key not in known:
+        if config.key not in known and tuner.space.violated(config) is None:
             return config
     return None  # the space is (nearly) exhausted

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import yaml
 
+from autotune.conditions import Condition
 from autotune.config import Config
 from autotune.devices import DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["Parameter", "SearchSpace", "load_space"]
 
 SCHEMA_VERSION = 1
-_TOP_KEYS = {"schema_version", "workload", "description", "parameters", "baseline", "defaults", "reference"}
+_TOP_KEYS = {"schema_version", "workload", "description", "parameters", "baseline", "defaults", "reference",
+             "constraints"}
 
 
 class SearchSpace:
@@ -63,6 +65,7 @@ class SearchSpace:
         description: str = "",
         device: DeviceProfile | None = None,
         reference: Mapping[str, Any] | None = None,
+        constraints: Iterable[Any] = (),
     ) -> None:
         self.parameters: dict[str, Parameter] = {p.name: p for p in parameters}
         self.source = source
@@ -73,6 +76,9 @@ class SearchSpace:
         self._baseline = dict(baseline)
         # The reference output's config, over the defaults; never moved to another value on a device.
         self._reference = dict(reference or {})
+        # Combinations that cannot run at all: each has ``text`` and ``evaluate(values) -> bool``
+        # (a Condition from the file's ``constraints:``, or the key set of a recorded space).
+        self.constraints = tuple(constraints)
 
     # -- reading ----------------------------------------------------------------
 
@@ -130,8 +136,14 @@ class SearchSpace:
                         f"{_show(value)} is not allowed; allowed: {by_name[key].describe_allowed()}",
                     )
         baseline = {**defaults, **sections["baseline"]}
-        return cls(parameters, defaults, baseline, source, data.get("workload"), data.get("description", ""),
-                   reference=sections["reference"])
+        constraints = _parse_constraints(data.get("constraints", []), set(names), fail)
+        space = cls(parameters, defaults, baseline, source, data.get("workload"), data.get("description", ""),
+                    reference=sections["reference"], constraints=constraints)
+        for section in ("defaults", "baseline", "reference"):
+            broken = space.violated(space.complete({**defaults, **sections[section]}))
+            if broken is not None:
+                raise fail(section, f"breaks the constraint {broken!r}")
+        return space
 
     # -- the space a device can run -------------------------------------------
 
@@ -168,7 +180,7 @@ class SearchSpace:
                         values[param.name] = runnable[0]
             parameters.append(param)
         return SearchSpace(parameters, defaults, baseline, self.source, self.workload, self.description, device,
-                           self._reference)
+                           self._reference, self.constraints)
 
     # -- configs ----------------------------------------------------------------
 
@@ -187,6 +199,14 @@ class SearchSpace:
         Validated, never moved: a reference this space's device cannot run is an error, not another reference.
         """
         return self.validate(dict(self._reference), "reference")
+
+    def violated(self, config: Mapping[str, Any]) -> str | None:
+        """The first constraint ``config`` breaks (its text), or None: such a config is never measured."""
+        if not self.constraints:
+            return None
+        active = self.active(config)
+        values = {name: (value if active.get(name, True) else None) for name, value in config.items()}
+        return next((c.text for c in self.constraints if not c.evaluate(values)), None)
 
     @property
     def tunable(self) -> list[Parameter]:
@@ -294,6 +314,22 @@ class SearchSpace:
             }
             for p in self.parameters.values()
         ]
+
+
+def _parse_constraints(raw: Any, names: set[str], fail: Callable[[str, str], SearchSpaceError]) -> list[Condition]:
+    if not isinstance(raw, list):
+        raise fail("constraints", "must be a list of expressions, e.g. - \"batch_size <= effective_batch\"")
+    constraints = []
+    for index, text in enumerate(raw):
+        try:
+            constraint = Condition.parse(text)
+        except SearchSpaceError as exc:
+            raise fail(f"constraints[{index}]", str(exc)) from None
+        unknown = constraint.names - names
+        if unknown:
+            raise fail(f"constraints[{index}]", f"names {', '.join(sorted(unknown))}, which is not a parameter")
+        constraints.append(constraint)
+    return constraints
 
 
 def load_space(workload: str) -> SearchSpace:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 __all__ = [
-    "TrialRecord", "best_throughput", "counted", "feasible", "is_repeat", "measured_configs", "outcomes",
+    "TrialRecord", "best_throughput", "counted", "feasible", "is_repeat", "is_restricted", "measured_configs", "outcomes",
     "result_of", "retried", "status_counts", "to_attrs",
 ]
 
@@ -66,6 +66,11 @@ def is_repeat(trial: "FrozenTrial") -> bool:
     return "duplicate_of" in trial.user_attrs
 
 
+def is_restricted(trial: "FrozenTrial") -> bool:
+    """A config that broke a constraint of the space: never measured, no outcome, no trial of the budget."""
+    return "restricted" in trial.user_attrs
+
+
 def retried(trials: Iterable["FrozenTrial"]) -> set[int]:
     """Numbers of trials failed with their dead worker and queued again (Optuna's retry history)."""
     return {n for t in trials for n in t.system_attrs.get("retry_history", ())}
@@ -74,7 +79,8 @@ def retried(trials: Iterable["FrozenTrial"]) -> set[int]:
 def outcomes(trials: list["FrozenTrial"]) -> list["FrozenTrial"]:
     """Finished trials that are outcomes of a config: not repeats, not trials whose retry replaced them."""
     again = retried(trials)
-    return [t for t in trials if t.state.is_finished() and not is_repeat(t) and t.number not in again]
+    return [t for t in trials
+            if t.state.is_finished() and not is_repeat(t) and not is_restricted(t) and t.number not in again]
 
 
 def counted(trials: list["FrozenTrial"]) -> list["FrozenTrial"]:

@@ -183,3 +183,32 @@ def test_sampled_params_are_the_active_tunable_ones():
     assert set(s.sampled_params(loop)) == {"dtype", "kernel", "lr"}  # no chunk (inactive), no graphs (fixed)
     scan = s.complete({"kernel": "scan", "chunk": 64})
     assert s.sampled_params(scan)["chunk"] == 64
+
+
+def test_constraints_restrict_combinations_with_arithmetic():
+    space = SearchSpace.from_dict({
+        "schema_version": 1,
+        "parameters": {"x": {"choices": [8, 16, 32, 64]}, "y": {"choices": [1, 2, 4, 8, 16]},
+                       "pad": {"choices": [0, 1]}},
+        "constraints": ["32 <= x * y <= 256", "pad == 0 or x % 32 != 0"],
+        "defaults": {"x": 32, "y": 2, "pad": 0},
+        "baseline": {},
+    })
+    assert space.violated(space.defaults) is None
+    assert space.violated(space.defaults.replace(x=16, y=1)) == "32 <= x * y <= 256"
+    assert space.violated(space.defaults.replace(x=64, y=8)) == "32 <= x * y <= 256"
+    assert space.violated(space.defaults.replace(pad=1)) == "pad == 0 or x % 32 != 0"
+    assert space.violated(space.defaults.replace(x=16, pad=1)) is None
+
+
+@pytest.mark.parametrize("constraints, fragment", [
+    (["x * z > 1"], "names z, which is not a parameter"),
+    (["x >"], "constraints[0]"),
+    ("x > 1", "must be a list"),
+    (["x > 100"], "defaults: breaks the constraint 'x > 100'"),
+])
+def test_a_bad_constraint_is_one_error_that_names_it(constraints, fragment):
+    with pytest.raises(SearchSpaceError) as info:
+        SearchSpace.from_dict({"schema_version": 1, "parameters": {"x": {"choices": [8, 16]}},
+                               "constraints": constraints, "defaults": {"x": 8}, "baseline": {}})
+    assert fragment in str(info.value)

@@ -253,3 +253,40 @@ def test_a_time_budget_stops_taking_trials_and_still_exports(tmp_path):
     assert document["config"]  # the re-measurement and export still happened
     measured = int(done.stdout.split(" configs measured this run")[0].rsplit(" ", 1)[1])
     assert 1 <= measured < 500
+
+
+def test_a_restricted_config_is_never_measured_and_never_counts(studies, tmp_path):
+    """A sampler stuck on a config that breaks a constraint: it is rejected before the runner, and allowed
+    configs come next; the budget counts only measured ones."""
+    import shutil
+
+    from tests.conftest import TESTS
+
+    shutil.copy(TESTS / "workloads" / "broken.py", tmp_path / "three.py")
+    (tmp_path / "three.yaml").write_text(
+        "schema_version: 1\nparameters:\n  behaviour: {choices: [ok, fast, wrong]}\n"
+        "constraints: [\"behaviour != 'wrong'\"]\n"
+        "defaults: {behaviour: ok}\nbaseline: {behaviour: ok}\n"
+    )
+
+    class Stuck(optuna.samplers.BaseSampler):  # always suggests the restricted config
+        def infer_relative_search_space(self, study, trial):
+            return {}
+
+        def sample_relative(self, study, trial, search_space):
+            return {}
+
+        def sample_independent(self, study, trial, name, distribution):
+            return "wrong"
+
+    tuner = Tuner(f"{tmp_path / 'three.py'}:BrokenWorkload", "cpu", "tiny", measurer=FAST_MEASURER,
+                  remeasure_rounds=1, sampler=Stuck())
+    try:
+        result = tuner.search(n_trials=2)
+        study = optuna.load_study(study_name=tuner.study_name, storage=tuner.storage)
+    finally:
+        tuner.close()
+    assert sorted(r.config["behaviour"] for r in result.trials) == ["fast", "ok"]
+    restricted = [t for t in study.trials if "restricted" in t.user_attrs]
+    assert restricted and all("status" not in t.user_attrs for t in restricted)
+    assert result.counts == {"ok": 2}
