@@ -19,7 +19,8 @@ from autotune._version import __version__
 from autotune.exceptions import AutotuneError
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
-    Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, workload_text,
+    Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, simulation_table,
+    workload_text,
 )
 from autotune.storage import STORAGE_ENV
 
@@ -126,6 +127,7 @@ def cli() -> None:
     autotune best   --workload chmm --device cpu
     autotune report --workload chmm --device cpu
     autotune run    --workload chmm --set dtype=float64 --json
+    autotune simulate --recorded ../shared/recorded/pnpoly_RTX_3090.json.gz
     autotune list
     autotune devices
     """
@@ -273,6 +275,65 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
     if failed:
         progress.stage("; ".join(failed) + f"; the other workers finished all {budget} trials")
     return _library_call(tuner.finish_shared, budget)
+
+
+# -- simulate ---------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--recorded", "recorded_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="A recorded space: a Kernel Tuner cache file (.json or .json.gz).")
+@click.option("--trials", "-n", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Configs evaluated per simulated search.")
+@click.option("--repeats", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Simulated searches per strategy, with seeds S, S+1, ...")
+@click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
+              help="Seed of the first repeat.")
+@click.option("--sampler", "samplers", multiple=True,
+              help="Search strategy (repeatable, to compare): tpe, tpe-multivariate, genetic, random "
+                   "[default: the default of `search`].")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (one strategy only).")
+def simulate(recorded_path: Path, trials: int, repeats: int, seed: int, samplers: tuple[str, ...],
+             as_json: bool) -> None:
+    """Replay searches on a recorded space and score them against its true optimum.
+
+    The search loop of `autotune search` (sampler, repeats, restrictions,
+    enqueued baseline) runs with each config answered from the file instead
+    of run. Scores: 0 is random search on average, 1 the optimum.
+
+    \b
+    Examples:
+      autotune simulate --recorded ../shared/recorded/pnpoly_RTX_3090.json.gz
+      autotune simulate --recorded conv.json.gz --trials 50 --sampler tpe --sampler random
+      autotune simulate --recorded pnpoly.json.gz --trials 100 --repeats 20 --json
+    """
+    from autotune.recorded import load_recorded
+    from autotune.samplers import DEFAULT, SAMPLERS
+    from autotune.simulate import simulate as replay
+    from autotune.simulate import summary
+
+    names = list(dict.fromkeys(samplers)) or [DEFAULT]
+    unknown = [n for n in names if n not in SAMPLERS]
+    if unknown:
+        _fail(f"--sampler {unknown[0]!r} is not a search strategy; use one of: {', '.join(SAMPLERS)}")
+    if as_json and len(names) > 1:
+        _fail("--json prints one strategy's repeats: give at most one --sampler")
+    recorded = _library_call(load_recorded, recorded_path)
+    results = {}
+    for name in names:
+        results[name] = []
+        for index in range(repeats):
+            results[name].append(replay(recorded, trials, seed + index, name))
+            if not as_json:
+                click.echo(f"autotune: {name}: repeat {index + 1}/{repeats} done", err=True)
+    if as_json:
+        click.echo(json.dumps({
+            "recorded": str(recorded_path), "objective": recorded.objective, "direction": recorded.direction,
+            "optimum": recorded.optimum, "sampler": names[0],
+            "repeats": [{"seed": r.seed, "evaluations": r.evaluations, "best_so_far": r.best_so_far}
+                        for r in results[names[0]]],
+        }, indent=1))
+        return
+    click.echo(simulation_table(recorded, {name: summary(recorded, reps) for name, reps in results.items()}, repeats))
 
 
 # -- report -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
-           "workload_text"]
+           "simulation_table", "workload_text"]
 
 
 def format_bytes(value: float | None) -> str:
@@ -250,4 +250,17 @@ def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:
     lines += ["", "Profiles:"]
     lines += [f"  {p.name:<12} {p.description:<58} {format_bytes(p.memory_bytes):>10}  {', '.join(sorted(p.capabilities))}"
               for p in profiles.values()]
+    return "\n".join(lines)
+
+
+def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeats: int) -> str:
+    """`autotune simulate`: each strategy's mean score (and spread) at 20, 50 and 100 evaluations."""
+    lines = [f"{recorded.source}: optimum {recorded.optimum:.4g} ({recorded.objective}, {recorded.direction}d); "
+             f"score 0 = random search, 1 = the optimum; mean ± sd over {repeats} repeats",
+             f"  {'strategy':<18} {'at 20':>13} {'at 50':>13} {'at 100':>13} {'ms/evaluation':>14}"]
+    for name, figures in summaries.items():
+        cells = [f"{figures[m]['mean']:>6.2f} ± {figures[m]['std']:<4.2f}" if figures[m]["mean"] is not None else "-"
+                 for m in ("20", "50", "100")]
+        lines.append(f"  {name:<18} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} "
+                     f"{1000 * figures['seconds_per_evaluation']:>14.1f}")
     return "\n".join(lines)

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import Config, config_path, studies_dir
 from autotune.devices import DetectedDevice, resolve_device
-from autotune.exceptions import AutotuneError
+from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
 from autotune.runner import Runner, TrialRequest, TrialResult
+from autotune.samplers import SAMPLERS, make_sampler
 from autotune.selection import REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, choice_outcomes, pick_winner, remeasure
 from autotune.selection import candidates as select
 from autotune.shared_study import NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
@@ -102,7 +103,7 @@ class Tuner:
         remeasure_top: int = 3,
         remeasure_rounds: int = 3,
         seed: int | None = None,
-        sampler: "optuna.samplers.BaseSampler | None" = None,
+        sampler: "optuna.samplers.BaseSampler | str | None" = None,
         threads: int | None = None,
         on_trial: Callable[[TrialRecord, int, int], None] | None = None,
         on_stage: Callable[[str], None] | None = None,
@@ -114,8 +115,6 @@ class Tuner:
         self.workload_class: type[Workload] = get_workload_class(workload)
         self.size = size or self.workload_class.default_size
         if self.size not in self.workload_class.sizes:
-            from autotune.exceptions import UnknownNameError
-
             raise UnknownNameError(f"size of workload {self.workload_class.name!r}", self.size, self.workload_class.sizes)
         self.detected: DetectedDevice = resolve_device(device)
         self.device = self.detected.profile
@@ -133,7 +132,9 @@ class Tuner:
         self.remeasure_top = remeasure_top
         self.remeasure_rounds = remeasure_rounds
         self.seed = seed
-        self.sampler = sampler  # default: TPE (Optuna 5 handles constraints and two objectives)
+        self.sampler = sampler  # a sampler, or a strategy's name (autotune.samplers); default samplers.DEFAULT
+        if isinstance(sampler, str) and sampler not in SAMPLERS:
+            raise UnknownNameError("sampler", sampler, SAMPLERS)
         self.threads = threads
         self.on_trial = on_trial
         self.on_stage = on_stage or (lambda message: None)
@@ -201,16 +202,10 @@ class Tuner:
                 raise storage_failure(self.storage, exc) from None
         return self._storage_object
 
-    def _default_sampler(self) -> "optuna.samplers.BaseSampler":
-        import optuna
-
-        if storage_kind(self.storage) == "sqlite":
-            return optuna.samplers.TPESampler(seed=self.seed)
-        # Workers in parallel: the constant liar counts running trials as bad, so that
-        # workers asking at once are steered to different configs.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(seed=self.seed, constant_liar=True)
+    def _sampler(self) -> "optuna.samplers.BaseSampler":
+        if self.sampler is not None and not isinstance(self.sampler, str):
+            return self.sampler
+        return make_sampler(self.sampler, self.seed, parallel=storage_kind(self.storage) != "sqlite")
 
     def open_study(self) -> "optuna.Study":
         import optuna
@@ -221,7 +216,7 @@ class Tuner:
                 storage=self.storage_object(),
                 study_name=self.study_name,
                 directions=["maximize", "minimize"],
-                sampler=self.sampler or self._default_sampler(),
+                sampler=self._sampler(),
                 load_if_exists=True,
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user

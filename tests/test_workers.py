@@ -179,6 +179,7 @@ def test_journal_file_two_workers_one_killed(tmp_path):
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # 35 s; the dead-taker tests of test_faults.py cover PostgreSQL heartbeats in the default run
 def test_postgres_four_workers_forty_trials_one_killed_by_heartbeat(tmp_path, postgres_url):
     code, stdout, stderr, killed, tag = _search_and_kill_one_worker(
         tmp_path, postgres_url, 4, 40, ["--heartbeat", "1", "--grace-period", "3"])

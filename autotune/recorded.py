@@ -1,0 +1,123 @@
+"""Recorded tuning spaces: every config of a space measured once, replayed to judge a search strategy.
+
+A Kernel Tuner cache file (``.json`` or ``.json.gz``; see ``../shared/recorded/README.md``)
+is read as a :class:`Recorded`: a :class:`~autotune.space.SearchSpace` whose
+parameters are the file's ``tune_params``, whose restriction is the set of
+recorded keys (a combination absent from the cache is not a config), and the
+recorded outcome of every config: its time, or the failure that a string
+there names. ``benchmarks/recorded/`` holds such files of autotune's own
+workloads too, written by ``benchmarks/record_space.py``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from autotune.exceptions import AutotuneError
+from autotune.runner import TrialResult
+from autotune.space import SearchSpace
+
+__all__ = ["Recorded", "load_recorded"]
+
+
+@dataclass(frozen=True)
+class RecordedKeys:
+    """The restriction of a recorded space: a config is one of the keys the file holds."""
+
+    keys: frozenset[str]
+    order: tuple[str, ...]
+    text: str = "a config recorded in the file"
+
+    def evaluate(self, values: Mapping[str, Any]) -> bool:
+        return key_of(values, self.order) in self.keys
+
+
+def key_of(values: Mapping[str, Any], order: tuple[str, ...]) -> str:
+    """Kernel Tuner's cache key: the values in ``tune_params_keys`` order, joined by commas."""
+    return ",".join(str(values[name]) for name in order)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recorded space: the space, and every config's recorded time (ms) or failure."""
+
+    source: str
+    space: SearchSpace
+    order: tuple[str, ...]
+    entries: Mapping[str, Mapping[str, Any]]
+    objective: str = "time"
+    direction: str = "minimize"
+
+    @property
+    def times(self) -> list[float]:
+        """The recorded times of every config that ran (failed ones have none)."""
+        return [e[self.objective] for e in self.entries.values() if _is_time(e.get(self.objective))]
+
+    @property
+    def optimum(self) -> float:
+        return min(self.times)
+
+    def result(self, config: Mapping[str, Any]) -> TrialResult:
+        """What measuring ``config`` gave when it was recorded: a throughput of 1/time, or a failure."""
+        entry = self.entries[key_of(config, self.order)]
+        value = entry.get(self.objective)
+        seconds = _cost_seconds(entry)
+        if not _is_time(value):
+            return TrialResult(status="error", config=dict(config), error=f"recorded as {value}", wall_seconds=seconds)
+        times = [t / 1000 for t in entry.get("times") or [value]]
+        return TrialResult(status="ok", config=dict(config), unit="runs", items_per_run=1, throughput=1000 / value,
+                           median_seconds=value / 1000, times=times, peak_memory_bytes=0, wall_seconds=seconds)
+
+    def objective_of(self, result: TrialResult) -> float | None:
+        """The recorded objective (ms) behind a replayed result, or None for a failure."""
+        return 1000 / result.throughput if result.status == "ok" and result.throughput else None
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _cost_seconds(entry: Mapping[str, Any]) -> float:
+    """What evaluating the config cost when it was recorded (compile, benchmark, framework, verification, strategy)."""
+    parts = ("compile_time", "benchmark_time", "framework_time", "verification_time", "strategy_time")
+    return sum(float(entry.get(p) or 0.0) for p in parts) / 1000
+
+
+def load_recorded(path: str | Path) -> Recorded:
+    """A Kernel Tuner cache file (``.json`` or ``.json.gz``) as a recorded space; one-line errors name the file."""
+    path = Path(path)
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, EOFError) as exc:
+        raise AutotuneError(f"{path}: cannot read a recorded space ({type(exc).__name__}: {exc}); "
+                            "give a Kernel Tuner cache file (.json or .json.gz)") from None
+    if not isinstance(data, dict) or not all(k in data for k in ("tune_params", "tune_params_keys", "cache")):
+        raise AutotuneError(f"{path}: not a Kernel Tuner cache file (it needs tune_params, tune_params_keys "
+                            "and cache)")
+    order = tuple(data["tune_params_keys"])
+    entries = {key: entry for key, entry in data["cache"].items() if isinstance(entry, dict)}
+    if not entries:
+        raise AutotuneError(f"{path}: the cache holds no configurations")
+    objective = data.get("objective", "time")
+    if not any(_is_time(e.get(objective)) for e in entries.values()):
+        raise AutotuneError(f"{path}: no configuration has a recorded {objective!r}")
+    first = next(iter(entries.values()))
+    space = SearchSpace.from_dict({
+        "schema_version": 1,
+        "workload": data.get("kernel_name", path.name),
+        "description": f"recorded on {data.get('device_name', 'an unnamed device')}",
+        "parameters": {name: {"choices": list(data["tune_params"][name])} for name in order},
+        "defaults": {name: first[name] for name in order},
+        "baseline": {},
+    }, source=str(path))
+    # The restriction is the key set: a combination absent from the cache is not a config at all.
+    space = SearchSpace(space.parameters.values(), space.defaults, space.baseline, space.source, space.workload,
+                        space.description, constraints=[RecordedKeys(frozenset(entries), order)])
+    return Recorded(str(path), space, order, entries, objective)

@@ -1,0 +1,73 @@
+"""Search strategies by name: the Optuna sampler a search (or a simulation) asks for its next config.
+
+Every strategy sees the same study: two objectives (throughput up, peak
+memory down) and the constraints that make wrong or oversized configs
+infeasible. ``benchmarks/search_quality.py`` scores them on recorded GPU
+spaces; :data:`DEFAULT` is the strategy ``search`` and ``simulate`` use.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Callable
+
+from autotune.exceptions import UnknownNameError
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["DEFAULT", "SAMPLERS", "make_sampler"]
+
+
+def _tpe(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
+    """Optuna's TPE over both objectives (the strategy autotune started with)."""
+    import optuna
+
+    # Workers in parallel: the constant liar counts running trials as bad, so that
+    # workers asking at once are steered to different configs.
+    return optuna.samplers.TPESampler(seed=seed, constant_liar=parallel)
+
+
+def _tpe_multivariate(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
+    """TPE modelling the knobs jointly (and conditional knobs in groups)."""
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=seed, constant_liar=parallel, multivariate=True, group=True)
+
+
+def _random(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
+    """Uniform random configs: the floor every strategy is scored against."""
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _genetic(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
+    """A genetic algorithm (Optuna's NSGA-II): populations of configs, crossover and mutation."""
+    import optuna
+
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=20)
+
+
+#: Strategy name -> factory(seed, parallel).
+SAMPLERS: dict[str, Callable[[int | None, bool], "optuna.samplers.BaseSampler"]] = {
+    "tpe": _tpe,
+    "tpe-multivariate": _tpe_multivariate,
+    "genetic": _genetic,
+    "random": _random,
+}
+
+#: The strategy of `search` and `simulate` unless --sampler names another.
+DEFAULT = "tpe"
+
+
+def make_sampler(name: str | None, seed: int | None, parallel: bool = False) -> "optuna.samplers.BaseSampler":
+    """The sampler of strategy ``name`` (default :data:`DEFAULT`), seeded; ``parallel`` for shared studies."""
+    import optuna
+
+    name = name or DEFAULT
+    if name not in SAMPLERS:
+        raise UnknownNameError("sampler", name, SAMPLERS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return SAMPLERS[name](seed, parallel)

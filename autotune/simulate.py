@@ -1,0 +1,147 @@
+"""Simulation: a search replayed on a recorded space, scored against the true optimum.
+
+:func:`simulate` drives the search loop of ``autotune search``
+(:func:`autotune.loop.run_trials`: the same sampler, repeat handling,
+restrictions, enqueued baseline and stopping) with a runner that answers each
+config from a :class:`~autotune.recorded.Recorded` space instead of running
+it. A study lives in memory; one repeat takes a second or so.
+
+:func:`score` is the method of ``../shared/recorded/README.md`` (Willemsen et
+al., FGCS 2024): ``P(M) = (b(M) - best(M)) / (b(M) - optimum)``, where
+``b(M)`` is the expected best of M configs drawn uniformly without replacement
+from every recorded config. Random search scores 0 on average, the optimum 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from autotune.config import Config
+from autotune.loop import run_trials
+from autotune.recorded import Recorded
+from autotune.runner import TrialResult
+from autotune.samplers import make_sampler
+from autotune.shared_study import NoLock, TrialBudget, enqueue_first
+from autotune.trials import TrialRecord
+
+__all__ = ["Repeat", "expected_random_best", "score", "simulate"]
+
+
+@dataclass
+class Repeat:
+    """One simulated search: its seed and the best recorded objective after each evaluation."""
+
+    seed: int
+    evaluations: int
+    best_so_far: list[float | None]
+    wall_seconds: float = 0.0
+
+
+class _Replay:
+    """The runner of a simulation: a config's recorded outcome, never a run."""
+
+    def __init__(self, recorded: Recorded) -> None:
+        self.recorded = recorded
+
+    def run(self, config: Config) -> TrialResult:
+        return self.recorded.result(config)
+
+
+@dataclass
+class _Simulation:
+    """What the search loop asks of a tuner, for a recorded space (see :class:`autotune.tuner.Tuner`)."""
+
+    recorded: Recorded
+    seed: int
+    on_trial: Callable[[TrialRecord, int, int], None] | None = None
+    memory_budget_bytes: int | None = None
+    memory_bytes: int = 0
+    runner: _Replay = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.space = self.recorded.space
+        self.runner = _Replay(self.recorded)
+
+    def request(self, config: Config, best_throughput: float | None = None) -> Config:
+        return config
+
+    def should_stop(self) -> bool:
+        return False
+
+
+def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None) -> Repeat:
+    """One search of ``trials`` evaluations on a recorded space, as ``autotune search`` would run it."""
+    import time
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    started = time.perf_counter()
+    simulation = _Simulation(recorded, seed)
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=make_sampler(sampler, seed))
+    space = recorded.space
+    firsts = [(space.sampled_params(space.baseline), "baseline")]
+    if space.defaults != space.baseline:
+        firsts.append((space.sampled_params(space.defaults), "defaults"))
+    enqueue_first(study, firsts)
+    budget = TrialBudget(study, trials, NoLock(), None, None, None, shared=False)
+    records = run_trials(simulation, study, budget)  # type: ignore[arg-type]
+    best: float | None = None
+    best_so_far: list[float | None] = []
+    for record in records:
+        if record.duplicate_of is not None:
+            continue  # a repeat is not evaluated again
+        value = recorded.objective_of(record.result)
+        if value is not None and (best is None or value < best):
+            best = value
+        best_so_far.append(best)
+    return Repeat(seed, len(best_so_far), best_so_far, time.perf_counter() - started)
+
+
+def expected_random_best(recorded: Recorded, m: int) -> float:
+    """b(M): the expected best of M configs drawn uniformly without replacement from every recorded config.
+
+    Failed configs are drawn too but are never best; with probability
+    C(N - i, M - 1) / C(N, M) the i-th best time is the best of the draw.
+    """
+    times = sorted(recorded.times)
+    n = len(recorded.entries)
+    m = min(m, n)
+    log_total = _log_comb(n, m)
+    weights = [math.exp(_log_comb(n - i, m - 1) - log_total) if n - i >= m - 1 else 0.0
+               for i in range(1, len(times) + 1)]
+    # Conditional on the draw holding a config that ran (a draw of failures alone has no best).
+    return sum(w * t for w, t in zip(weights, times)) / sum(weights)
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def score(recorded: Recorded, best_so_far: list[float | None], m: int) -> float:
+    """P(M) of one search: 0 is random search on average, 1 the optimum (a search with no success scores as the worst)."""
+    b = expected_random_best(recorded, m)
+    found = best_so_far[min(m, len(best_so_far)) - 1] if best_so_far else None
+    if found is None:
+        found = max(recorded.times)
+    if b <= recorded.optimum:  # M covers the whole space: random search finds the optimum too
+        return 1.0 if found <= recorded.optimum else 0.0
+    return (b - found) / (b - recorded.optimum)
+
+
+def summary(recorded: Recorded, repeats: list[Repeat], budgets: tuple[int, ...] = (20, 50, 100)) -> dict[str, Any]:
+    """Mean and standard deviation of the score at each budget, and the strategy's own seconds per evaluation."""
+    out: dict[str, Any] = {}
+    for m in budgets:
+        scores = [score(recorded, r.best_so_far, m) for r in repeats if r.evaluations >= m]
+        if not scores:  # fewer evaluations than this budget (or an exhausted space): no score
+            out[str(m)] = {"mean": None, "std": None}
+            continue
+        mean = sum(scores) / len(scores)
+        spread = math.sqrt(sum((s - mean) ** 2 for s in scores) / max(len(scores) - 1, 1))
+        out[str(m)] = {"mean": mean, "std": spread}
+    evaluations = sum(r.evaluations for r in repeats)
+    out["seconds_per_evaluation"] = sum(r.wall_seconds for r in repeats) / max(evaluations, 1)
+    return out

@@ -1,0 +1,127 @@
+"""How close each search strategy gets to the best config in few evaluations, on recorded spaces.
+
+Every strategy of ``autotune.samplers`` runs through autotune's own search
+loop (``autotune.simulate``: repeats, restrictions and the enqueued baseline
+as in ``search``), and ``plain-tpe`` is the reference of
+``../shared/recorded/README.md``: Optuna's TPESampler on one objective, one
+``suggest_categorical`` per parameter, an unrecorded combination told as
+failed and not counted. Scores (0 = random search on average, 1 = the
+optimum) at 20, 50 and 100 evaluations, mean and standard deviation over the
+repeats, side by side in one run, and the strategy's own wall time per
+evaluation on this machine.
+
+Examples::
+
+    python benchmarks/search_quality.py                      # every file, every strategy, 20 repeats
+    python benchmarks/search_quality.py --repeats 5 --strategies tpe random --markdown
+    python benchmarks/search_quality.py --recorded ../shared/recorded/pnpoly_RTX_3090.json.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autotune.recorded import Recorded, load_recorded  # noqa: E402
+from autotune.samplers import SAMPLERS  # noqa: E402
+from autotune.simulate import Repeat, simulate, summary  # noqa: E402
+
+BUDGETS = ("20", "50", "100")
+DEFAULT_FILES = sorted((ROOT.parent / "shared" / "recorded").glob("*.json.gz")) + sorted(
+    (ROOT / "benchmarks" / "recorded").glob("*.json.gz"))
+
+
+def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
+    """The README's reference: single-objective TPE, unrecorded combinations told as failed, not counted."""
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    started = time.perf_counter()
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
+    choices = {name: recorded.space.parameters[name].choices for name in recorded.order}
+    best, best_so_far, asks = None, [], 0
+    while len(best_so_far) < trials and asks < 50 * trials:
+        asks += 1
+        trial = study.ask()
+        values = {name: trial.suggest_categorical(name, list(options)) for name, options in choices.items()}
+        key = ",".join(str(values[name]) for name in recorded.order)
+        entry = recorded.entries.get(key)
+        if entry is None:
+            study.tell(trial, state=TrialState.FAIL)
+            continue
+        value = entry.get(recorded.objective)
+        if isinstance(value, (int, float)):
+            study.tell(trial, value)
+            best = value if best is None or value < best else best
+        else:
+            study.tell(trial, state=TrialState.FAIL)
+        best_so_far.append(best)
+    return Repeat(seed, len(best_so_far), best_so_far, time.perf_counter() - started)
+
+
+def run_one(path: str, strategy: str, trials: int, repeats: int, seed: int) -> dict[str, Any]:
+    recorded = load_recorded(path)
+    if strategy == "plain-tpe":
+        runs = [plain_tpe(recorded, trials, seed + i) for i in range(repeats)]
+    else:
+        runs = [simulate(recorded, trials, seed + i, strategy) for i in range(repeats)]
+    return {"recorded": Path(path).name, "strategy": strategy, **summary(recorded, runs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recorded", nargs="+", type=Path, default=DEFAULT_FILES)
+    parser.add_argument("--strategies", nargs="+", default=["plain-tpe", *SAMPLERS],
+                        choices=["plain-tpe", *SAMPLERS])
+    parser.add_argument("--trials", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2, help="processes (one strategy and file each)")
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table (for the README)")
+    parser.add_argument("--out", type=Path, help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    if not args.recorded:
+        parser.error("no recorded spaces found; pass --recorded FILE ...")
+    jobs = [(str(p), s, args.trials, args.repeats, args.seed) for p in args.recorded for s in args.strategies]
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(run_one, *zip(*jobs)))
+    for row in rows:
+        print(f"{row['recorded']:<32} {row['strategy']:<18} " + "  ".join(
+            f"@{m} {row[m]['mean']:+.2f}±{row[m]['std']:.2f}" for m in BUDGETS if row[m]["mean"] is not None)
+            + f"  {1000 * row['seconds_per_evaluation']:.1f} ms/eval", file=sys.stderr)
+    means: dict[str, dict[str, float]] = {}
+    for strategy in args.strategies:
+        mine = [r for r in rows if r["strategy"] == strategy]
+        means[strategy] = {m: sum(r[m]["mean"] for r in mine) / len(mine) for m in BUDGETS
+                           if all(r[m]["mean"] is not None for r in mine)}
+    if args.markdown:
+        print("| recorded space | strategy | score at 20 | at 50 | at 100 | ms per evaluation |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            print(f"| {r['recorded']} | {r['strategy']} | " + " | ".join(
+                f"{r[m]['mean']:.2f} ± {r[m]['std']:.2f}" if r[m]["mean"] is not None else "-" for m in BUDGETS)
+                + f" | {1000 * r['seconds_per_evaluation']:.1f} |")
+        for strategy, m in means.items():
+            print(f"| **mean over the spaces** | {strategy} | " + " | ".join(
+                f"{m[b]:.2f}" if b in m else "-" for b in BUDGETS) + " | |")
+    else:
+        for strategy, m in means.items():
+            print(f"{strategy:<18} mean score " + "  ".join(f"at {b}: {m[b]:.2f}" for b in BUDGETS if b in m))
+    print(f"({args.repeats} repeats, {args.trials} evaluations, {time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows, "means": means}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Simulation on recorded spaces: Kernel Tuner caches read as spaces, searches replayed and scored."""
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from autotune.exceptions import AutotuneError
+from autotune.recorded import load_recorded
+from autotune.simulate import expected_random_best, score, simulate
+
+
+def _cache(tmp_path, name="tiny.json"):
+    """A 4x3 space with two combinations restricted (absent) and one failed config."""
+    cache = {}
+    for x, y in itertools.product([1, 2, 4, 8], [10, 20, 30]):
+        if (x, y) in ((8, 30), (4, 30)):
+            continue  # breaks a restriction: not a config at all
+        time = "RuntimeFailedConfig" if (x, y) == (2, 20) else 100.0 / x + y / 10
+        cache[f"{x},{y}"] = {"x": x, "y": y, "time": time, "times": [time] * 3 if time != "RuntimeFailedConfig" else [],
+                             "compile_time": 5.0, "benchmark_time": 20.0}
+    data = {"device_name": "test GPU", "kernel_name": "tiny", "objective": "time", "tune_params_keys": ["x", "y"],
+            "tune_params": {"x": [1, 2, 4, 8], "y": [10, 20, 30]}, "cache": cache}
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_kernel_tuner_cache_is_a_space_with_its_restrictions(tmp_path):
+    recorded = load_recorded(_cache(tmp_path))
+    space = recorded.space
+    assert space.violated(space.defaults) is None
+    assert space.violated(space.defaults.replace(x=8, y=30)) is not None
+    assert recorded.result({"x": 2, "y": 20}).status == "error"
+    ok = recorded.result({"x": 8, "y": 10})
+    assert ok.status == "ok" and recorded.objective_of(ok) == pytest.approx(100 / 8 + 1)
+    assert recorded.optimum == pytest.approx(100 / 8 + 1)
+
+
+def test_the_expected_random_best_matches_enumeration(tmp_path):
+    recorded = load_recorded(_cache(tmp_path))
+    keys = list(recorded.entries)
+    for m in (1, 2, 3, 5):
+        bests = []
+        for draw in itertools.combinations(keys, m):
+            times = [recorded.entries[k]["time"] for k in draw if not isinstance(recorded.entries[k]["time"], str)]
+            if times:
+                bests.append(min(times))
+        assert expected_random_best(recorded, m) == pytest.approx(sum(bests) / len(bests), rel=1e-9)
+
+
+def test_a_simulated_search_evaluates_recorded_configs_only_and_is_deterministic(tmp_path):
+    recorded = load_recorded(_cache(tmp_path))
+    first, again = simulate(recorded, 6, seed=3), simulate(recorded, 6, seed=3)
+    assert first.best_so_far == again.best_so_far and first.evaluations == 6
+    times = {e["time"] for e in recorded.entries.values() if not isinstance(e["time"], str)}
+    assert all(value is None or value in times for value in first.best_so_far)
+    # Ten configs exist: a search of all of them finds the optimum and scores 1.
+    whole = simulate(recorded, 10, seed=0)
+    assert whole.best_so_far[-1] == recorded.optimum and score(recorded, whole.best_so_far, 10) == pytest.approx(1.0)
+
+
+def test_random_search_scores_about_zero(tmp_path):
+    recorded = load_recorded(_cache(tmp_path))
+    rng = random.Random(0)
+    keys = list(recorded.entries)
+    scores = []
+    for _ in range(2000):
+        best, best_so_far = None, []
+        for key in rng.sample(keys, 3):
+            value = recorded.entries[key]["time"]
+            if not isinstance(value, str):
+                best = value if best is None else min(best, value)
+            best_so_far.append(best)
+        if best is not None:
+            scores.append(score(recorded, best_so_far, 3))
+    assert abs(sum(scores) / len(scores)) < 0.05
+
+
+def test_simulate_command_prints_recorded_times_as_json(tmp_path):
+    path = _cache(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(path), "--trials", "5",
+                           "--repeats", "2", "--seed", "4", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["objective"] == "time" and data["direction"] == "minimize"
+    assert data["optimum"] == pytest.approx(100 / 8 + 1)
+    assert [r["seed"] for r in data["repeats"]] == [4, 5]
+    assert all(r["evaluations"] == 5 and len(r["best_so_far"]) == 5 for r in data["repeats"])
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"{not json", "cannot read a recorded space"),
+    (b'{"cache": {}}', "not a Kernel Tuner cache file"),
+])
+def test_a_bad_recorded_file_is_one_error(tmp_path, content, fragment):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(AutotuneError, match=fragment):
+        load_recorded(path)
+    done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and fragment in done.stderr
+
+
+def test_an_unknown_sampler_is_refused(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
+                           "--sampler", "annealing"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "annealing" in done.stderr and "tpe" in done.stderr
