@@ -26,7 +26,7 @@ from autotune.samplers import make_sampler
 from autotune.shared_study import NoLock, TrialBudget, enqueue_first
 from autotune.trials import TrialRecord
 
-__all__ = ["Repeat", "expected_random_best", "score", "simulate"]
+__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "summary"]
 
 
 @dataclass
@@ -145,3 +145,21 @@ def summary(recorded: Recorded, repeats: list[Repeat], budgets: tuple[int, ...] 
     evaluations = sum(r.evaluations for r in repeats)
     out["seconds_per_evaluation"] = sum(r.wall_seconds for r in repeats) / max(evaluations, 1)
     return out
+
+
+def run_repeats(recorded: Recorded, sampler: str, trials: int, repeats: int, seed: int,
+                progress: Callable[[str], None] | None = None) -> list[Repeat]:
+    """``repeats`` simulated searches with seeds ``seed``, ``seed + 1``, ..."""
+    done = []
+    for index in range(repeats):
+        done.append(simulate(recorded, trials, seed + index, sampler))
+        if progress is not None:
+            progress(f"{sampler}: repeat {index + 1}/{repeats} done")
+    return done
+
+
+def repeats_json(recorded: Recorded, source: str, sampler: str, repeats: list[Repeat]) -> dict[str, Any]:
+    """`autotune simulate --json`: the best recorded objective after each evaluation of each repeat."""
+    return {"recorded": source, "objective": recorded.objective, "direction": recorded.direction,
+            "optimum": recorded.optimum, "sampler": sampler,
+            "repeats": [{"seed": r.seed, "evaluations": r.evaluations, "best_so_far": r.best_so_far} for r in repeats]}

@@ -33,7 +33,7 @@ def test_a_worker_seed_is_offset_by_its_index():
     "autotune", "autotune.cli", "autotune.config", "autotune.console", "autotune.export", "autotune.loop",
     "autotune.report", "autotune.runner", "autotune.selection", "autotune.settings", "autotune.shared_study",
     "autotune.space", "autotune.trials", "autotune.tuner", "autotune.workload", "autotune.workers",
-    "autotune._worker", "autotune.registry", "autotune.tuned", "autotune.parameters", "workloads.chmm",
+    "autotune._worker", "autotune.cli_options", "autotune.registry", "autotune.tuned", "autotune.parameters", "workloads.chmm",
     "workloads.lsd", "workloads._torch", "autotune.simulate", "autotune.recorded", "autotune.samplers",
 ])
 def test_each_module_imports_alone_in_a_fresh_interpreter(module):
@@ -42,10 +42,10 @@ def test_each_module_imports_alone_in_a_fresh_interpreter(module):
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_no_module_of_the_package_is_over_about_500_lines():
+def test_no_module_of_the_package_is_over_about_400_lines():
     # The workloads are long by nature; the package's modules each hold one stage.
     sizes = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "autotune").glob("*.py")}
-    assert max(sizes.values()) <= 500, sizes
+    assert max(sizes.values()) <= 450, sizes
 
 
 def _import_graph() -> dict[str, set[str]]:

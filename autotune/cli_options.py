@@ -1,0 +1,112 @@
+"""The command line's shared pieces: value types, option groups, and how a failure is reported.
+
+A bad value is one line on stderr, what is wrong and what is allowed, and
+exit status 2, before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from autotune.exceptions import AutotuneError
+
+__all__ = ["Seconds", "device_option", "fail", "library_call", "measure_options", "parse_bytes", "size_option",
+           "studies_option", "workload_option", "writable_folder"]
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
+          "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
+
+
+def parse_bytes(text: str) -> int:
+    """``"4GiB"``, ``"500MB"``, ``"1e9"`` -> bytes."""
+    match = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size; use e.g. 4GiB, 512MB or a number of bytes")
+    try:
+        value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 1 or value > 2**62:
+        raise click.BadParameter(f"{text!r} is not a size between 1 byte and 4 EiB; use e.g. 4GiB or 512MB")
+    return int(value)
+
+
+class Seconds(click.ParamType):
+    """A positive, finite number of seconds (click's FloatRange lets NaN through)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
+        return seconds
+
+
+def fail(message: str) -> None:
+    click.echo(f"autotune: error: {message}", err=True)
+    sys.exit(2)
+
+
+def writable_folder(path: Path | None, option: str) -> None:
+    """Fail at once (exit 2, nothing written) when ``path`` could never be a folder: a file stands in its way.
+
+    Checked before any trial runs, so that a search never ends by losing its
+    re-measurement to an export it cannot write.
+    """
+    if path is None:
+        return
+    for parent in (path, *path.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                fail(f"{option} {path} cannot be a folder: {parent} is a file; choose another path")
+            return
+
+
+def library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return function(*args, **kwargs)
+    except AutotuneError as exc:
+        fail(str(exc))
+
+
+# -- options shared by several commands ----------------------------------------------
+
+def workload_option(f: Callable) -> Callable:
+    return click.option("--workload", "-w", required=True,
+                        help="A built-in workload (see `autotune list`), an installed one, or path/to/file.py:ClassName.")(f)
+
+
+def device_option(f: Callable) -> Callable:
+    return click.option("--device", "-d", default="auto", show_default=True,
+                        help="Device profile: cpu, v100, a100, h100, h200, rtx3090, rtx5000-ada, mps, or auto.")(f)
+
+
+def size_option(f: Callable) -> Callable:
+    return click.option("--size", "-s", default=None, help="Workload size: tiny, small (default) or full.")(f)
+
+
+def studies_option(f: Callable) -> Callable:
+    return click.option("--studies", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="Directory of studies and exported configs [default: $AUTOTUNE_STUDIES or ./studies].")(f)
+
+
+def measure_options(f: Callable) -> Callable:
+    f = click.option("--min-time", type=Seconds(), default=1.0, show_default=True,
+                     help="Seconds of timed runs per measurement, at least (and at least 3 runs).")(f)
+    f = click.option("--trial-timeout", type=Seconds(), default=600.0, show_default=True,
+                     help="Seconds before a trial is killed and recorded as a timeout.")(f)
+    f = click.option("--isolation", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True,
+                     help="Run each trial in a fresh process (default), or in this one (debugging only).")(f)
+    f = click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="CPU threads for torch [default: every core this process may use].")(f)
+    return f
