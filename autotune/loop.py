@@ -142,7 +142,8 @@ def tell(study: "optuna.Study", trial: "optuna.Trial", result: TrialResult, memo
         throughput, memory = float(result.throughput or 0.0), float(result.peak_memory_bytes or 0)
     over = (memory - memory_budget_bytes) / memory_budget_bytes if memory_budget_bytes else 0.0
     trial.set_constraint("fits_memory", over)
-    study.tell(trial, [throughput, memory])
+    # A study of one objective (throughput) leaves memory to the constraint and the tie-break.
+    study.tell(trial, [throughput, memory][: len(study.directions)])
 
 
 def _unseen_config(tuner: "Tuner", known: dict[str, int], rng: random.Random, tries: int = 200) -> Config | None:

@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
-from autotune.exceptions import InvalidConfigError
-from autotune.export import read_document
 from autotune.runner import STATUSES
+from autotune.stored import open_stored_study
 from autotune.trials import feasible, outcomes
 
 if TYPE_CHECKING:
@@ -188,6 +187,32 @@ def _slowness(t: "optuna.trial.FrozenTrial") -> float:
     return -t.values[0]
 
 
+def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str) -> "go.Figure":
+    """Throughput against peak memory of every completed trial, the correct ones' Pareto front drawn.
+
+    Drawn from the trial record rather than the study's objectives: a study
+    may have one objective (throughput) or two (throughput, memory).
+    """
+    points = [(t.user_attrs.get("throughput") or 0.0, t.user_attrs.get("peak_memory_bytes") or 0, feasible(t), t)
+              for t in trials]
+    fig = go.Figure()
+    for label, ok, colour in (("correct", True, "#1f77b4"), ("infeasible", False, "#cccccc")):
+        mine = [p for p in points if p[2] is ok]
+        if mine:
+            fig.add_trace(go.Scatter(x=[p[1] for p in mine], y=[p[0] for p in mine], mode="markers", name=label,
+                                     marker={"color": colour}, text=[_hover(p[3]) for p in mine], hoverinfo="text"))
+    front, best = [], -1.0
+    for throughput, memory, ok, _ in sorted((p for p in points if p[2]), key=lambda p: (p[1], -p[0])):
+        if throughput > best:  # nothing needing less memory is as fast
+            front.append((memory, throughput))
+            best = throughput
+    if front:
+        fig.add_trace(go.Scatter(x=[m for m, _ in front], y=[v for _, v in front], mode="lines",
+                                 name="Pareto front", line={"color": "#2ca02c", "shape": "hv"}))
+    fig.update_layout(xaxis_title="peak memory (bytes)", yaxis_title=f"throughput ({unit}/s)", height=420)
+    return fig
+
+
 def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what: str) -> tuple["go.Figure | None", str | None]:
     """An Optuna plot, or a clear message when the study cannot support it."""
     if have < needs:
@@ -298,9 +323,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None) 
     else:
         info.sections.append(("history", "Optimisation history", _draw_history(history, unit), None))
 
-    names = ["throughput", "peak memory (bytes)"]
-    figure, message = _optuna_figure(lambda: ov.plot_pareto_front(study, target_names=names), 1, len(complete),
-                                     "The Pareto front")
+    figure, message = _optuna_figure(lambda: _draw_memory(complete, unit), 1, len(complete), "The Pareto front")
     info.sections.append(("pareto", "Throughput against peak memory (Pareto front; infeasible trials apart)", figure, message))
 
     figure, message = _optuna_figure(
@@ -389,47 +412,6 @@ def report(
         from autotune.report import report
         report("chmm", "cpu")      # -> studies/chmm/cpu-small-report.html
     """
-    import optuna
-
-    from autotune.config import config_path, studies_dir
-    from autotune.devices import get_profile, resolve_device
-    from autotune.exceptions import StorageError, UnknownNameError
-    from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind
-    from autotune.tuner import EXPORT_MARK
-    from autotune.registry import get_workload_class
-
-    cls = get_workload_class(workload)
-    size = size or cls.default_size
-    if size not in cls.sizes:
-        raise UnknownNameError(f"size of workload {cls.name!r}", size, cls.sizes)
-    device = resolve_device("auto").profile.name if device == "auto" else get_profile(device).name
-    root = Path(studies) if studies is not None else studies_dir()
-    storage = storage or f"sqlite:///{root / 'autotune.db'}"
-    if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).is_file():
-        raise StorageError(f"no study storage at {storage}; run `autotune search` first, or pass --storage")
-    if storage_kind(storage) == "journal" and not Path(storage).is_file():
-        raise StorageError(f"no journal file at {storage}; run `autotune search --storage {storage}` first")
-    study_name = study_name or f"{cls.name}-{device}-{size}"
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        opened = open_storage(storage, read_only=True)
-        # Studies made only to elect a shared study's exporter are not results.
-        names = [n for n in optuna.get_all_study_names(opened) if EXPORT_MARK not in n]
-    except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
-        if storage_kind(storage) == "sqlite":  # a file without Optuna's tables: nothing to report, nothing written
-            raise StorageError(f"{redact_storage(storage)} holds no studies; run `autotune search` first") from None
-        raise storage_failure(storage, exc) from None
-    if study_name not in names:
-        raise UnknownNameError("study", study_name, names, hint=f"in {redact_storage(storage)}")
-    study = optuna.load_study(study_name=study_name, storage=opened)
-    document = None
-    exported = config_path(cls.name, device, size, root)
-    if exported.is_file():
-        try:
-            candidate = read_document(exported)
-        except InvalidConfigError:
-            candidate = None  # a broken export is load_config's error; the study still has a report
-        if candidate is not None and (candidate.study or {}).get("name") == study_name:
-            document = candidate.to_json()
-    out = Path(output) if output is not None else root / cls.name / f"{device}-{size}-report.html"
-    return write_report(study, out, document)
+    found = open_stored_study(workload, device, size, storage=storage, study_name=study_name, studies=studies)
+    out = Path(output) if output is not None else found.root / found.workload / f"{found.device}-{found.size}-report.html"
+    return write_report(found.study, out, found.document)

@@ -71,7 +71,7 @@ class _Simulation:
         return False
 
 
-def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None) -> Repeat:
+def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None, objectives: int = 2) -> Repeat:
     """One search of ``trials`` evaluations on a recorded space, as ``autotune search`` would run it."""
     import time
 
@@ -80,7 +80,8 @@ def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = N
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     started = time.perf_counter()
     simulation = _Simulation(recorded, seed)
-    study = optuna.create_study(directions=["maximize", "minimize"], sampler=make_sampler(sampler, seed))
+    directions = ["maximize", "minimize"][:objectives]
+    study = optuna.create_study(directions=directions, sampler=make_sampler(sampler, seed))
     space = recorded.space
     firsts = [(space.sampled_params(space.baseline), "baseline")]
     if space.defaults != space.baseline:

@@ -398,11 +398,6 @@ class Tuner:
         self.runner.close()
 
 
-#: Studies of this name pattern were made by earlier versions to elect a shared study's exporter;
-#: the report leaves them out of a storage's study names.
-EXPORT_MARK = "@export-"
-
-
 def _loads_as_data(path: Path) -> bool:
     """Whether a cached reference loads as tensors and containers alone (never running pickled code)."""
     import torch

@@ -2,7 +2,9 @@
 
 Every strategy of ``autotune.samplers`` runs through autotune's own search
 loop (``autotune.simulate``: repeats, restrictions and the enqueued baseline
-as in ``search``), and ``plain-tpe`` is the reference of
+as in ``search``), on a study of two objectives as ``search`` makes them and,
+suffixed ``/throughput-only``, on a study of throughput alone; ``plain-tpe``
+is the reference of
 ``../shared/recorded/README.md``: Optuna's TPESampler on one objective, one
 ``suggest_categorical`` per parameter, an unrecorded combination told as
 failed and not counted. Scores (0 = random search on average, 1 = the
@@ -35,6 +37,9 @@ from autotune.samplers import SAMPLERS  # noqa: E402
 from autotune.simulate import Repeat, simulate, summary  # noqa: E402
 
 BUDGETS = ("20", "50", "100")
+#: A strategy name with this suffix runs on a study of throughput alone (search's studies have two objectives).
+ONE_OBJECTIVE = "/throughput-only"
+STRATEGIES = ["plain-tpe", *SAMPLERS, *(f"{name}{ONE_OBJECTIVE}" for name in SAMPLERS if name != "random")]
 DEFAULT_FILES = sorted((ROOT.parent / "shared" / "recorded").glob("*.json.gz")) + sorted(
     (ROOT / "benchmarks" / "recorded").glob("*.json.gz"))
 
@@ -72,6 +77,10 @@ def run_one(path: str, strategy: str, trials: int, repeats: int, seed: int) -> d
     recorded = load_recorded(path)
     if strategy == "plain-tpe":
         runs = [plain_tpe(recorded, trials, seed + i) for i in range(repeats)]
+    elif strategy.endswith(ONE_OBJECTIVE):
+        # The same sampler on a study of one objective (throughput; memory left to the constraint).
+        name = strategy.removesuffix(ONE_OBJECTIVE)
+        runs = [simulate(recorded, trials, seed + i, name, objectives=1) for i in range(repeats)]
     else:
         runs = [simulate(recorded, trials, seed + i, strategy) for i in range(repeats)]
     return {"recorded": Path(path).name, "strategy": strategy, **summary(recorded, runs)}
@@ -80,8 +89,7 @@ def run_one(path: str, strategy: str, trials: int, repeats: int, seed: int) -> d
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recorded", nargs="+", type=Path, default=DEFAULT_FILES)
-    parser.add_argument("--strategies", nargs="+", default=["plain-tpe", *SAMPLERS],
-                        choices=["plain-tpe", *SAMPLERS])
+    parser.add_argument("--strategies", nargs="+", default=STRATEGIES, choices=STRATEGIES)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)

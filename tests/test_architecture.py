@@ -33,7 +33,7 @@ def test_a_worker_seed_is_offset_by_its_index():
     "autotune", "autotune.cli", "autotune.config", "autotune.console", "autotune.export", "autotune.loop",
     "autotune.report", "autotune.runner", "autotune.selection", "autotune.settings", "autotune.shared_study",
     "autotune.space", "autotune.trials", "autotune.tuner", "autotune.workload", "autotune.workers",
-    "autotune._worker", "autotune.cli_options", "autotune.registry", "autotune.tuned", "autotune.parameters", "workloads.chmm",
+    "autotune._worker", "autotune.cli_options", "autotune.stored", "autotune.registry", "autotune.tuned", "autotune.parameters", "workloads.chmm",
     "workloads.lsd", "workloads._torch", "autotune.simulate", "autotune.recorded", "autotune.samplers",
 ])
 def test_each_module_imports_alone_in_a_fresh_interpreter(module):

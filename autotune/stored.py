@@ -1,0 +1,80 @@
+"""A stored study found by workload, device and size, opened read-only, with the export it produced.
+
+What ``autotune report`` draws: the device need not be on this machine, and
+nothing is written (a missing storage or study is one line that says what
+exists instead).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune.config import config_path, studies_dir
+from autotune.devices import get_profile, resolve_device
+from autotune.exceptions import InvalidConfigError, StorageError, UnknownNameError
+from autotune.export import read_document
+from autotune.registry import get_workload_class
+from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["EXPORT_MARK", "StoredStudy", "open_stored_study"]
+
+#: Studies of this name pattern were made by earlier versions to elect a shared study's exporter;
+#: they are not results, and are left out of a storage's study names.
+EXPORT_MARK = "@export-"
+
+
+@dataclass
+class StoredStudy:
+    study: "optuna.Study"
+    document: dict[str, Any] | None  # the export of this study, if its file is there and whole
+    root: Path
+    workload: str
+    device: str
+    size: str
+
+
+def open_stored_study(workload: str, device: str = "auto", size: str | None = None, *, storage: str | None = None,
+                      study_name: str | None = None, studies: str | Path | None = None) -> StoredStudy:
+    """The study of ``workload`` on ``device`` at ``size`` in ``storage``, read-only, with its export."""
+    import optuna
+
+    cls = get_workload_class(workload)
+    size = size or cls.default_size
+    if size not in cls.sizes:
+        raise UnknownNameError(f"size of workload {cls.name!r}", size, cls.sizes)
+    device = resolve_device("auto").profile.name if device == "auto" else get_profile(device).name
+    root = Path(studies) if studies is not None else studies_dir()
+    storage = storage or f"sqlite:///{root / 'autotune.db'}"
+    if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).is_file():
+        raise StorageError(f"no study storage at {storage}; run `autotune search` first, or pass --storage")
+    if storage_kind(storage) == "journal" and not Path(storage).is_file():
+        raise StorageError(f"no journal file at {storage}; run `autotune search --storage {storage}` first")
+    study_name = study_name or f"{cls.name}-{device}-{size}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        opened = open_storage(storage, read_only=True)
+        names = [n for n in optuna.get_all_study_names(opened) if EXPORT_MARK not in n]
+    except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
+        if storage_kind(storage) == "sqlite":  # a file without Optuna's tables: nothing to report, nothing written
+            raise StorageError(f"{redact_storage(storage)} holds no studies; run `autotune search` first") from None
+        raise storage_failure(storage, exc) from None
+    if study_name not in names:
+        raise UnknownNameError("study", study_name, names, hint=f"in {redact_storage(storage)}")
+    study = optuna.load_study(study_name=study_name, storage=opened)
+    return StoredStudy(study, _export_of(config_path(cls.name, device, size, root), study_name), root, cls.name,
+                       device, size)
+
+
+def _export_of(path: Path, study_name: str) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        document = read_document(path)
+    except InvalidConfigError:
+        return None  # a broken export is load_config's error; the study still has a report
+    return document.to_json() if (document.study or {}).get("name") == study_name else None
