@@ -78,13 +78,16 @@ def cli() -> None:
                    "re-measurement and export still happen) [default: no limit; --trials still applies].")
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
               help="Seed of the sampler, for a repeatable sequence of trials.")
+@click.option("--sampler", default=None,
+              help="Search strategy: tpe, tpe-multivariate, genetic or random [default: tpe; "
+                   "`benchmarks/search_quality.py` scores them].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines; only the final table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
 def search(workload: str, device: str, size: str | None, trials: int, storage: str | None, study_name: str | None,
            studies: Path | None, workers: int | None, gpus: str | None, heartbeat: int, grace_period: int,
            memory_budget: str | None, memory_limit: str | None, min_time: float, trial_timeout: float, isolation: str,
-           threads: int | None, remeasure_top: int, remeasure_rounds: int, time_budget: float | None, seed: int | None, quiet: bool,
-           as_json: bool) -> None:
+           threads: int | None, remeasure_top: int, remeasure_rounds: int, time_budget: float | None, seed: int | None,
+           sampler: str | None, quiet: bool, as_json: bool) -> None:
     """Tune WORKLOAD on DEVICE: run trials, re-measure the best beside the baseline, export.
 
     The study lives in the storage (SQLite under the studies directory by
@@ -119,7 +122,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         memory_budget_bytes=parse_bytes(memory_budget) if memory_budget else None,
         memory_limit_bytes=parse_bytes(memory_limit) if memory_limit else None, min_time=min_time,
         remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, time_budget=time_budget, seed=seed,
-        threads=threads, heartbeat=heartbeat, grace_period=grace_period, quiet=quiet or as_json,
+        threads=threads, heartbeat=heartbeat, grace_period=grace_period, quiet=quiet or as_json, sampler=sampler,
     )
     progress = Progress(settings.quiet, trials)
     tuner = library_call(settings.tuner, on_trial=progress.trial, on_stage=progress.stage)

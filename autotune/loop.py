@@ -29,6 +29,11 @@ __all__ = ["run_trials", "tell"]
 
 Retry = Callable[[Callable[[], Any], str], Any]
 
+#: Asks in a row that measure nothing new (repeats of measured configs, restricted configs) before the
+#: loop enqueues an unseen allowed config at random: the sampler gets a second and a third chance (it
+#: learns from what it was told), and a sampler stuck on a small or exhausted space still moves on.
+STALL_LIMIT = 3
+
 
 def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry: Retry | None = None,
                poll_seconds: float = 2.0) -> list[TrialRecord]:
@@ -37,6 +42,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
     # Workers on one study draw different fresh configs after a repeat.
     rng = random.Random(None if tuner.seed is None else tuner.seed + (os.getpid() if budget.shared else 0))
     records: list[TrialRecord] = []
+    stalls = 0
     try:
         while not tuner.should_stop():
             trial = guard(budget.take, "taking a trial")
@@ -47,8 +53,15 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 time.sleep(poll_seconds)
                 continue
             trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
+            known = measured_configs(trials)
             with Heartbeat(budget.storage, trial._trial_id, budget.heartbeat):
-                record = run_trial(tuner, study, trial, measured_configs(trials), rng, best_throughput(trials), guard)
+                record = run_trial(tuner, study, trial, known, best_throughput(trials), guard)
+            stalls = 0 if record is not None and record.duplicate_of is None else stalls + 1
+            if stalls >= STALL_LIMIT:
+                fresh = _unseen_config(tuner, known, rng)
+                if fresh is not None:
+                    study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": "random"})
+                stalls = 0
             if record is None:
                 continue  # a restricted config: not a trial of the budget
             records.append(record)
@@ -64,23 +77,18 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
 
 
 def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", known: dict[str, int],
-              rng: random.Random, best: float, guard: Retry) -> TrialRecord | None:
+              best: float, guard: Retry) -> TrialRecord | None:
     """Suggest, measure (or reuse a repeat's figures), record and tell one trial; None for a restricted config."""
     config = tuner.space.suggest(trial)
     role = trial.user_attrs.get("role", "search")
     broken = tuner.space.violated(config)
     if broken is not None:
-        _reject(tuner, study, trial, config, broken, known, rng, guard)
+        _reject(study, trial, config, broken, guard)
         return None
     duplicate_of = known.get(config.key)
     if duplicate_of is not None:
-        # Measured already: reuse its figures rather than spend the time again, and
-        # give the sampler a config it has not seen next, so that a sampler stuck
-        # on a small space still explores.
+        # Measured already: reuse its figures rather than spend the time again (see STALL_LIMIT).
         result = result_of(study.trials[duplicate_of], config)
-        fresh = _unseen_config(tuner, known, rng)
-        if fresh is not None:
-            study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": "random"})
     else:
         try:
             # The baseline is always measured in full: every ratio is taken against it.
@@ -101,17 +109,12 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", know
     return TrialRecord(trial.number, config, result, role, duplicate_of)
 
 
-def _reject(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", config: Config, broken: str,
-            known: dict[str, int], rng: random.Random, guard: Retry) -> None:
-    """A config that breaks a constraint is never measured and never counts: the sampler is told it failed,
-    and an allowed config it has not seen comes next."""
+def _reject(study: "optuna.Study", trial: "optuna.Trial", config: Config, broken: str, guard: Retry) -> None:
+    """A config that breaks a constraint is never measured and never counts: the sampler is told it failed."""
     from optuna.trial import TrialState
 
     guard(lambda: _record(trial, {"restricted": broken, "config": config.to_dict()}), "recording a trial")
     guard(lambda: study.tell(trial, state=TrialState.FAIL), "finishing a trial")
-    fresh = _unseen_config(tuner, known, rng)
-    if fresh is not None:
-        study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": "random"})
 
 
 def _record(trial: "optuna.Trial", attrs: dict[str, Any]) -> None:

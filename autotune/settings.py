@@ -49,6 +49,7 @@ class SearchSettings:
     heartbeat: int = 10
     grace_period: int = 60
     quiet: bool = False
+    sampler: str | None = None  # a strategy of autotune.samplers (default: samplers.DEFAULT)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -82,5 +83,5 @@ class SearchSettings:
             measurer={"min_time": self.min_time}, remeasure_top=self.remeasure_top,
             remeasure_rounds=self.remeasure_rounds, time_budget=self.time_budget, seed=seed, threads=self.threads,
             on_trial=on_trial, on_stage=on_stage, heartbeat=self.heartbeat if server else None,
-            grace_period=self.grace_period,
+            grace_period=self.grace_period, sampler=self.sampler,
         )

@@ -22,7 +22,7 @@ from autotune.config import Config
 from autotune.loop import run_trials
 from autotune.recorded import Recorded
 from autotune.runner import TrialResult
-from autotune.samplers import make_sampler
+from autotune.samplers import OBJECTIVES, make_sampler
 from autotune.shared_study import NoLock, TrialBudget, enqueue_first
 from autotune.trials import TrialRecord
 
@@ -71,8 +71,13 @@ class _Simulation:
         return False
 
 
-def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None, objectives: int = 2) -> Repeat:
-    """One search of ``trials`` evaluations on a recorded space, as ``autotune search`` would run it."""
+def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None,
+             objectives: int | None = None) -> Repeat:
+    """One search of ``trials`` evaluations on a recorded space, as ``autotune search`` would run it.
+
+    ``objectives=2`` makes the study of two objectives (throughput, peak memory) that autotune made
+    before; the default is the study ``search`` makes now.
+    """
     import time
 
     import optuna
@@ -80,7 +85,7 @@ def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = N
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     started = time.perf_counter()
     simulation = _Simulation(recorded, seed)
-    directions = ["maximize", "minimize"][:objectives]
+    directions = OBJECTIVES if objectives is None else ["maximize", "minimize"][:objectives]
     study = optuna.create_study(directions=directions, sampler=make_sampler(sampler, seed))
     space = recorded.space
     firsts = [(space.sampled_params(space.baseline), "baseline")]

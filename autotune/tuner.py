@@ -29,7 +29,7 @@ from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
 from autotune.runner import Runner, TrialRequest, TrialResult
-from autotune.samplers import SAMPLERS, make_sampler
+from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.selection import REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, choice_outcomes, pick_winner, remeasure
 from autotune.selection import candidates as select
 from autotune.shared_study import NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
@@ -215,7 +215,11 @@ class Tuner:
             study = optuna.create_study(
                 storage=self.storage_object(),
                 study_name=self.study_name,
-                directions=["maximize", "minimize"],
+                # One objective: the sampler chases throughput alone; peak memory is a constraint
+                # (--memory-budget) and breaks ties at the re-measurement. Two objectives made the
+                # search near random on recorded spaces (benchmarks/search_quality.py). A study made
+                # by an older version keeps its two objectives (Optuna loads it as stored).
+                directions=OBJECTIVES,
                 sampler=self._sampler(),
                 load_if_exists=True,
             )
@@ -223,7 +227,7 @@ class Tuner:
             raise storage_failure(self.storage, exc) from None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(["throughput", "peak_memory_bytes"])
+            study.set_metric_names(["throughput", "peak_memory_bytes"][: len(study.directions)])
         for key, value in {
             "workload": self.workload_class.name,
             "device": self.device.name,

@@ -2,9 +2,9 @@
 
 Every strategy of ``autotune.samplers`` runs through autotune's own search
 loop (``autotune.simulate``: repeats, restrictions and the enqueued baseline
-as in ``search``), on a study of two objectives as ``search`` makes them and,
-suffixed ``/throughput-only``, on a study of throughput alone; ``plain-tpe``
-is the reference of
+as in ``search``), on the study ``search`` makes (throughput alone) and,
+suffixed ``/two-objectives``, on the study of throughput and peak memory that
+autotune made before; ``plain-tpe`` is the reference of
 ``../shared/recorded/README.md``: Optuna's TPESampler on one objective, one
 ``suggest_categorical`` per parameter, an unrecorded combination told as
 failed and not counted. Scores (0 = random search on average, 1 = the
@@ -37,9 +37,10 @@ from autotune.samplers import SAMPLERS  # noqa: E402
 from autotune.simulate import Repeat, simulate, summary  # noqa: E402
 
 BUDGETS = ("20", "50", "100")
-#: A strategy name with this suffix runs on a study of throughput alone (search's studies have two objectives).
-ONE_OBJECTIVE = "/throughput-only"
-STRATEGIES = ["plain-tpe", *SAMPLERS, *(f"{name}{ONE_OBJECTIVE}" for name in SAMPLERS if name != "random")]
+#: A strategy name with this suffix runs on a study of two objectives (throughput, peak memory), as
+#: autotune made its studies before; without it, on the study `search` makes now (throughput alone).
+TWO_OBJECTIVES = "/two-objectives"
+STRATEGIES = ["plain-tpe", *SAMPLERS, *(f"{name}{TWO_OBJECTIVES}" for name in SAMPLERS if name != "random")]
 DEFAULT_FILES = sorted((ROOT.parent / "shared" / "recorded").glob("*.json.gz")) + sorted(
     (ROOT / "benchmarks" / "recorded").glob("*.json.gz"))
 
@@ -77,10 +78,9 @@ def run_one(path: str, strategy: str, trials: int, repeats: int, seed: int) -> d
     recorded = load_recorded(path)
     if strategy == "plain-tpe":
         runs = [plain_tpe(recorded, trials, seed + i) for i in range(repeats)]
-    elif strategy.endswith(ONE_OBJECTIVE):
-        # The same sampler on a study of one objective (throughput; memory left to the constraint).
-        name = strategy.removesuffix(ONE_OBJECTIVE)
-        runs = [simulate(recorded, trials, seed + i, name, objectives=1) for i in range(repeats)]
+    elif strategy.endswith(TWO_OBJECTIVES):
+        name = strategy.removesuffix(TWO_OBJECTIVES)
+        runs = [simulate(recorded, trials, seed + i, name, objectives=2) for i in range(repeats)]
     else:
         runs = [simulate(recorded, trials, seed + i, strategy) for i in range(repeats)]
     return {"recorded": Path(path).name, "strategy": strategy, **summary(recorded, runs)}
