@@ -119,6 +119,25 @@ class Parameter:
             value = low + round((value - low) / self.step) * self.step
         return min(max(int(round(value)) if self.type == "int" else value, self.low), self.high)
 
+    def neighbour(self, value: Any, rng: random.Random) -> Any:
+        """A value next to ``value``: the adjacent number of ordered numeric choices or of a range (a step, or a
+        factor of 2 on a log scale), another choice of unordered ones."""
+        if self.type == "categorical":
+            numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.choices)
+            if not numeric:
+                others = [c for c in self.choices if not _same(c, value)]
+                return rng.choice(others) if others else value
+            ordered = sorted(self.choices)
+            index = next((i for i, c in enumerate(ordered) if _same(c, value)), 0)
+            return ordered[min(max(index + rng.choice((-1, 1)), 0), len(ordered) - 1)]
+        if self.log:
+            moved = value * 2.0 if rng.random() < 0.5 else value / 2.0
+        else:
+            step = self.step or (1 if self.type == "int" else (float(self.high) - float(self.low)) / 10)
+            moved = value + rng.choice((-1, 1)) * step
+        moved = int(round(moved)) if self.type == "int" else moved
+        return min(max(moved, self.low), self.high)
+
     def suggest(self, trial: "optuna.Trial") -> Any:
         if self.type == "categorical":
             return trial.suggest_categorical(self.name, list(self.choices))

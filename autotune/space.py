@@ -296,6 +296,15 @@ class SearchSpace:
         """Sample a config for ``trial``; inactive and fixed parameters are not sampled."""
         return self._choose(lambda param: param.suggest(trial))
 
+    def neighbour(self, config: Mapping[str, Any], rng: random.Random) -> Config:
+        """``config`` with one active tunable knob (now and then two) moved to a neighbouring value."""
+        active = self.active(config)
+        knobs = [p for p in self.tunable if active.get(p.name)]
+        values = dict(config)
+        for param in rng.sample(knobs, min(len(knobs), 2 if rng.random() < 0.3 else 1)):
+            values[param.name] = param.neighbour(values[param.name], rng)
+        return self.complete(values)
+
     def sample(self, rng: random.Random) -> Config:
         """A config drawn at random (uniform choices; log-uniform where the range is log)."""
         return self._choose(lambda param: param.draw(rng))

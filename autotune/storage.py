@@ -150,19 +150,39 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
             return optuna.storages.RDBStorage(storage)
     storage = with_installed_driver(storage)
     if heartbeat is None:
-        return optuna.storages.RDBStorage(storage, engine_kwargs={"pool_pre_ping": True},
-                                          skip_table_creation=read_only)
+        return _created_once(lambda: optuna.storages.RDBStorage(storage, engine_kwargs={"pool_pre_ping": True},
+                                                                skip_table_creation=read_only))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
-        return optuna.storages.RDBStorage(
+        return _created_once(lambda: optuna.storages.RDBStorage(
             storage,
             engine_kwargs={"pool_pre_ping": True},
             heartbeat_interval=heartbeat,
             grace_period=grace_period or DEFAULT_GRACE_PERIOD,
             # A trial whose worker died is queued once more; a second death ends it as failed.
             heartbeat_stale_trial_callback=retry,
-        )
+        ))
+
+
+def _created_once(make: Callable[[], T], attempts: int = 4) -> T:
+    """``make()``, again after a moment when another process was creating the same tables at that instant.
+
+    Two hosts opening one new database at once both create Optuna's tables;
+    the loser's CREATE fails on a duplicate name (PostgreSQL's pg_type), and
+    on its next try the tables are simply there.
+    """
+    import sqlalchemy.exc
+
+    for attempt in range(attempts):
+        try:
+            return make()
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as exc:
+            racing = "already exists" in str(exc) or "duplicate key" in str(exc)
+            if not racing or attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def worker_identity() -> dict[str, Any]:
