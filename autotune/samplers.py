@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT", "OBJECTIVES", "SAMPLERS", "make_sampler"]
 
 #: The directions of a new study. Two objectives (throughput, peak memory) made the search near random
-#: on recorded spaces: mean score 0.01 at 50 evaluations against 0.42 for one (benchmarks/search_quality.py).
+#: on recorded spaces: mean score 0.01 at 50 evaluations against 0.35 for one, in one run of
+#: benchmarks/search_quality.py (README, "How quickly the search finds the best config").
 OBJECTIVES = ["maximize"]
 
 
