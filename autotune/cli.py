@@ -165,6 +165,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
     """Drive worker processes on a shared study; the result if this process is elected to export, else None."""
     import tempfile
 
+    from autotune.shared_study import release_dead_owners
     from autotune.storage import redact_storage
     from autotune.workers import plan_workers, run_workers
 
@@ -177,8 +178,12 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
     library_call(tuner.ensure_reference)
     with tempfile.TemporaryDirectory(prefix="autotune-workers-") as folder:
         path = settings.write(Path(folder) / "settings.json")
-        # The storage reaches the workers in their environment: a password on a command line is shown by `ps`.
-        codes = run_workers(path, budget, plans, progress.stage, {STORAGE_ENV: tuner.storage})
+        try:
+            # The storage reaches the workers in their environment: a password on a command line is shown by `ps`.
+            codes = run_workers(path, budget, plans, progress.stage, {STORAGE_ENV: tuner.storage})
+        except KeyboardInterrupt:
+            release_dead_owners(tuner.open_study())  # the workers have exited: none of their trials stays RUNNING
+            raise
     failed = [f"worker {i} exited {c}" for i, c in enumerate(codes) if c != 0]
     done = library_call(tuner.budget_done, budget)
     if failed and not done:

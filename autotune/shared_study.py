@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = ["Heartbeat", "NoLock", "TrialBudget", "claim_budget", "elect_exporter", "fail_abandoned_trials",
-           "release_own_trials", "release_trial"]
+           "release_dead_owners", "release_own_trials", "release_trial"]
 
 #: What :meth:`TrialBudget.take` returns when other workers' trials fill the budget for now.
 WAIT = None
@@ -165,6 +165,22 @@ def release_own_trials(study: "optuna.Study") -> None:
     me = worker_identity()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if t.user_attrs.get("claimed") == me:
+            release_trial(study, t._trial_id)
+
+
+def release_dead_owners(study: "optuna.Study") -> None:
+    """After a stop: fail as lost every running trial whose owner on this host is gone.
+
+    Each worker releases its own trial when it stops; this is the driver's
+    second look once its workers have exited, so that a worker stopped at
+    an unlucky instant leaves no trial RUNNING.
+    """
+    from optuna.trial import TrialState
+
+    me = worker_identity()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.user_attrs.get("claimed") or {}
+        if owner.get("host") == me["host"] and "pid" in owner and not pid_alive(int(owner["pid"])):
             release_trial(study, t._trial_id)
 
 
