@@ -49,14 +49,16 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     finally:
         again.close()
     study = optuna.load_study(study_name="chmm-cpu-tiny", storage=f"sqlite:///{studies / 'autotune.db'}")
-    assert len([t for t in study.trials if "duplicate_of" not in t.user_attrs]) == 7
+    # A restricted config (numba kernels in 16-bit break chmm's constraint) is asked but never a trial.
+    restricted = [t for t in study.trials if "restricted" in t.user_attrs]
+    assert all("status" not in t.user_attrs and t.state == optuna.trial.TrialState.FAIL for t in restricted)
+    assert len([t for t in study.trials if "duplicate_of" not in t.user_attrs and t not in restricted]) == 7
     baseline_trials = [t for t in study.trials if t.user_attrs.get("role") == "baseline"]
     assert len(baseline_trials) == 1  # enqueued once, not on resume
-    for trial in study.trials:
+    for trial in (t for t in study.trials if t not in restricted):
         assert "config" in trial.user_attrs
-        if trial.user_attrs["status"] == "error":  # the one expected failure: numba kernels in 16-bit
-            assert "numba messages run on the CPU in float32 or float64 only" in trial.user_attrs["error"]
-            assert trial.state == optuna.trial.TrialState.FAIL
+        if trial.user_attrs["status"] == "error":
+            raise AssertionError(f"trial #{trial.number} failed: {trial.user_attrs.get('error')}")
         else:
             assert trial.user_attrs["status"] in ("ok", "incorrect")
             assert trial.constraints  # Optuna sees feasibility
