@@ -15,7 +15,7 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Seconds, device_option, fail, library_call, measure_options, parse_bytes, size_option, studies_option,
+    Seconds, device_option, fail, library_call, measure_options, parse_bytes, parse_gpus, size_option, studies_option,
     workload_option, writable_folder,
 )
 from autotune.stopping import stop_on_sigterm
@@ -107,7 +107,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     from autotune.storage import storage_kind
 
     writable_folder(studies, "--studies")
-    gpu_list = _parse_gpus(gpus)
+    gpu_list = parse_gpus(gpus)
     if gpu_list and workers is not None and workers != len(gpu_list):
         fail(f"--workers {workers} and --gpus {gpus} disagree: --gpus starts one worker per GPU ({len(gpu_list)})")
     n_workers = len(gpu_list) if gpu_list else (workers or 1)
@@ -146,18 +146,6 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         click.echo(json.dumps(result_json(result), indent=2))
     else:
         click.echo(result_table(result))
-
-
-def _parse_gpus(gpus: str | None) -> list[int] | None:
-    if gpus is None:
-        return None
-    try:
-        found = [int(g) for g in gpus.split(",") if g.strip()]
-    except ValueError:
-        found = []
-    if not found or any(g < 0 for g in found) or len(set(found)) != len(found):
-        fail(f"--gpus {gpus!r} is not a list of distinct GPU indices; use e.g. --gpus 0,1,2,3")
-    return found
 
 
 def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus: list[int] | None,
@@ -352,6 +340,60 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
     else:
         click.echo(run_text(result, config, **heading))
     sys.exit(0 if result.status == "ok" else 1)
+
+
+# -- explain ---------------------------------------------------------------------------
+
+@cli.command()
+@workload_option
+@device_option
+@size_option
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSON file: an exported config, or a mapping of knob values [default: the export of this "
+                   "workload, device and size].")
+@click.option("--from-export", is_flag=True, help="Explain the exported winner (the default without --config).")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved rounds; every config is measured once per round.")
+@studies_option
+@measure_options
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as one JSON object.")
+def explain(workload: str, device: str, size: str | None, config_file: Path | None, from_export: bool, rounds: int,
+            studies: Path | None, min_time: float, trial_timeout: float, isolation: str, threads: int | None,
+            as_json: bool) -> None:
+    """Measure what each fix of the winner bought: alone, inside the winner, and against the guide's claim.
+
+    Runs 2k+2 configs for k differing knobs (and the path between), in
+    interleaved rounds, with the checks of `search`; stores the result beside
+    the export, where `autotune report` shows it.
+
+    \b
+    Examples:
+      autotune explain --workload chmm --device cpu
+      autotune explain -w chmm -d cpu -s small --rounds 5 --json
+      autotune explain -w ten --config my-config.json --min-time 0.5
+    """
+    from autotune.explain import explain_workload, target_config
+    from autotune.explain_view import explain_text
+    from autotune.settings import SearchSettings
+
+    if config_file is not None and from_export:
+        fail("--config and --from-export exclude each other: give one target")
+    writable_folder(studies, "--studies")
+    settings = SearchSettings(workload, device, size, studies=str(studies) if studies is not None else None,
+                              isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
+    tuner = library_call(settings.tuner)
+    target = library_call(target_config, tuner, config_file)
+    progress = Progress(as_json, 1, bar=False)
+    try:
+        doc, path = library_call(explain_workload, tuner, target, rounds,
+                                 lambda done, total, what: progress.stage(f"[{done + 1}/{total}] {what}"))
+    except KeyboardInterrupt:
+        click.echo("\nautotune: explain stopped; nothing was written.", err=True)
+        sys.exit(130)
+    finally:
+        progress.close()
+        tuner.close()
+    click.echo(json.dumps(doc, indent=2) if as_json else explain_text(doc) + f"\n\nStored in {path}")
 
 
 # -- list and devices -------------------------------------------------------------------

@@ -16,7 +16,7 @@ import click
 
 from autotune.exceptions import AutotuneError
 
-__all__ = ["Seconds", "device_option", "fail", "library_call", "measure_options", "parse_bytes", "size_option",
+__all__ = ["Seconds", "device_option", "fail", "library_call", "measure_options", "parse_bytes", "parse_gpus", "size_option",
            "studies_option", "workload_option", "writable_folder"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
@@ -55,6 +55,19 @@ class Seconds(click.ParamType):
 def fail(message: str) -> None:
     click.echo(f"autotune: error: {message}", err=True)
     sys.exit(2)
+
+
+def parse_gpus(gpus: str | None) -> list[int] | None:
+    """``--gpus 0,1,2,3`` -> [0, 1, 2, 3]: distinct indices, or one line and exit status 2."""
+    if gpus is None:
+        return None
+    try:
+        found = [int(g) for g in gpus.split(",") if g.strip()]
+    except ValueError:
+        found = []
+    if not found or any(g < 0 for g in found) or len(set(found)) != len(found):
+        fail(f"--gpus {gpus!r} is not a list of distinct GPU indices; use e.g. --gpus 0,1,2,3")
+    return found
 
 
 def writable_folder(path: Path | None, option: str) -> None:

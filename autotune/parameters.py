@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.conditions import Condition
@@ -21,15 +21,26 @@ from autotune.exceptions import InvalidConfigError, SearchSpaceError
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["Parameter", "parse_parameter", "show"]
+__all__ = ["Claim", "Parameter", "parse_parameter", "show"]
 
 _TYPES = ("categorical", "int", "float")
-_PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help"}
+_PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help", "claims"}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
 #: Makes the error of a space file: ``fail(where, problem)``.
 Fail = Callable[[str, str], SearchSpaceError]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a performance guide promised for one knob value: its words, and the gain it named (if any)."""
+
+    text: str
+    gain: tuple[float, float] | None = None  # a speedup range, e.g. (1.2, 1.3) for "20-30% faster"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "gain": list(self.gain) if self.gain else None}
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,11 @@ class Parameter:
     requires: frozenset[str] = frozenset()  # for the whole parameter
     choice_requires: Mapping[Any, frozenset[str]] = field(default_factory=dict, hash=False)
     help: str = ""
+    # A guide's claim per choice (keyed by show(choice)), read by `autotune explain`.
+    claims: Mapping[str, Claim] = field(default_factory=dict, hash=False)
+
+    def claim(self, value: Any) -> Claim | None:
+        return self.claims.get(show(value))
 
     def allows(self, value: Any) -> bool:
         if self.type == "categorical":
@@ -179,8 +195,31 @@ def parse_parameter(name: str, spec: Any, earlier: set[str], fail: Fail) -> Para
     condition = _condition(spec, where, earlier, fail)
     requires, choice_requires = _requires(spec, kind, where, fail)
     if kind == "categorical":
-        return _categorical(name, spec, where, fail, condition, requires, choice_requires)
-    return _numeric(name, kind, spec, where, fail, condition, requires)
+        param = _categorical(name, spec, where, fail, condition, requires, choice_requires)
+    else:
+        param = _numeric(name, kind, spec, where, fail, condition, requires)
+    return replace(param, claims=_claims(param, spec.get("claims", {}), f"{where}.claims", fail))
+
+
+def _claims(param: Parameter, raw: Any, where: str, fail: Fail) -> dict[str, Claim]:
+    """``claims: {value: {text: "...", gain: [low, high]}}``: what a guide promised for each value."""
+    if not isinstance(raw, dict):
+        raise fail(where, "must be a mapping of a value to {text: ..., gain: [low, high]}")
+    claims = {}
+    for value, spec in raw.items():
+        if not param.allows(value):
+            raise fail(f"{where}.{show(value)}", f"is not a value of {param.name}; allowed: {param.describe_allowed()}")
+        if not isinstance(spec, dict) or not isinstance(spec.get("text"), str) or set(spec) - {"text", "gain"}:
+            raise fail(f"{where}.{show(value)}", "must be a mapping with 'text' (a string) and optionally 'gain'")
+        gain = spec.get("gain")
+        if gain is not None:
+            if (not isinstance(gain, list) or len(gain) != 2
+                    or not all(isinstance(g, (int, float)) and not isinstance(g, bool) and 0 < g < math.inf for g in gain)
+                    or gain[0] > gain[1]):
+                raise fail(f"{where}.{show(value)}.gain", f"must be [low, high], two positive speedups with low <= high, got {gain!r}")
+            gain = (float(gain[0]), float(gain[1]))
+        claims[show(value)] = Claim(spec["text"], gain)
+    return claims
 
 
 def _condition(spec: dict, where: str, earlier: set[str], fail: Fail) -> Condition | None:

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
+from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
+from autotune.explain import explain_path, read_explanation
 from autotune.stored import open_stored_study
 from autotune.trials import feasible, outcomes
 
@@ -285,6 +287,7 @@ class ReportInfo:
     header: dict[str, Any]
     sections: list[tuple[str, str, "go.Figure | None", str | None]] = field(default_factory=list)  # (id, title, figure, message)
     table: list[dict[str, Any]] = field(default_factory=list)
+    extra_html: dict[str, str] = field(default_factory=dict)  # section id -> HTML drawn under its figure (tables)
 
 
 def _in_memory(study: "optuna.Study") -> "optuna.Study":
@@ -298,8 +301,10 @@ def _in_memory(study: "optuna.Study") -> "optuna.Study":
     return copy
 
 
-def build_report(study: "optuna.Study", document: dict[str, Any] | None = None) -> ReportInfo:
-    """Compute every section of the report of ``study`` (``document``: its exported config, if any)."""
+def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
+                 explanation: dict[str, Any] | None = None) -> ReportInfo:
+    """Compute every section of the report of ``study`` (``document``: its exported config; ``explanation``:
+    the latest ``autotune explain`` of it; either may be None)."""
     import optuna.visualization as ov
 
     study = _in_memory(study)
@@ -316,6 +321,14 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None) 
                               "its check, or it has not finished. Nothing to compare."))
     else:
         info.sections.append(("winner", "Tuned against baseline", _draw_winner(winner), None))
+    if explanation is None:
+        info.sections.append(("explain", "What each fix bought", None,
+                              "No explanation of this study yet: `autotune explain` measures each fix alone and "
+                              "inside the winner, beside the guide's claim."))
+    else:
+        explained = get_explain_info(explanation)
+        info.sections.append(("explain", "What each fix bought (autotune explain)", draw_waterfall(explained), None))
+        info.extra_html["explain"] = claims_html(explained)
 
     history = _get_history_info(study)
     if not history["points"]:
@@ -379,15 +392,17 @@ def render_html(info: ReportInfo) -> str:
                                         config={"displaylogo": False}))
         else:
             parts.append(f"<p class='empty' id='empty-{section_id}'>{html.escape(message or '')}</p>")
+        parts.append(info.extra_html.get(section_id, ""))
     parts.append("<h2>Every trial</h2>")
     parts.append(_render_table(info.table, h["unit"]) if info.table else "<p class='empty'>No finished trials.</p>")
     parts.append(f"<p><small>Written by autotune on {time.strftime('%Y-%m-%d %H:%M:%S')}.</small></p></body></html>")
     return "".join(parts)
 
 
-def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | None = None) -> Path:
+def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | None = None,
+                 explanation: dict[str, Any] | None = None) -> Path:
     """Write the report of ``study`` to ``path`` (atomically) and return the path."""
-    text = render_html(build_report(study, document))
+    text = render_html(build_report(study, document, explanation))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -414,4 +429,7 @@ def report(
     """
     found = open_stored_study(workload, device, size, storage=storage, study_name=study_name, studies=studies)
     out = Path(output) if output is not None else found.root / found.workload / f"{found.device}-{found.size}-report.html"
-    return write_report(found.study, out, found.document)
+    explanation = read_explanation(explain_path(found.root, found.workload, found.device, found.size))
+    if explanation is not None and explanation.get("study") not in (None, found.study.study_name):
+        explanation = None  # an explanation of another study of the same workload, device and size
+    return write_report(found.study, out, found.document, explanation)

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import BROKEN, run_cli
 
-COMMANDS = ["search", "best", "report", "run", "list", "devices"]
+COMMANDS = ["search", "best", "report", "run", "explain", "list", "devices"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -94,14 +94,33 @@ def test_table_keeps_every_trial_with_its_error():
     assert rows[3]["error"] == "process died from SIGSEGV" and rows[2]["check_error"] == 0.5
 
 
+def explanation():
+    """An `autotune explain` of a synthetic space whose effects are known (tests/test_explain.py)."""
+    from autotune.explain import explain
+    from autotune.space import SearchSpace
+    from tests.test_explain import SPACE, fake_run
+
+    space = SearchSpace.from_dict(SPACE)
+    target = space.validate({"kernel": "fast", "tile": 4, "batch": 16, "noop": True})
+    return explain(space, space.baseline, target, fake_run(space), rounds=2)
+
+
 def test_full_report_has_every_figure():
-    info = build_report(make_study(*KNOWN), DOCUMENT)
+    info = build_report(make_study(*KNOWN), DOCUMENT, explanation())
     figures = {section_id: figure for section_id, _, figure, _ in info.sections}
-    assert set(figures) == {"winner", "history", "pareto", "importance", "parallel"}
+    assert set(figures) == {"winner", "explain", "history", "pareto", "importance", "parallel"}
     assert all(figure is not None for figure in figures.values())
     page = render_html(info)
-    assert page.count('class="plotly-graph-div"') == 5 and "<script src=" not in page
+    assert page.count('class="plotly-graph-div"') == 6 and "<script src=" not in page
     assert "process died from SIGSEGV" in page
+    # the claims table under the waterfall: the guide's words, the measurement and the verdict
+    assert "<table id='claims'>" in page and "fix 1: 2-3x" in page and "verdict-confirmed" in page
+
+
+def test_without_an_explanation_the_report_says_how_to_get_one():
+    info = build_report(make_study(*KNOWN), DOCUMENT)
+    messages = {section_id: message for section_id, _, figure, message in info.sections if figure is None}
+    assert "autotune explain" in messages["explain"]
 
 
 def test_only_failed_trials_give_messages_not_crashes():

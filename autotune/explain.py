@@ -1,0 +1,380 @@
+"""``autotune explain``: what each fix bought, measured alone and inside the winner, beside the guide's claim.
+
+A search says which config is fastest, not what each of its knobs did: the
+search's own per-choice figures are read off the trials the sampler happened
+to draw, each confounded with every other knob of its trial. Explain measures
+the answer directly, in one run and interleaved in rounds (so drift hits every
+config alike), with the same measurer and checks as ``search``:
+
+* the baseline and the target (the exported winner, or a given config);
+* each fix **alone**: the baseline with one knob moved to the target's value;
+* each fix **removed**: the target with that knob moved back to the baseline's;
+* the **path**: the fixes applied one after another, largest solo gain first.
+
+A move the space forbids on its own (the knob's condition does not hold, or a
+constraint breaks) takes the knobs it needs along, and says which; a move that
+activates another knob sets that knob too. Every figure is a speedup over the
+baseline measured in the same run, with a 95% interval from a bootstrap of the
+pooled run times (:func:`speedup`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+from autotune.config import Config
+from autotune.exceptions import InvalidConfigError
+from autotune.export import write_json
+from autotune.parameters import show
+
+if TYPE_CHECKING:
+    from autotune.runner import TrialResult
+    from autotune.space import SearchSpace
+
+__all__ = ["SCHEMA_VERSION", "Fix", "explain_path", "plan", "read_explanation", "speedup", "verdict"]
+
+#: Version of the explanation's JSON layout.
+SCHEMA_VERSION = 1
+#: Bootstrap resamples per interval, and the interval's coverage.
+RESAMPLES = 2000
+COVERAGE = 0.95
+METHOD = (f"speedup = throughput at the median run time over the baseline's; {COVERAGE:.0%} interval: percentile "
+          f"bootstrap ({RESAMPLES} resamples) of each config's run times pooled over the rounds")
+
+
+@dataclass
+class Fix:
+    """One knob where the target differs from the baseline, and the configs that measure it."""
+
+    knob: str
+    start: Any  # the baseline's value
+    end: Any  # the target's value
+    alone: Config | None = None  # the baseline with this fix (None: the space forbids it)
+    alone_with: tuple[str, ...] = ()  # knobs moved along with it
+    alone_blocked: str | None = None
+    removed: Config | None = None  # the target without this fix
+    removed_with: tuple[str, ...] = ()
+    removed_blocked: str | None = None
+
+
+@dataclass
+class Step:
+    """One step of the path: the fixes applied so far, ending with ``knobs``."""
+
+    knobs: tuple[str, ...]
+    config: Config
+
+
+def shift(space: "SearchSpace", start: Config, end: Config, knobs: Iterable[str]) -> tuple[Config | None, tuple[str, ...], str | None]:
+    """``start`` with ``knobs`` moved to ``end``'s values: (config, knobs moved along, why not).
+
+    A knob whose condition does not hold brings the knobs its condition reads;
+    a broken constraint brings the knobs it names; a knob the move activates
+    takes ``end``'s value. Without such help the move is refused, with why.
+    """
+    asked = list(knobs)
+    moved = set(asked)
+    active_start = space.active(start)
+    config, broken = start, None
+    for _ in range(len(space.parameters) + 1):
+        config = space.complete({**start.to_dict(), **{name: end[name] for name in moved}})
+        active = space.active(config)
+        more: set[str] = set()
+        for name in moved:
+            condition = space.parameters[name].condition
+            if not active[name] and condition is not None:
+                more |= set(condition.names)
+        more |= {name for name, on in active.items()
+                 if on and not active_start[name] and show(config[name]) != show(end[name])}
+        broken = space.violated(config)
+        if broken is not None:
+            constraint = next(c for c in space.constraints if c.text == broken)
+            more |= set(getattr(constraint, "names", ()))
+        more -= moved
+        if not more:
+            break
+        moved |= more
+    if broken is not None:
+        return None, (), f"breaks the constraint {broken!r}"
+    inactive = [name for name in asked if not space.active(config)[name]]
+    if inactive:
+        return None, (), f"{', '.join(inactive)} has no effect under the other knobs"
+    return config, tuple(sorted(moved - set(asked))), None
+
+
+def plan(space: "SearchSpace", baseline: Config, target: Config) -> list[Fix]:
+    """The fixes from ``baseline`` to ``target``: knobs active in the target whose value differs, in space order.
+
+    A knob the baseline does not use holds its default there; the target using
+    it at that default is not a fix of its own (it comes with the knob that
+    turns it on).
+    """
+    active, active_baseline = space.active(target), space.active(baseline)
+    fixes = []
+    for name in space.parameters:
+        if not active[name] or show(baseline[name]) == show(target[name]):
+            continue
+        # A knob the baseline does not use starts from nothing (None), whatever default it holds.
+        fix = Fix(name, baseline[name] if active_baseline[name] else None, target[name])
+        fix.alone, fix.alone_with, fix.alone_blocked = shift(space, baseline, target, [name])
+        fix.removed, fix.removed_with, fix.removed_blocked = shift(space, target, baseline, [name])
+        fixes.append(fix)
+    return fixes
+
+
+def path(space: "SearchSpace", baseline: Config, target: Config, fixes: list[Fix], gains: Mapping[str, float]) -> list[Step]:
+    """The fixes applied one after another, largest solo gain first, ending at the target."""
+    order = sorted(fixes, key=lambda f: -gains.get(f.knob, -math.inf))
+    steps: list[Step] = []
+    current = baseline
+    for fix in order:
+        if show(current[fix.knob]) == show(target[fix.knob]) and space.active(current)[fix.knob]:
+            continue  # moved along by an earlier step
+        config, _, blocked = shift(space, current, target, [fix.knob])
+        if config is None or config.key == current.key:
+            continue  # it will come with a later step
+        steps.append(Step((fix.knob,), config))
+        current = config
+    if current.key != target.key:
+        rest = tuple(n for n in space.parameters if show(current[n]) != show(target[n]))
+        steps.append(Step(rest, target))
+    return steps
+
+
+# -- figures ----------------------------------------------------------------------------
+
+def _times(results: list["TrialResult"]) -> tuple[list[float], int] | None:
+    """A config's run times pooled over its rounds, and its items per run; None if any round failed."""
+    if not results or any(r.status != "ok" or not r.times or not r.items_per_run for r in results):
+        return None
+    return [t for r in results for t in r.times], int(results[0].items_per_run)  # type: ignore[arg-type]
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def speedup(base: list["TrialResult"], other: list["TrialResult"], seed: int = 0) -> dict[str, float] | None:
+    """``other``'s throughput over ``base``'s, with a percentile-bootstrap interval (see :data:`METHOD`)."""
+    a, b = _times(base), _times(other)
+    if a is None or b is None:
+        return None
+    (ta, na), (tb, nb) = a, b
+
+    def ratio(xa: list[float], xb: list[float]) -> float:
+        return (nb / _median(xb)) / (na / _median(xa))
+
+    rng = random.Random(seed)
+    draws = sorted(ratio(rng.choices(ta, k=len(ta)), rng.choices(tb, k=len(tb))) for _ in range(RESAMPLES))
+    tail = (1 - COVERAGE) / 2
+    return {"value": ratio(ta, tb), "low": draws[int(tail * RESAMPLES)], "high": draws[int((1 - tail) * RESAMPLES) - 1]}
+
+
+def gain_in_target(target: list["TrialResult"], removed: list["TrialResult"], seed: int = 0) -> dict[str, float] | None:
+    """What the fix buys inside the target: the target's throughput over the target without it."""
+    return speedup(removed, target, seed)
+
+
+def verdict(interval: dict[str, float] | None, claim: Mapping[str, Any] | None) -> str:
+    """``confirmed``/``below claim``/``above claim`` against a claimed gain, else ``faster``/``no effect``/``slower``."""
+    if interval is None:
+        return "incorrect"
+    low, high = interval["low"], interval["high"]
+    if low <= 1.0 <= high:
+        return "no effect"
+    if high < 1.0:
+        return "slower"
+    gain = (claim or {}).get("gain")
+    if not gain:
+        return "faster"
+    if high < gain[0]:
+        return "below claim"
+    if low > gain[1]:
+        return "above claim"
+    return "confirmed"
+
+
+# -- one run ------------------------------------------------------------------------------
+
+@dataclass
+class Measured:
+    """Every distinct config of an explanation, with its results over the rounds."""
+
+    configs: dict[str, Config] = field(default_factory=dict)
+    results: dict[str, list["TrialResult"]] = field(default_factory=dict)
+
+    def add(self, config: Config | None) -> None:
+        if config is not None:
+            self.configs.setdefault(config.key, config)
+            self.results.setdefault(config.key, [])
+
+    def of(self, config: Config | None) -> list["TrialResult"]:
+        return self.results.get(config.key, []) if config is not None else []
+
+
+def measure(configs: Measured, run: Callable[[Config], "TrialResult"], rounds: int,
+            on_progress: Callable[[int, int, str], None] = lambda done, total, what: None) -> None:
+    """Measure every config ``rounds`` times, interleaved: each round starts one config later."""
+    keys = list(configs.configs)
+    total, done = rounds * len(keys), 0
+    for round_index in range(rounds):
+        shift_by = round_index % len(keys)
+        for key in keys[shift_by:] + keys[:shift_by]:
+            config = configs.configs[key]
+            on_progress(done, total, f"round {round_index + 1}/{rounds}: {config.describe()}")
+            configs.results[key].append(run(config))
+            done += 1
+
+
+def _failure(results: list["TrialResult"]) -> str | None:
+    bad = next((r for r in results if r.status != "ok"), None)
+    return None if bad is None else f"{bad.status}: {bad.error or 'no error message'}"
+
+
+def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callable[[Config], "TrialResult"],
+            rounds: int = 3, on_progress: Callable[[int, int, str], None] = lambda done, total, what: None,
+            seed: int = 0) -> dict[str, Any]:
+    """Measure the fixes from ``baseline`` to ``target`` with ``run`` and return the explanation (a JSON object).
+
+    The path is planned from the solo gains, so it is measured after them, in
+    rounds of its own beside the baseline.
+    """
+    if target.key == baseline.key:
+        raise InvalidConfigError("the target config is the baseline: there is no fix to explain")
+    fixes = plan(space, baseline, target)
+    first = Measured()
+    for config in (baseline, target, *(f.alone for f in fixes), *(f.removed for f in fixes)):
+        first.add(config)
+    # The path is planned from the solo gains; until they are known, its length is a guess for the progress.
+    extra = [s for s in path(space, baseline, target, fixes, {}) if s.config.key not in first.configs]
+    total = rounds * (len(first.configs) + (len(extra) + 1 if extra else 0))
+    measure(first, run, rounds, lambda done, _, what: on_progress(done, total, what))
+    base = first.of(baseline)
+    alone = {f.knob: speedup(base, first.of(f.alone), seed) for f in fixes if f.alone is not None}
+    steps = path(space, baseline, target, fixes, {k: v["value"] for k, v in alone.items() if v is not None})
+    second = Measured()
+    second.add(baseline)  # the path's own rounds have the baseline beside them
+    for step in steps:
+        if step.config.key not in first.configs:
+            second.add(step.config)
+    if len(second.configs) > 1:
+        offset = rounds * len(first.configs)
+        total = offset + rounds * len(second.configs)
+        measure(second, run, rounds, lambda done, _, what: on_progress(offset + done, total, what))
+
+    def over_baseline(config: Config) -> dict[str, float] | None:
+        if config.key in first.configs:
+            return speedup(base, first.of(config), seed)
+        return speedup(second.of(baseline), second.of(config), seed)
+
+    target_results = first.of(target)
+    rows = []
+    for fix in fixes:
+        claim = space.parameters[fix.knob].claim(fix.end)
+        claim_json = claim.to_json() if claim else None
+        in_target = gain_in_target(target_results, first.of(fix.removed), seed) if fix.removed is not None else None
+        basis = alone.get(fix.knob) if fix.alone is not None else in_target
+        failure = _failure(first.of(fix.alone)) if fix.alone is not None else _failure(first.of(fix.removed))
+        if fix.alone is None and fix.removed is None:
+            ruling = "not allowed"
+        elif failure is not None:
+            ruling = "incorrect" if failure.startswith("incorrect") else "failed"
+        else:
+            ruling = verdict(basis, claim_json)
+        rows.append({
+            "knob": fix.knob, "from": fix.start, "to": fix.end, "claim": claim_json,
+            "alone": alone.get(fix.knob), "alone_with": list(fix.alone_with), "alone_not_allowed": fix.alone_blocked,
+            "removed": speedup(base, first.of(fix.removed), seed) if fix.removed is not None else None,
+            "removed_with": list(fix.removed_with), "removed_not_allowed": fix.removed_blocked,
+            "in_winner": in_target, "verdict": ruling, "error": failure,
+        })
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "workload": space.workload, "device": space.device.name if space.device else None,
+        "baseline": _figures(baseline, base),
+        "target": {**_figures(target, target_results), "speedup": speedup(base, target_results, seed),
+                   "error": _failure(target_results)},
+        "fixes": rows,
+        "path": [{"knob": "+".join(step.knobs), "config": step.config.to_dict(), "speedup": over_baseline(step.config)}
+                 for step in steps],
+        "rounds": rounds, "configs_measured": len(first.configs) + len(second.configs) - 1, "method": METHOD,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:
+    pooled = _times(results)
+    throughput = pooled[1] / _median(pooled[0]) if pooled else None
+    return {"config": config.to_dict(), "throughput": throughput, "unit": results[0].unit if results else None,
+            "runs": len(pooled[0]) if pooled else 0}
+
+
+# -- where it is kept ------------------------------------------------------------------------
+
+def explain_path(root: Path, workload: str, device: str, size: str) -> Path:
+    """``<studies>/<workload>/explain/<device>-<size>.json``: beside the export, never mistaken for one."""
+    return root / workload / "explain" / f"{device}-{size}.json"
+
+
+def write_explanation(data: Mapping[str, Any], path: Path) -> Path:
+    return write_json(data, path)
+
+
+def read_explanation(path: Path) -> dict[str, Any] | None:
+    """The explanation in ``path``, or None when there is none (or one this version cannot read)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        return None
+    return data
+
+
+def target_config(tuner: Any, path: Path | None) -> Config:
+    """What to explain: ``--config FILE``, else the export of the tuner's workload, device and size."""
+    from autotune.tuned import load_config
+
+    if path is not None:
+        return target_from_file(tuner.space, path)
+    export = load_config(tuner.workload_class.name, tuner.device.name, tuner.size, strict=True,
+                         studies=tuner.studies).export
+    return tuner.space.validate(export.config, "the exported config")
+
+
+def target_from_file(space: "SearchSpace", path: Path) -> Config:
+    """``--config FILE``: an exported document (its ``config``) or a plain mapping of knob values."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 JSON" if isinstance(
+            exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})"
+        raise InvalidConfigError(f"--config {path}: {reason}") from None
+    if isinstance(data, dict) and isinstance(data.get("config"), dict):
+        data = data["config"]
+    if not isinstance(data, dict):
+        raise InvalidConfigError(f"--config {path}: must hold a JSON object of knob values, or an exported config")
+    return space.validate(data, f"--config {path}")
+
+
+def explain_workload(tuner: Any, target: Config, rounds: int,
+                     on_progress: Callable[[int, int, str], None] = lambda done, total, what: None) -> tuple[dict[str, Any], Path]:
+    """Explain ``target`` of ``tuner``'s workload against its baseline; store the explanation beside the export."""
+    from autotune.selection import REMEASURE_MIN_RUNS
+
+    tuner.ensure_reference()  # computed once and cached: every config is checked against it
+    doc = explain(tuner.space, tuner.space.baseline, target,
+                  lambda config: tuner.runner.run(tuner.request(config, min_runs=REMEASURE_MIN_RUNS)),
+                  rounds, on_progress)
+    doc.update(workload=tuner.workload_class.name, device=tuner.device.name, size=tuner.size,
+               study=tuner.study_name)
+    path = explain_path(tuner.studies, tuner.workload_class.name, tuner.device.name, tuner.size)
+    return doc, write_explanation(doc, path)

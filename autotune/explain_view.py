@@ -1,0 +1,138 @@
+"""How an explanation (:mod:`autotune.explain`) reads: the claims table and path as text, and in the report.
+
+``get_explain_info`` computes a report section's data from the stored
+explanation (unit-tested apart from the drawing); ``draw_waterfall`` and
+``claims_html`` turn it into a plotly waterfall and an HTML table, as the
+rest of the report does.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Mapping
+
+from autotune.console import rate
+from autotune.parameters import show
+
+__all__ = ["claims_html", "draw_waterfall", "explain_text", "get_explain_info", "interval_text"]
+
+
+def interval_text(interval: Mapping[str, float] | None) -> str:
+    if interval is None:
+        return "-"
+    return f"{interval['value']:.2f}x [{interval['low']:.2f}, {interval['high']:.2f}]"
+
+
+def _claimed(claim: Mapping[str, Any] | None) -> str:
+    if not claim:
+        return "-"
+    gain = claim.get("gain")
+    if not gain:
+        return "no figure"
+    return f"{gain[0]:g}x" if gain[0] == gain[1] else f"{gain[0]:g}-{gain[1]:g}x"
+
+
+def _move(fix: Mapping[str, Any]) -> str:
+    start = "(unused)" if fix["from"] is None else show(fix["from"])
+    return f"{fix['knob']} {start} -> {show(fix['to'])}"
+
+
+def _note(fix: Mapping[str, Any]) -> str:
+    notes = []
+    if fix.get("alone_with"):
+        notes.append(f"alone with {', '.join(fix['alone_with'])}")
+    if fix.get("alone_not_allowed"):
+        notes.append(f"alone: {fix['alone_not_allowed']}")
+    if fix.get("removed_with"):
+        notes.append(f"removed with {', '.join(fix['removed_with'])}")
+    if fix.get("removed_not_allowed"):
+        notes.append(f"removed: {fix['removed_not_allowed']}")
+    if fix.get("error"):
+        notes.append(fix["error"])
+    return "; ".join(notes)
+
+
+def claims_rows(doc: Mapping[str, Any]) -> list[dict[str, str]]:
+    """One row per fix: the move, the claim, alone, in the winner, the verdict, and notes."""
+    return [
+        {"fix": _move(fix), "claim": (fix.get("claim") or {}).get("text", ""), "claimed": _claimed(fix.get("claim")),
+         "alone": interval_text(fix.get("alone")), "in_winner": interval_text(fix.get("in_winner")),
+         "verdict": fix["verdict"], "note": _note(fix)}
+        for fix in doc.get("fixes", [])
+    ]
+
+
+def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
+    """The claims table and the path, as ``autotune explain`` prints them."""
+    base, target = doc["baseline"], doc["target"]
+    unit = base.get("unit")
+    lines = [
+        f"{doc.get('workload')} ({size or doc.get('size')}) on {doc.get('device')}: baseline "
+        f"{rate(base.get('throughput'), unit)}, target {rate(target.get('throughput'), unit)}, "
+        f"{interval_text(target.get('speedup'))} over the baseline",
+        f"({doc['rounds']} interleaved rounds, {doc['configs_measured']} configs; {doc['method']})",
+    ]
+    if target.get("error"):
+        lines.append(f"The target failed: {target['error']}")
+    rows = claims_rows(doc)
+    headers = {"fix": "fix", "claimed": "claimed", "alone": "alone", "in_winner": "in the winner", "verdict": "verdict"}
+    widths = {k: max([len(h)] + [len(r[k]) for r in rows]) for k, h in headers.items()}
+    lines += ["", "  ".join(h.ljust(widths[k]) for k, h in headers.items()).rstrip()]
+    for row in rows:
+        lines.append("  ".join(row[k].ljust(widths[k]) for k in headers).rstrip())
+    notes = [(row["fix"], row["claim"], row["note"]) for row in rows if row["claim"] or row["note"]]
+    if notes:
+        lines += ["", "Claims and notes:"]
+        lines += [f"  {fix}: " + "; ".join(part for part in (claim, note) if part) for fix, claim, note in notes]
+    lines += ["", "Path from the baseline (each step over the baseline):", f"  {'baseline':<40} 1.00x"]
+    lines += [f"  {'+ ' + step['knob']:<40} {interval_text(step.get('speedup'))}" for step in doc.get("path", [])]
+    lines += ["", "Every speedup is over the baseline measured in the same run; \"alone\" is the baseline with that "
+              "fix, \"in the winner\" the winner over the winner without it."]
+    return "\n".join(lines)
+
+
+# -- the report's section -----------------------------------------------------------------
+
+def get_explain_info(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The waterfall's steps (label, speedup after it, its change) and the claims rows."""
+    steps = [{"label": "baseline", "speedup": 1.0, "change": 1.0, "low": 1.0, "high": 1.0}]
+    for step in doc.get("path", []):
+        figure = step.get("speedup")
+        if figure is None:
+            steps.append({"label": f"+ {step['knob']}", "speedup": None, "change": None, "low": None, "high": None})
+            continue
+        steps.append({"label": f"+ {step['knob']}", "speedup": figure["value"], "low": figure["low"],
+                      "high": figure["high"],
+                      "change": figure["value"] - (steps[-1]["speedup"] if steps[-1]["speedup"] is not None else 1.0)})
+    return {"steps": steps, "rows": claims_rows(doc), "measured_at": doc.get("measured_at"),
+            "target": doc.get("target", {}).get("speedup")}
+
+
+def draw_waterfall(info: Mapping[str, Any]) -> Any:
+    """A plotly waterfall from the baseline (1x) to the winner: each bar one fix's change in speedup."""
+    from autotune._plotly_imports import go
+
+    steps = [s for s in info["steps"] if s["speedup"] is not None]
+    figure = go.Figure(go.Waterfall(
+        x=[s["label"] for s in steps],
+        y=[s["speedup"] if i == 0 else s["change"] for i, s in enumerate(steps)],
+        measure=["absolute"] + ["relative"] * (len(steps) - 1),
+        text=[f"{s['speedup']:.2f}x" for s in steps], textposition="outside",
+        hovertext=[f"{s['speedup']:.2f}x over the baseline [{s['low']:.2f}, {s['high']:.2f}]" for s in steps],
+    ))
+    figure.update_layout(yaxis_title="speedup over the baseline", showlegend=False,
+                         title="From the baseline to the winner, one fix at a time")
+    return figure
+
+
+def claims_html(info: Mapping[str, Any]) -> str:
+    """The claims table of the report."""
+    cells = ("fix", "claim", "claimed", "alone", "in_winner", "verdict", "note")
+    head = ["fix", "the guide's claim", "claimed", "alone", "in the winner", "verdict", "note"]
+    rows = "".join(
+        f"<tr class='verdict-{html.escape(row['verdict'].replace(' ', '-'))}'>"
+        + "".join(f"<td>{html.escape(row[c])}</td>" for c in cells) + "</tr>"
+        for row in info["rows"])
+    return (f"<table id='claims'><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{rows}</table>"
+            f"<p><small>Measured {html.escape(str(info.get('measured_at') or ''))} by autotune explain; every "
+            f"speedup is over the baseline measured in the same run, with a 95% bootstrap interval.</small></p>")

@@ -1,0 +1,255 @@
+"""`autotune explain`: each fix measured alone and inside the winner, with intervals, beside the guide's claim.
+
+The core is tested with a synthetic workload whose knobs have known
+multiplicative effects, timed by a seeded fake clock (so every figure is
+known); the command line runs a real, sleeping workload end to end.
+"""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from autotune.exceptions import InvalidConfigError, SearchSpaceError
+from autotune.explain import explain, plan, read_explanation, shift, speedup, verdict
+from autotune.explain_view import explain_text, get_explain_info
+from autotune.runner import TrialResult
+from autotune.space import SearchSpace
+from tests.conftest import run_cli
+
+STEADY = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
+
+SPACE = {
+    "schema_version": 1, "workload": "fixes",
+    "parameters": {
+        "kernel": {"choices": ["slow", "fast"], "claims": {"fast": {"text": "fix 1: 2-3x", "gain": [2, 3]}}},
+        "tile": {"choices": [1, 2, 4], "condition": "kernel == 'fast'"},
+        "batch": {"choices": [8, 16], "claims": {16: {"text": "fix 2: 3x", "gain": [3, 3]}}},
+        "noop": {"choices": [False, True], "claims": {True: {"text": "fix 3: 20%", "gain": [1.2, 1.2]}}},
+        "unsafe": {"choices": [False, True]},
+        "wide": {"choices": [False, True]},
+    },
+    # wide needs batch 16: a constraint, so "wide alone" must take batch along.
+    "constraints": ["not wide or batch == 16"],
+    "defaults": {"kernel": "fast", "tile": 2, "batch": 16, "noop": True, "unsafe": False, "wide": False},
+    "baseline": {"kernel": "slow", "batch": 8, "noop": False, "unsafe": False, "wide": False},
+}
+#: The true effect of each knob value on throughput (tile only counts where kernel is fast).
+EFFECTS = {("kernel", "fast"): 2.0, ("batch", 16): 1.5, ("tile", 4): 1.25, ("tile", 2): 1.1, ("unsafe", True): 1.3,
+           ("wide", True): 1.2}
+
+
+def fake_run(space, noise=0.02, seed=1):
+    """Times from a fake clock: 0.1 s divided by the config's true gain, with seeded 2% noise."""
+    rng = random.Random(seed)
+
+    def run(config):
+        active = space.active(config)
+        gain = 1.0
+        for (knob, value), effect in EFFECTS.items():
+            if active[knob] and config[knob] == value:
+                gain *= effect
+        times = [0.1 / gain * (1 + rng.gauss(0, noise)) for _ in range(7)]
+        wrong = config["unsafe"]
+        return TrialResult("incorrect" if wrong else "ok", config.to_dict(), unit="items", items_per_run=10,
+                           times=times, error="output: error 0.3 > tolerance 1e-06" if wrong else None)
+
+    return run
+
+
+@pytest.fixture
+def space():
+    return SearchSpace.from_dict(SPACE)
+
+
+def test_each_effect_is_recovered_within_its_interval(space):
+    target = space.validate({"kernel": "fast", "tile": 4, "batch": 16, "noop": True, "wide": True})
+    doc = explain(space, space.baseline, target, fake_run(space), rounds=3)
+    fixes = {f["knob"]: f for f in doc["fixes"]}
+    assert set(fixes) == {"kernel", "tile", "batch", "noop", "wide"}
+
+    def within(interval, truth):
+        return interval["low"] <= truth <= interval["high"]
+
+    # alone: the baseline with that fix (kernel turns tile on, at the target's 4: 2 x 1.25)
+    assert within(fixes["kernel"]["alone"], 2.5) and fixes["kernel"]["alone_with"] == ["tile"]
+    assert within(fixes["batch"]["alone"], 1.5)
+    assert fixes["wide"]["alone_with"] == ["batch"] and within(fixes["wide"]["alone"], 1.5 * 1.2)
+    # in the winner: the winner over the winner without it
+    assert within(fixes["kernel"]["in_winner"], 2.5)
+    assert within(fixes["tile"]["in_winner"], 1.25 / 1.1)  # back to the default tile 2
+    # without batch 16, wide breaks its constraint and goes too
+    assert fixes["batch"]["removed_with"] == ["wide"] and within(fixes["batch"]["in_winner"], 1.5 * 1.2)
+    assert within(doc["target"]["speedup"], 2 * 1.25 * 1.5 * 1.2)
+    # a knob with no effect, against a claim of 20%
+    assert fixes["noop"]["alone"]["low"] <= 1.0 <= fixes["noop"]["alone"]["high"]
+    assert fixes["noop"]["verdict"] == "no effect"
+    # claims: kernel claimed 2-3x, measured 2.5x; batch claimed 3x, measured 1.5x
+    assert fixes["kernel"]["verdict"] == "confirmed"
+    assert fixes["batch"]["verdict"] == "below claim"
+    assert fixes["batch"]["claim"] == {"text": "fix 2: 3x", "gain": [3.0, 3.0]}
+    assert fixes["wide"]["verdict"] == "faster"  # no claim
+    # the path ends at the target, largest solo gain first
+    assert doc["path"][0]["knob"] == "kernel"
+    assert doc["path"][-1]["config"] == target.to_dict()
+    assert within(doc["path"][-1]["speedup"], 2 * 1.25 * 1.5 * 1.2)
+
+
+def test_a_wrong_fix_is_incorrect_with_its_error_and_a_wrong_target_says_so(space):
+    target = space.validate({"kernel": "fast", "tile": 4, "batch": 16, "unsafe": True})
+    doc = explain(space, space.baseline, target, fake_run(space), rounds=2)
+    unsafe = next(f for f in doc["fixes"] if f["knob"] == "unsafe")
+    assert unsafe["verdict"] == "incorrect" and "error 0.3" in unsafe["error"]
+    assert doc["target"]["speedup"] is None and doc["target"]["error"].startswith("incorrect")
+    assert "The target failed: incorrect" in explain_text({**doc, "size": "tiny"})
+
+
+def test_the_shape_of_the_json_and_its_text(space):
+    target = space.validate({"kernel": "fast", "batch": 16})
+    doc = json.loads(json.dumps(explain(space, space.baseline, target, fake_run(space), rounds=2)))
+    assert {"workload", "device", "baseline", "target", "fixes", "path", "rounds", "method"} <= set(doc)
+    assert set(doc["baseline"]) >= {"config", "throughput"}
+    assert set(doc["target"]["speedup"]) == {"value", "low", "high"}
+    for fix in doc["fixes"]:
+        assert {"knob", "from", "to", "claim", "alone", "removed", "verdict"} <= set(fix)
+    text = explain_text({**doc, "size": "tiny"})
+    assert "kernel slow -> fast" in text and "2-3x" in text and "confirmed" in text
+
+
+def test_a_rerun_with_the_same_seed_gives_the_same_figures(space):
+    target = space.validate({"kernel": "fast", "batch": 16})
+    first = explain(space, space.baseline, target, fake_run(space), rounds=2)
+    second = explain(space, space.baseline, target, fake_run(space), rounds=2)
+    assert first["fixes"] == second["fixes"] and first["path"] == second["path"]
+
+
+def test_rounds_are_interleaved_and_every_config_is_measured_each_round(space):
+    target = space.validate({"kernel": "fast", "batch": 16})
+    seen = []
+    run = fake_run(space)
+    explain(space, space.baseline, target, lambda c: seen.append(c.key) or run(c), rounds=3)
+    counts = {key: seen.count(key) for key in seen}
+    assert set(counts.values()) <= {3, 6}  # the baseline is measured again beside the path, if it has steps of its own
+    assert seen[0] != seen[len(seen) // 3]  # each round starts one config later
+
+
+def test_moves_the_space_forbids_take_what_they_need_or_say_why(space):
+    baseline, target = space.baseline, space.validate({"kernel": "fast", "tile": 4, "batch": 16, "wide": True})
+    config, together, why = shift(space, baseline, target, ["tile"])
+    assert why is None and together == ("kernel",) and config["tile"] == 4  # tile needs kernel == fast
+    config, together, why = shift(space, baseline, target, ["wide"])
+    assert together == ("batch",)  # the constraint needs batch 16
+    tight = SearchSpace.from_dict({**SPACE, "constraints": ["not wide or batch == 16", "not wide or noop"]})
+    config, together, why = shift(tight, tight.baseline, tight.validate({"wide": True, "batch": 16, "noop": True}),
+                                  ["wide"])
+    assert why is None and together == ("batch", "noop")
+    fixes = plan(space, baseline, target)
+    assert [f.knob for f in fixes] == ["kernel", "tile", "batch", "noop", "wide"]  # noop: the default differs
+    assert next(f for f in fixes if f.knob == "tile").start is None
+
+
+def test_the_target_must_differ_from_the_baseline(space):
+    with pytest.raises(InvalidConfigError, match="is the baseline"):
+        explain(space, space.baseline, space.baseline, fake_run(space))
+
+
+@pytest.mark.parametrize("interval, claim, expected", [
+    ({"value": 1.0, "low": 0.98, "high": 1.03}, None, "no effect"),
+    ({"value": 0.8, "low": 0.78, "high": 0.82}, None, "slower"),
+    ({"value": 1.5, "low": 1.4, "high": 1.6}, None, "faster"),
+    ({"value": 1.5, "low": 1.4, "high": 1.6}, {"gain": None}, "faster"),
+    ({"value": 1.5, "low": 1.4, "high": 1.6}, {"gain": [1.5, 2.0]}, "confirmed"),
+    ({"value": 1.1, "low": 1.05, "high": 1.15}, {"gain": [1.2, 1.3]}, "below claim"),
+    ({"value": 3.0, "low": 2.9, "high": 3.1}, {"gain": [1.2, 1.3]}, "above claim"),
+    (None, {"gain": [1.2, 1.3]}, "incorrect"),
+])
+def test_verdicts(interval, claim, expected):
+    assert verdict(interval, claim) == expected
+
+
+def test_the_interval_is_a_bootstrap_of_pooled_run_times():
+    def result(times, items=10):
+        return TrialResult("ok", {}, items_per_run=items, times=times)
+
+    rng = random.Random(0)
+    base = [result([0.2 * (1 + rng.gauss(0, 0.01)) for _ in range(5)]) for _ in range(3)]
+    fast = [result([0.1 * (1 + rng.gauss(0, 0.01)) for _ in range(5)]) for _ in range(3)]
+    figure = speedup(base, fast)
+    assert figure["low"] < 2.0 < figure["high"] and figure["high"] - figure["low"] < 0.1
+    # items per run count: twice the items in the same time is twice the throughput
+    assert speedup(base, [result(r.times, 20) for r in base])["value"] == pytest.approx(2.0)
+    assert speedup(base, [TrialResult("incorrect", {}, items_per_run=10, times=[0.1])]) is None
+
+
+@pytest.mark.parametrize("claims, fragment", [
+    ({"fast": "2x"}, "must be a mapping with 'text'"),
+    ({"medium": {"text": "x"}}, "is not a value of kernel"),
+    ({"fast": {"text": "x", "gain": [3, 2]}}, "low <= high"),
+    ({"fast": {"text": "x", "gain": [0, 2]}}, "two positive speedups"),
+    ({"fast": {"text": "x", "speed": 2}}, "must be a mapping with 'text'"),
+])
+def test_a_bad_claim_is_one_line_naming_the_key(claims, fragment):
+    data = json.loads(json.dumps(SPACE))
+    data["parameters"]["kernel"]["claims"] = claims
+    with pytest.raises(SearchSpaceError, match=fragment) as raised:
+        SearchSpace.from_dict(data, "fixes.yaml")
+    assert "parameters.kernel.claims" in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_every_built_in_space_carries_its_guides_claims():
+    from autotune.space import load_space
+
+    for workload in ("chmm", "latentwire", "lsd", "ten", "vlm_mc"):
+        claims = [c for p in load_space(workload).parameters.values() for c in p.claims.values()]
+        assert claims and all(c.text for c in claims), workload
+    assert load_space("chmm").parameters["debug_asserts"].claim(False).gain == (1.2, 1.3)
+
+
+def test_the_report_data_walks_from_the_baseline_to_the_winner(space):
+    target = space.validate({"kernel": "fast", "tile": 4, "batch": 16})
+    doc = explain(space, space.baseline, target, fake_run(space), rounds=2)
+    info = get_explain_info(doc)
+    assert info["steps"][0] == {"label": "baseline", "speedup": 1.0, "change": 1.0, "low": 1.0, "high": 1.0}
+    assert info["steps"][-1]["speedup"] == pytest.approx(doc["target"]["speedup"]["value"])
+    total = 1.0 + sum(s["change"] for s in info["steps"][1:])
+    assert total == pytest.approx(info["steps"][-1]["speedup"])
+    assert [r["verdict"] for r in info["rows"]] == [f["verdict"] for f in doc["fixes"]]
+
+
+# -- the command line, end to end ----------------------------------------------------------
+
+def test_explain_on_a_real_workload_measures_the_fix_stores_it_and_the_report_shows_it(tmp_path):
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"work": 250}))  # 4x less sleep than the baseline's 1000
+    studies = tmp_path / "studies"
+    done = run_cli("explain", "-w", STEADY, "-d", "cpu", "--config", str(target), "--rounds", "2",
+                   "--min-time", "0.05", "--studies", str(studies), "--json", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    (fix,) = doc["fixes"]
+    assert fix["knob"] == "work" and fix["from"] == 1000 and fix["to"] == 250
+    assert 3.0 < fix["alone"]["value"] < 4.2 and fix["verdict"] == "faster"
+    stored = read_explanation(studies / "steady" / "explain" / "cpu-tiny.json")
+    assert stored["fixes"] == doc["fixes"] and stored["size"] == "tiny"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--config", "target.json", "--from-export"], "exclude each other"),
+    (["--from-export"], "no tuned config for workload 'steady'"),
+    (["--config", "missing.json"], "missing.json"),
+    (["--config", "bad.json"], "not valid JSON"),
+    (["--config", "baseline.json"], "is the baseline"),
+    (["--config", "wrong.json"], "work=0 is not allowed"),
+    (["--rounds", "0", "--config", "target.json"], "--rounds"),
+])
+def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, fragment):
+    (tmp_path / "target.json").write_text(json.dumps({"work": 250}))
+    (tmp_path / "bad.json").write_text("{work: 250")
+    (tmp_path / "baseline.json").write_text(json.dumps({"config": {"work": 1000}}))
+    (tmp_path / "wrong.json").write_text(json.dumps({"work": 0}))
+    done = run_cli("explain", "-w", STEADY, "-d", "cpu", "--studies", str(tmp_path / "studies"), *args,
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "studies" / "steady" / "explain").exists()
