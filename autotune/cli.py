@@ -381,9 +381,9 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
     writable_folder(studies, "--studies")
     settings = SearchSettings(workload, device, size, studies=str(studies) if studies is not None else None,
                               isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
-    tuner = library_call(settings.tuner)
-    target = library_call(target_config, tuner, config_file)
     progress = Progress(as_json, 1, bar=False)
+    tuner = library_call(settings.tuner, on_stage=progress.stage)  # says when it computes the reference
+    target = library_call(target_config, tuner, config_file)
     try:
         doc, path = library_call(explain_workload, tuner, target, rounds,
                                  lambda done, total, what: progress.stage(f"[{done + 1}/{total}] {what}"))
