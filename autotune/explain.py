@@ -370,6 +370,8 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
     """Explain ``target`` of ``tuner``'s workload against its baseline; store the explanation beside the export."""
     from autotune.selection import REMEASURE_MIN_RUNS
 
+    if target.key == tuner.space.baseline.key:  # before the reference is computed: nothing to do
+        raise InvalidConfigError("the target config is the baseline: there is no fix to explain")
     tuner.ensure_reference()  # computed once and cached: every config is checked against it
     doc = explain(tuner.space, tuner.space.baseline, target,
                   lambda config: tuner.runner.run(tuner.request(config, min_runs=REMEASURE_MIN_RUNS)),
