@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from autotune.config import Config
 from autotune.exceptions import InvalidConfigError
-from autotune.export import write_json
+from autotune.export import read_json, write_json
 from autotune.parameters import show
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def path(space: "SearchSpace", baseline: Config, target: Config, fixes: list[Fix
     for fix in order:
         if show(current[fix.knob]) == show(target[fix.knob]) and space.active(current)[fix.knob]:
             continue  # moved along by an earlier step
-        config, _, blocked = shift(space, current, target, [fix.knob])
+        config, _, _ = shift(space, current, target, [fix.knob])
         if config is None or config.key == current.key:
             continue  # it will come with a later step
         steps.append(Step((fix.knob,), config))
@@ -352,12 +352,7 @@ def target_config(tuner: Any, path: Path | None) -> Config:
 
 def target_from_file(space: "SearchSpace", path: Path) -> Config:
     """``--config FILE``: an exported document (its ``config``) or a plain mapping of knob values."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 JSON" if isinstance(
-            exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})"
-        raise InvalidConfigError(f"--config {path}: {reason}") from None
+    data = read_json(path, f"--config {path}")
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
         data = data["config"]
     if not isinstance(data, dict):

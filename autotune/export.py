@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from autotune.exceptions import InvalidConfigError
 
-__all__ = ["SCHEMA_VERSION", "ExportDocument", "read_document"]
+__all__ = ["SCHEMA_VERSION", "ExportDocument", "read_document", "read_json", "write_json"]
 
 #: Version of the exported JSON layout; bumped when a field changes meaning.
 SCHEMA_VERSION = 1
@@ -73,12 +73,16 @@ def write_json(data: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
-def read_document(path: Path) -> ExportDocument:
-    """The export document in ``path``, or one line that names the file and what is wrong with it."""
+def read_json(path: Path, what: str, advice: str = "") -> Any:
+    """The JSON in ``path``, or one line: ``what`` (naming the file), what is wrong, and ``advice``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 JSON" if isinstance(
             exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})"
-        raise InvalidConfigError(f"{path}: {reason}; {_RERUN}") from None
-    return ExportDocument.from_json(data, str(path))
+        raise InvalidConfigError(f"{what}: {reason}" + (f"; {advice}" if advice else "")) from None
+
+
+def read_document(path: Path) -> ExportDocument:
+    """The export document in ``path``, or one line that names the file and what is wrong with it."""
+    return ExportDocument.from_json(read_json(path, str(path), _RERUN), str(path))
