@@ -1,0 +1,145 @@
+"""Record a workload's whole space: every allowed config measured once, written as a Kernel Tuner cache file.
+
+The file is a recorded space like those of ``../shared/recorded/``:
+``autotune simulate --recorded FILE`` replays searches on it and
+``benchmarks/search_quality.py`` scores strategies on it (it reads every
+``benchmarks/recorded/*.json.gz``). Unlike the GPU spaces there, ours are
+conditional and have correctness failures, so a strategy is judged on those
+too.
+
+How the space is written down:
+
+- A knob with a range is recorded on a grid: powers of two for a log range,
+  at most 8 evenly spaced values otherwise, plus its default.
+- A knob a config does not use (its condition is false) is recorded at its
+  default value, as ``search`` stores it; other combinations of it are absent
+  from the cache, which a reader takes as a restriction.
+- A config is measured with the runner and check of ``autotune run``. Its
+  ``time`` is milliseconds per item (1000 / throughput). A config that fails
+  its check is recorded as ``"IncorrectConfig"``; a crash, timeout or
+  out-of-memory as ``"RuntimeFailedConfig"``. Either way it is a failed config
+  to a reader.
+
+Examples::
+
+    python benchmarks/record_space.py --workload chmm --size tiny --out benchmarks/recorded/chmm_cpu_tiny.json.gz
+    python benchmarks/record_space.py --workload chmm --size tiny --limit 5 --out /tmp/try.json.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autotune.config import Config  # noqa: E402
+from autotune.parameters import Parameter  # noqa: E402
+from autotune.settings import SearchSettings  # noqa: E402
+from autotune.space import SearchSpace  # noqa: E402
+
+#: The most values a linear range is recorded at.
+LINEAR_POINTS = 8
+
+
+def grid(param: Parameter, default: Any) -> list[Any]:
+    """The values a knob is recorded at (see the module docstring)."""
+    if param.type == "categorical":
+        return list(param.choices)
+    low, high = param.low, param.high
+    if param.log:
+        values, value = [], float(low)
+        while value <= high:
+            values.append(value)
+            value *= 2
+    else:
+        count = min(LINEAR_POINTS, int((high - low) / (param.step or 1)) + 1 if param.type == "int" else LINEAR_POINTS)
+        values = [low + (high - low) * i / max(count - 1, 1) for i in range(count)]
+    if param.type == "int":
+        values = [int(round(v)) for v in values]
+    return sorted(set(values) | {default})
+
+
+def configs(space: SearchSpace) -> tuple[dict[str, list[Any]], list[Config]]:
+    """Every allowed config of ``space`` on the grid, each once, and the grid of each tunable knob."""
+    defaults = space.defaults
+    grids = {p.name: grid(p, defaults[p.name]) for p in space.tunable}
+    seen: dict[str, Config] = {}
+    for values in itertools.product(*grids.values()):
+        config = space.complete(dict(zip(grids, values)))
+        if config.key not in seen and space.violated(config) is None:
+            seen[config.key] = config
+    return grids, list(seen.values())
+
+
+def entry(config: Config, result: Any) -> dict[str, Any]:
+    """A config's cache entry: its knob values, time (ms per item) or failure, and what measuring it cost."""
+    out: dict[str, Any] = dict(config)
+    if result.status == "ok" and result.throughput:
+        out["time"] = 1000.0 / result.throughput
+        out["times"] = [1000.0 * t / result.items_per_run for t in result.times]
+    else:
+        out["time"] = "IncorrectConfig" if result.status == "incorrect" else "RuntimeFailedConfig"
+        out["error"] = result.error or (result.check or {}).get("message")
+    out["benchmark_time"] = 1000.0 * (result.wall_seconds or 0.0)
+    return out
+
+
+def write(path: Path, settings: SearchSettings, device: str, grids: dict[str, list[Any]],
+          cache: dict[str, Any]) -> None:
+    data = {"device_name": f"{device} ({platform.processor() or platform.machine()})",
+            "kernel_name": f"{settings.workload} ({settings.size})", "objective": "time",
+            "problem_size": settings.size, "tune_params_keys": list(grids), "tune_params": grids, "cache": cache}
+    partial = path.with_name(path.name + ".partial")
+    with gzip.open(partial, "wt", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    partial.replace(path)  # a reader never sees half a file
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", default="chmm")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", default="tiny")
+    parser.add_argument("--min-time", type=float, default=0.2, help="seconds of timed runs per config")
+    parser.add_argument("--limit", type=int, default=None, help="record only the first N configs (a dry run)")
+    parser.add_argument("--out", type=Path, required=True, help="the cache file to write (.json.gz)")
+    args = parser.parse_args(argv)
+
+    settings = SearchSettings(args.workload, args.device, args.size, min_time=args.min_time,
+                              studies="/tmp/autotune-record-space")
+    tuner = settings.tuner()
+    try:
+        grids, todo = configs(tuner.space)
+        todo = todo[: args.limit] if args.limit is not None else todo
+        print(f"{len(todo)} configs of {args.workload} ({args.size}) on {tuner.device.name}; "
+              f"grid: {json.dumps(grids)}", file=sys.stderr, flush=True)
+        cache: dict[str, Any] = {}
+        started = time.perf_counter()
+        for index, config in enumerate(todo, 1):
+            result = tuner.run_config(config)
+            key = ",".join(str(config[name]) for name in grids)
+            cache[key] = entry(config, result)
+            shown = cache[key]["time"]
+            shown = f"{shown:.4g} ms" if isinstance(shown, float) else shown
+            print(f"[{index}/{len(todo)}] {key}: {shown}", file=sys.stderr, flush=True)
+            if index % 20 == 0 or index == len(todo):
+                write(args.out, settings, tuner.device.name, grids, cache)
+        elapsed = time.perf_counter() - started
+        ok = sum(isinstance(e["time"], float) for e in cache.values())
+        print(f"recorded {len(cache)} configs ({ok} ran and passed) in {elapsed:.0f} s: {args.out}", file=sys.stderr)
+    finally:
+        tuner.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

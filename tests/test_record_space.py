@@ -1,0 +1,77 @@
+"""benchmarks/record_space.py: a conditional space enumerated once per config, written as a cache autotune reads back."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.recorded import load_recorded
+from autotune.runner import TrialResult
+from autotune.settings import SearchSettings
+from autotune.space import SearchSpace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("record_space", ROOT / "benchmarks" / "record_space.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["record_space"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+SPACE = {
+    "schema_version": 1,
+    "parameters": {
+        "kind": {"choices": ["loop", "scan"]},
+        "chunk": {"type": "int", "low": 8, "high": 64, "log": True, "condition": "kind == 'scan'"},
+        "unroll": {"type": "int", "low": 1, "high": 100, "condition": "kind == 'loop'"},
+        "fast": {"choices": [False, True]},
+    },
+    "constraints": ["kind == 'loop' or not fast or chunk >= 16"],
+    "defaults": {"kind": "loop", "chunk": 24, "unroll": 1, "fast": False},
+    "baseline": {},
+}
+
+
+def test_every_allowed_config_once_with_unused_knobs_at_their_default():
+    record = _module()
+    space = SearchSpace.from_dict(SPACE)
+    grids, configs = record.configs(space)
+    # A log range on powers of two, plus the default; a linear one on at most 8 points.
+    assert grids["chunk"] == [8, 16, 24, 32, 64]
+    assert len(grids["unroll"]) == 8 and grids["unroll"][0] == 1 and grids["unroll"][-1] == 100
+    keys = [c.key for c in configs]
+    assert len(keys) == len(set(keys))
+    loops = [c for c in configs if c["kind"] == "loop"]
+    scans = [c for c in configs if c["kind"] == "scan"]
+    assert len(loops) == 8 * 2 and all(c["chunk"] == 24 for c in loops)
+    # chunk=8 with fast=True breaks the constraint: 5 chunks x 2 speeds, less one.
+    assert len(scans) == 5 * 2 - 1 and all(c["unroll"] == 1 for c in scans)
+    assert all(space.violated(c) is None for c in configs)
+
+
+def test_the_cache_reads_back_as_a_recorded_space_with_failures(tmp_path):
+    record = _module()
+    space = SearchSpace.from_dict(SPACE)
+    grids, configs = record.configs(space)
+    cache = {}
+    for index, config in enumerate(configs):
+        if index == 1:
+            result = TrialResult(status="incorrect", config=dict(config), check={"message": "too far"})
+        else:
+            result = TrialResult(status="ok", config=dict(config), items_per_run=10, throughput=100.0 + index,
+                                 times=[0.1, 0.1], wall_seconds=1.5)
+        cache[",".join(str(config[name]) for name in grids)] = record.entry(config, result)
+    out = tmp_path / "space.json.gz"
+    record.write(out, SearchSettings("chmm", "cpu", "tiny"), "cpu", grids, cache)
+    recorded = load_recorded(out)
+    assert len(recorded.entries) == len(configs)
+    assert recorded.result(configs[1]).status == "error"
+    assert recorded.objective_of(recorded.result(configs[0])) == pytest.approx(1000 / 100.0)
+    assert recorded.optimum == pytest.approx(1000 / (100.0 + len(configs) - 1))
+    # A combination the enumeration left out (an unused knob off its default) is a restriction.
+    moved = dict(configs[0], chunk=64) if configs[0]["kind"] == "loop" else dict(configs[0], unroll=100)
+    assert recorded.space.violated(moved) is not None
