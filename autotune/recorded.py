@@ -109,7 +109,8 @@ def load_recorded(path: str | Path) -> Recorded:
     if not any(_is_time(e.get(objective)) for e in entries.values()):
         raise AutotuneError(f"{path}: no configuration has a recorded {objective!r}")
     first = next(iter(entries.values()))
-    space = SearchSpace.from_dict({
+    # A space of autotune's own (benchmarks/record_space.py) keeps its conditions, defaults and baseline.
+    space = SearchSpace.from_dict(data.get("autotune_space") or {
         "schema_version": 1,
         "workload": data.get("kernel_name", path.name),
         "description": f"recorded on {data.get('device_name', 'an unnamed device')}",
@@ -118,6 +119,9 @@ def load_recorded(path: str | Path) -> Recorded:
         "baseline": {},
     }, source=str(path))
     # The restriction is the key set: a combination absent from the cache is not a config at all.
+    # A constraint sees an unused knob as null (SearchSpace.violated): so must the recorded keys.
+    allowed = frozenset(key_of({name: entry[name] if used else None for name, used in space.active(entry).items()},
+                               order) for entry in entries.values())
     space = SearchSpace(space.parameters.values(), space.defaults, space.baseline, space.source, space.workload,
-                        space.description, constraints=[RecordedKeys(frozenset(entries), order)])
+                        space.description, constraints=[*space.constraints, RecordedKeys(allowed, order)])
     return Recorded(str(path), space, order, entries, objective)

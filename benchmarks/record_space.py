@@ -12,8 +12,9 @@ How the space is written down:
 - A knob with a range is recorded on a grid: powers of two for a log range,
   at most 8 evenly spaced values otherwise, plus its default.
 - A knob a config does not use (its condition is false) is recorded at its
-  default value, as ``search`` stores it; other combinations of it are absent
-  from the cache, which a reader takes as a restriction.
+  default value, as ``search`` stores it. The file's ``autotune_space`` holds
+  the knobs' conditions, constraints, defaults and baseline, so that
+  ``autotune.recorded`` reads it back as the conditional space it is.
 - ``--leave-out NAME=VALUE`` drops a value from the grid (say why where the
   file is used): on this CPU a float16 config of ``chmm`` costs about 30 s,
   a hundred times a float32 one, in software half precision.
@@ -100,11 +101,29 @@ def entry(config: Config, result: Any) -> dict[str, Any]:
     return out
 
 
+def space_of(space: SearchSpace, grids: dict[str, list[Any]]) -> dict[str, Any]:
+    """The recorded knobs as a space file's mapping: their grids, conditions, defaults and baseline.
+
+    A Kernel Tuner cache cannot say that a knob is unused under a condition;
+    without this a reader sees a flat product in which most combinations are
+    absent (restricted), and a sampler spends its asks on them.
+    """
+    parameters: dict[str, Any] = {}
+    for name, values in grids.items():
+        condition = space.parameters[name].condition
+        parameters[name] = {"choices": values, **({"condition": condition.text} if condition else {})}
+    return {"schema_version": 1, "workload": space.workload, "parameters": parameters,
+            "constraints": [c.text for c in space.constraints],
+            "defaults": {name: space.defaults[name] for name in grids},
+            "baseline": {name: space.baseline[name] for name in grids}}
+
+
 def write(path: Path, settings: SearchSettings, device: str, grids: dict[str, list[Any]],
-          cache: dict[str, Any]) -> None:
+          cache: dict[str, Any], space: dict[str, Any] | None = None) -> None:
     data = {"device_name": f"{device} ({platform.processor() or platform.machine()})",
             "kernel_name": f"{settings.workload} ({settings.size})", "objective": "time",
-            "problem_size": settings.size, "tune_params_keys": list(grids), "tune_params": grids, "cache": cache}
+            "problem_size": settings.size, "tune_params_keys": list(grids), "tune_params": grids, "cache": cache,
+            **({"autotune_space": space} if space is not None else {})}
     partial = path.with_name(path.name + ".partial")
     with gzip.open(partial, "wt", encoding="utf-8") as handle:
         json.dump(data, handle)
@@ -147,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             shown = f"{shown:.4g} ms" if isinstance(shown, float) else shown
             print(f"[{index}/{len(todo)}] {key}: {shown}", file=sys.stderr, flush=True)
             if index % 20 == 0 or index == len(todo):
-                write(args.out, settings, tuner.device.name, grids, cache)
+                write(args.out, settings, tuner.device.name, grids, cache, space_of(tuner.space, grids))
         elapsed = time.perf_counter() - started
         ok = sum(isinstance(e["time"], float) for e in cache.values())
         print(f"recorded {len(cache)} configs ({ok} ran and passed) in {elapsed:.0f} s: {args.out}", file=sys.stderr)

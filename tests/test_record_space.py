@@ -65,19 +65,20 @@ def test_the_cache_reads_back_as_a_recorded_space_with_failures(tmp_path):
             result = TrialResult(status="ok", config=dict(config), items_per_run=10, throughput=100.0 + index,
                                  times=[0.1, 0.1], wall_seconds=1.5)
         cache[",".join(str(config[name]) for name in grids)] = record.entry(config, result)
+    missing = configs[2]  # a config the file lacks breaks a restriction
+    del cache[",".join(str(missing[name]) for name in grids)]
     out = tmp_path / "space.json.gz"
-    record.write(out, SearchSettings("chmm", "cpu", "tiny"), "cpu", grids, cache)
+    record.write(out, SearchSettings("chmm", "cpu", "tiny"), "cpu", grids, cache, record.space_of(space, grids))
     recorded = load_recorded(out)
-    assert len(recorded.entries) == len(configs)
+    assert len(recorded.entries) == len(configs) - 1
+    # Read back as the conditional space it was: every recorded config allowed, the baseline first.
+    assert all(recorded.space.violated(c) is None for c in configs if c is not missing)
+    assert recorded.space.violated(missing) is not None
+    assert recorded.space.baseline == space.baseline
+    assert recorded.space.is_active("chunk", {"kind": "scan"}) and not recorded.space.is_active("chunk", {"kind": "loop"})
     assert recorded.result(configs[1]).status == "error"
     assert recorded.objective_of(recorded.result(configs[0])) == pytest.approx(1000 / 100.0)
     assert recorded.optimum == pytest.approx(1000 / (100.0 + len(configs) - 1))
-    # A combination the enumeration left out (an unused knob off its default) is a restriction.
+    # An unused knob is no part of a config: moving it names the same recorded config.
     moved = dict(configs[0], chunk=64) if configs[0]["kind"] == "loop" else dict(configs[0], unroll=100)
-    assert recorded.space.violated(moved) is not None
-
-
-def test_a_value_left_out_is_in_no_config():
-    record = _module()
-    grids, configs = record.configs(SearchSpace.from_dict(SPACE), {"fast": [True]})
-    assert grids["fast"] == [False] and all(not c["fast"] for c in configs)
+    assert recorded.space.violated(recorded.space.complete(moved)) is None
