@@ -39,6 +39,7 @@ import itertools
 import json
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from autotune.config import Config  # noqa: E402
 from autotune.parameters import Parameter  # noqa: E402
+from autotune.recorded import key_of  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
 from autotune.space import SearchSpace  # noqa: E402
 
@@ -119,11 +121,11 @@ def space_of(space: SearchSpace, grids: dict[str, list[Any]]) -> dict[str, Any]:
 
 
 def write(path: Path, settings: SearchSettings, device: str, grids: dict[str, list[Any]],
-          cache: dict[str, Any], space: dict[str, Any] | None = None) -> None:
+          cache: dict[str, Any], space: dict[str, Any]) -> None:
     data = {"device_name": f"{device} ({platform.processor() or platform.machine()})",
             "kernel_name": f"{settings.workload} ({settings.size})", "objective": "time",
             "problem_size": settings.size, "tune_params_keys": list(grids), "tune_params": grids, "cache": cache,
-            **({"autotune_space": space} if space is not None else {})}
+            "autotune_space": space}
     partial = path.with_name(path.name + ".partial")
     with gzip.open(partial, "wt", encoding="utf-8") as handle:
         json.dump(data, handle)
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     settings = SearchSettings(args.workload, args.device, args.size, min_time=args.min_time,
-                              studies="/tmp/autotune-record-space")
+                              studies=str(Path(tempfile.gettempdir()) / "autotune-record-space"))
     tuner = settings.tuner()
     try:
         leave_out: dict[str, list[Any]] = {}
@@ -156,17 +158,18 @@ def main(argv: list[str] | None = None) -> int:
         todo = todo[: args.limit] if args.limit is not None else todo
         print(f"{len(todo)} configs of {args.workload} ({args.size}) on {tuner.device.name}; "
               f"grid: {json.dumps(grids)}", file=sys.stderr, flush=True)
+        space = space_of(tuner.space, grids)
         cache: dict[str, Any] = {}
         started = time.perf_counter()
         for index, config in enumerate(todo, 1):
             result = tuner.run_config(config)
-            key = ",".join(str(config[name]) for name in grids)
+            key = key_of(config, tuple(grids))
             cache[key] = entry(config, result)
             shown = cache[key]["time"]
             shown = f"{shown:.4g} ms" if isinstance(shown, float) else shown
             print(f"[{index}/{len(todo)}] {key}: {shown}", file=sys.stderr, flush=True)
             if index % 20 == 0 or index == len(todo):
-                write(args.out, settings, tuner.device.name, grids, cache, space_of(tuner.space, grids))
+                write(args.out, settings, tuner.device.name, grids, cache, space)
         elapsed = time.perf_counter() - started
         ok = sum(isinstance(e["time"], float) for e in cache.values())
         print(f"recorded {len(cache)} configs ({ok} ran and passed) in {elapsed:.0f} s: {args.out}", file=sys.stderr)
