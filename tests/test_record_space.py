@@ -82,3 +82,9 @@ def test_the_cache_reads_back_as_a_recorded_space_with_failures(tmp_path):
     # An unused knob is no part of a config: moving it names the same recorded config.
     moved = dict(configs[0], chunk=64) if configs[0]["kind"] == "loop" else dict(configs[0], unroll=100)
     assert recorded.space.violated(recorded.space.complete(moved)) is None
+
+
+def test_a_value_left_out_is_in_no_config():
+    record = _module()
+    grids, configs = record.configs(SearchSpace.from_dict(SPACE), {"fast": [True]})
+    assert grids["fast"] == [False] and all(not c["fast"] for c in configs)
