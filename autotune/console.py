@@ -110,7 +110,8 @@ class Progress:
         figures = f"{rate(result.throughput, result.unit):>22}  {format_bytes(result.peak_memory_bytes):>10}"
         note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
         if result.cut_short:
-            note += "  (cut short after one warm run: over 20x slower than the best)"
+            note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"
+                     else "  (cut short once warm: over 3x slower than the best)")
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
         role = f" {record.role}" if record.role in ("baseline", "defaults") else ""
         counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="

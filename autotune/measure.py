@@ -26,7 +26,7 @@ class Measurement:
     first_run_seconds: float  # includes compilation and cold caches
     warmup_times: list[float] = field(default_factory=list)
     noisy_threshold: float = 0.1
-    cut_short: bool = False  # stopped after one warm run: far slower than the study's best
+    cut_short: bool = False  # stopped once warm: far slower than the study's best (hopeless, or lost the race)
 
     @property
     def median(self) -> float:
@@ -72,7 +72,8 @@ class Measurer:
 
     ``clock`` is injectable so that tests can drive time by hand. ``on_output``
     sees the output of the first run and of the last timed run, which is
-    where the runner checks correctness.
+    where the runner checks correctness; when it returns False for the first
+    output (wrong), the measurement stops there.
     """
 
     min_time: float = 1.0  # seconds of timed runs, at least
@@ -85,6 +86,9 @@ class Measurer:
     #: A config whose first run and first warm run both fall below this
     #: throughput stops after them: its figure only needs to say "far slower".
     hopeless_below: float | None = None
+    #: The race: a config whose warm-up has settled (two consecutive runs agree) at a
+    #: throughput below this stops there; it cannot reach the study's best.
+    race_below: float | None = None
     clock: Callable[[], float] = time.perf_counter
 
     def _timed(self, run: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
@@ -105,18 +109,26 @@ class Measurer:
             return self.hopeless_below is not None and seconds > 0 and items_per_run / seconds < self.hopeless_below
 
         first, output = self._timed(run, sync)
-        if on_output is not None:
-            on_output("first", output)
+        if on_output is not None and on_output("first", output) is False:
+            # Its first output is already wrong: more runs cannot make the config correct.
+            return Measurement([first], items_per_run, first, [], self.noisy_threshold, cut_short=True)
         del output
         # Warm up until two consecutive runs agree (compilation, caches, allocator).
         warmup: list[float] = []
         previous = first
         spent = first
         while len(warmup) < self.max_warmup_runs and spent < self.max_warmup_time and not hopeless(first):
-            seconds, _ = self._timed(run, sync)
+            seconds, output = self._timed(run, sync)
             warmup.append(seconds)
             spent += seconds
-            if abs(seconds - previous) <= self.warmup_agreement * max(seconds, previous):
+            settled = abs(seconds - previous) <= self.warmup_agreement * max(seconds, previous)
+            if settled and self.race_below is not None and items_per_run / min(seconds, previous) < self.race_below:
+                # Warm and still too slow: its last warm run is its figure, and its output is checked.
+                if on_output is not None:
+                    on_output("last", output)
+                return Measurement([seconds], items_per_run, first, warmup[:-1], self.noisy_threshold, cut_short=True)
+            del output  # not held while the next run allocates its own (peak memory)
+            if settled:
                 break
             previous = seconds
         times: list[float] = []

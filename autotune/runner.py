@@ -77,7 +77,7 @@ class TrialResult:
     iqr_seconds: float | None = None
     relative_spread: float | None = None
     noisy: bool | None = None
-    cut_short: bool | None = None  # one warm run only: far slower than the study's best (Measurer.hopeless_below)
+    cut_short: bool | None = None  # stopped once warm, far slower than the study's best (hopeless_below, race_below)
     times: list[float] = field(default_factory=list)
     warmup_seconds: float | None = None  # the first run, compilation included
     warmup_times: list[float] = field(default_factory=list)
@@ -223,9 +223,10 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     reference = torch.load(request.reference_path, weights_only=True)
     checks = []
 
-    def on_output(which: str, output: Any) -> None:
+    def on_output(which: str, output: Any) -> bool:
         # Checked at once: a workload may reuse its output buffers on the next run.
         checks.append(workload.check(output, reference, config))
+        return checks[-1].passed
 
     measurement = Measurer(**request.measurer).measure(run, result.items_per_run, workload.synchronize, on_output)
     worst = max(checks, key=lambda c: (not c.passed, c.error / c.tolerance if c.tolerance else math.inf))

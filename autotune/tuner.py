@@ -48,6 +48,12 @@ __all__ = ["Candidate", "ChoiceOutcome", "SearchResult", "TrialRecord", "Tuner",
 # first warm run, stops there (cut_short): a 100x slower config needs no median of
 # five runs to lose, and on a CPU one such config can cost minutes a run.
 HOPELESS_FACTOR = 20.0
+# The race: a config whose warm-up has settled (two consecutive runs within 10%) more
+# than this many times slower than the study's best stops there (cut_short). Its true
+# median cannot reach the best's: one warm run lay within 0.79-1.81x of its config's
+# median (298 runs of 45 trials, quick-start studies on the 2-core CPU;
+# benchmarks/run_spread.py), so a config cut at 3x is at least 3 / 1.81 = 1.66x slower.
+RACE_FACTOR = 3.0
 
 
 @dataclass
@@ -158,6 +164,7 @@ class Tuner:
             measurer["min_runs"] = max(min_runs, measurer.get("min_runs", 0))
         if best_throughput:
             measurer["hopeless_below"] = best_throughput / HOPELESS_FACTOR
+            measurer["race_below"] = best_throughput / RACE_FACTOR
         return TrialRequest(
             workload=self.workload_spec,
             size=self.size,
@@ -321,8 +328,14 @@ class Tuner:
     pick_winner = staticmethod(pick_winner)
 
     def remeasure(self, candidates: list[Candidate]) -> None:
-        remeasure(candidates, lambda config: self.runner.run(self.request(config, min_runs=REMEASURE_MIN_RUNS)),
-                  self.remeasure_rounds, self.on_stage)
+        # The candidates' pooled runs decide the winner (their notches): REMEASURE_MIN_RUNS a round.
+        # The baseline's only set the speedup: the trials' usual minimum (3 runs and --min-time) a
+        # round is enough, and on a CPU its runs are the longest of the search (2.7 s each for chmm).
+        def run(config: Config) -> TrialResult:
+            baseline = config == self.space.baseline
+            return self.runner.run(self.request(config, min_runs=None if baseline else REMEASURE_MIN_RUNS))
+
+        remeasure(candidates, run, self.remeasure_rounds, self.on_stage)
 
     def finish(self, study: "optuna.Study", records: list[TrialRecord], started: float) -> SearchResult:
         trials = study.get_trials(deepcopy=False)

@@ -71,3 +71,38 @@ def test_a_slow_first_run_alone_does_not_cut_a_config_short():
     clock = FakeClock([100.0, 0.125])
     measurement = Measurer(min_time=0.3, hopeless_below=1.0, clock=clock).measure(clock.run, items_per_run=5)
     assert not measurement.cut_short and len(measurement.times) >= 3
+
+
+def test_the_race_stops_a_config_once_it_is_warm_and_too_slow():
+    # 4 items in 2 s is 2/s once warm (2.0 and 2.0 agree), below the race's 3/s: stop, figure and output kept.
+    clock = FakeClock([6.0, 2.0, 2.0, 2.0])
+    outputs = []
+    m = Measurer(min_time=1.0, race_below=3.0, clock=clock).measure(clock.run, 4, on_output=lambda w, o: outputs.append((w, o)))
+    assert m.cut_short and m.times == [2.0] and m.warmup_times == [2.0] and m.first_run_seconds == 6.0
+    assert outputs == [("first", 1), ("last", 3)]  # the output it is judged by is checked
+    assert clock.calls == 3
+
+
+def test_the_race_waits_for_the_warm_up_to_settle():
+    # Still speeding up (CUDA graphs, autotuning): slow runs that do not agree never cut a config.
+    clock = FakeClock([4.0, 2.0, 1.0, 0.25, 0.25])
+    m = Measurer(min_time=1.0, race_below=3.0, clock=clock).measure(clock.run, 4)
+    assert not m.cut_short and m.warmup_times == [2.0, 1.0, 0.25, 0.25] and m.median == 0.25
+
+
+def test_the_race_lets_a_config_at_the_best_s_pace_run_in_full():
+    clock = FakeClock([0.5] * 20)
+    m = Measurer(min_time=1.0, race_below=3.0, clock=clock).measure(clock.run, 4)  # 8/s: above the race
+    assert not m.cut_short and len(m.times) == 3
+
+
+def test_a_wrong_first_output_stops_the_measurement():
+    clock = FakeClock([3.0, 1.0])
+    seen = []
+
+    def wrong(which, output):
+        seen.append(which)
+        return False  # the check failed: more runs cannot make the config correct
+
+    m = Measurer(min_time=1.0, clock=clock).measure(clock.run, 4, on_output=wrong)
+    assert m.cut_short and m.times == [3.0] and seen == ["first"] and clock.calls == 1

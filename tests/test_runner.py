@@ -49,7 +49,9 @@ def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
     if fragment:
         assert fragment in (result.error or "")
     if status in ("ok", "incorrect"):
-        assert result.throughput > 0 and len(result.times) >= 3 and result.check is not None
+        assert result.throughput > 0 and result.check is not None
+        # A wrong first output stops the measurement: more runs cannot make the config correct.
+        assert len(result.times) >= 3 if status == "ok" else (result.cut_short and len(result.times) == 1)
         assert result.peak_memory_bytes > 0 and result.threads >= 1
     assert _gone(int((cache / "trial.pid").read_text()))
 

@@ -7,7 +7,7 @@ import pytest
 
 import autotune
 from autotune.config import Config
-from autotune.tuner import Candidate, Tuner
+from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
 from tests.conftest import BROKEN, FAST_MEASURER
 
@@ -293,3 +293,30 @@ def test_a_restricted_config_is_never_measured_and_never_counts(studies, tmp_pat
     restricted = [t for t in study.trials if "restricted" in t.user_attrs]
     assert restricted and all("status" not in t.user_attrs for t in restricted)
     assert result.counts == {"ok": 2}
+
+
+def test_a_trial_races_the_study_s_best_and_the_baseline_never_does(studies):
+    tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER)
+    config = tuner.space.baseline
+    raced = tuner.request(config, best_throughput=600.0).measurer
+    assert raced["race_below"] == 600.0 / RACE_FACTOR and raced["hopeless_below"] == 600.0 / HOPELESS_FACTOR
+    assert 1 < RACE_FACTOR < HOPELESS_FACTOR
+    # No best yet (the baseline), or a re-measurement: measured in full.
+    assert "race_below" not in tuner.request(config).measurer
+    assert "race_below" not in tuner.request(config, min_runs=5).measurer
+
+
+def test_the_re_measurement_gives_candidates_five_runs_a_round_and_the_baseline_the_usual_three(studies):
+    tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=2)
+    asked = []
+
+    class Recording:
+        def run(self, request):
+            asked.append((request.config, request.measurer.get("min_runs"), "race_below" in request.measurer))
+            return TrialResult("ok", request.config, items_per_run=1, times=[0.1] * 3)
+
+    tuner.runner = Recording()
+    other = tuner.space.defaults
+    tuner.remeasure([Candidate(tuner.space.baseline, 0, "baseline"), Candidate(other, 1, "candidate")])
+    assert sorted(asked, key=str) == sorted([(tuner.space.baseline.to_dict(), FAST_MEASURER.get("min_runs"), False),
+                                             (other.to_dict(), 5, False)] * 2, key=str)
