@@ -185,12 +185,29 @@ def test_the_mean_is_checked_two_sided_for_a_bias_of_a_few_percent():
     g = torch.Generator().manual_seed(1)
     truth = torch.randn(24, 16, generator=g, dtype=torch.float64)
     ref_mean, ref_var = _mc(truth, 0.3, 16, g)
-    mean, _ = _mc(truth, 0.3, 16, g)
-    error, bound = mean_scale(mean, ref_mean, ref_var, 16, "fp32")
+    mean, var = _mc(truth, 0.3, 16, g)
+    error, bound = mean_scale(mean, var, ref_mean, ref_var, 16, "fp32")
     assert error < bound  # other masks, same model
     for factor in (1.05, 0.95):
-        error, bound = mean_scale(mean * factor, ref_mean, ref_var, 16, "fp32")
+        error, bound = mean_scale(mean * factor, var * factor**2, ref_mean, ref_var, 16, "fp32")
         assert error > bound, factor
+
+
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 2.0])
+def test_other_masks_pass_the_mean_check_at_small_s_shape_and_a_bias_still_fails(sigma):
+    # `small`: 500 images, 64 features, 4 passes. Projected on the reference mean alone, the
+    # reference's own MC noise biased the scale: every one of these honest draws failed.
+    g = torch.Generator().manual_seed(7)
+    honest, caught = 0, 0
+    for _ in range(20):
+        truth = torch.randn(500, 64, generator=g, dtype=torch.float64)
+        ref_mean, ref_var = _mc(truth, sigma, 4, g)
+        mean, var = _mc(truth, sigma, 4, g)
+        error, bound = mean_scale(mean, var, ref_mean, ref_var, 4, "fp32")
+        honest += error < bound
+        error, bound = mean_scale(mean * 1.05, var * 1.05**2, ref_mean, ref_var, 4, "fp32")
+        caught += error > bound
+    assert honest == 20 and caught == 20
 
 
 def test_the_variance_is_checked_two_sided():
