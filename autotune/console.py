@@ -255,13 +255,16 @@ def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:
 
 
 def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeats: int) -> str:
-    """`autotune simulate`: each strategy's mean score (and spread) at 20, 50 and 100 evaluations."""
+    """`autotune simulate`: each strategy's mean score (and spread) at 20, 50 and 100 evaluations, and at their time."""
     lines = [f"{recorded.source}: optimum {recorded.optimum:.4g} ({recorded.objective}, {recorded.direction}d); "
              f"score 0 = random search, 1 = the optimum; mean ± sd over {repeats} repeats",
              f"  {'strategy':<18} {'at 20':>13} {'at 50':>13} {'at 100':>13} {'ms/evaluation':>14}"]
     for name, figures in summaries.items():
-        cells = [f"{figures[m]['mean']:>6.2f} ± {figures[m]['std']:<4.2f}" if figures[m]["mean"] is not None else "-"
-                 for m in ("20", "50", "100")]
-        lines.append(f"  {name:<18} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} "
-                     f"{1000 * figures['seconds_per_evaluation']:>14.1f}")
+        for label, keys in (("", ("20", "50", "100")), ("  by time", ("time 20", "time 50", "time 100"))):
+            cells = [f"{figures[m]['mean']:>6.2f} ± {figures[m]['std']:<4.2f}" if figures[m]["mean"] is not None
+                     else "-" for m in keys]
+            cost = f"{1000 * figures['seconds_per_evaluation']:>14.1f}" if not label else ""
+            lines.append(f"  {(name + label) if not label else label:<18} {cells[0]:>13} {cells[1]:>13} "
+                         f"{cells[2]:>13} {cost}".rstrip())
+    lines.append("  (by time: at the time that 20, 50 and 100 evaluations take on average, by the recorded costs)")
     return "\n".join(lines)

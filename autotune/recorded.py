@@ -62,6 +62,11 @@ class Recorded:
     def optimum(self) -> float:
         return min(self.times)
 
+    @property
+    def mean_cost_seconds(self) -> float:
+        """What evaluating a config cost on average when the space was recorded (failed ones included)."""
+        return sum(_cost_seconds(e) for e in self.entries.values()) / len(self.entries)
+
     def result(self, config: Mapping[str, Any]) -> TrialResult:
         """What measuring ``config`` gave when it was recorded: a throughput of 1/time, or a failure."""
         entry = self.entries[key_of(config, self.order)]

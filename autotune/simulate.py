@@ -26,7 +26,7 @@ from autotune.samplers import OBJECTIVES, make_sampler
 from autotune.shared_study import NoLock, TrialBudget, enqueue_first
 from autotune.trials import TrialRecord
 
-__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "summary"]
+__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "summary", "time_score"]
 
 
 @dataclass
@@ -37,6 +37,8 @@ class Repeat:
     evaluations: int
     best_so_far: list[float | None]
     wall_seconds: float = 0.0
+    #: The recorded cost of the evaluations so far (compile, benchmark, ...: seconds), after each one.
+    seconds_so_far: list[float] = field(default_factory=list)
 
 
 class _Replay:
@@ -96,6 +98,7 @@ def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = N
     records = run_trials(simulation, study, budget)  # type: ignore[arg-type]
     best: float | None = None
     best_so_far: list[float | None] = []
+    spent, seconds_so_far = 0.0, []
     for record in records:
         if record.duplicate_of is not None:
             continue  # a repeat is not evaluated again
@@ -103,7 +106,9 @@ def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = N
         if value is not None and (best is None or value < best):
             best = value
         best_so_far.append(best)
-    return Repeat(seed, len(best_so_far), best_so_far, time.perf_counter() - started)
+        spent += record.result.wall_seconds or 0.0
+        seconds_so_far.append(spent)
+    return Repeat(seed, len(best_so_far), best_so_far, time.perf_counter() - started, seconds_so_far)
 
 
 def expected_random_best(recorded: Recorded, m: int) -> float:
@@ -128,8 +133,12 @@ def _log_comb(n: int, k: int) -> float:
 
 def score(recorded: Recorded, best_so_far: list[float | None], m: int) -> float:
     """P(M) of one search: 0 is random search on average, 1 the optimum (a search with no success scores as the worst)."""
+    return _score(recorded, best_so_far[min(m, len(best_so_far)) - 1] if best_so_far else None, m)
+
+
+def _score(recorded: Recorded, found: float | None, m: int) -> float:
+    """P(M) of a search that found ``found`` (None: nothing that ran) against b(M)."""
     b = expected_random_best(recorded, m)
-    found = best_so_far[min(m, len(best_so_far)) - 1] if best_so_far else None
     if found is None:
         found = max(recorded.times)
     if b <= recorded.optimum:  # M covers the whole space: random search finds the optimum too
@@ -137,20 +146,37 @@ def score(recorded: Recorded, best_so_far: list[float | None], m: int) -> float:
     return (b - found) / (b - recorded.optimum)
 
 
+def time_score(recorded: Recorded, repeat: Repeat, m: int) -> float:
+    """P(T) for T = the time M evaluations take on average (the recorded mean cost of a config, M times).
+
+    ``best(T)`` is the best found by the evaluations whose recorded costs add up to T at most;
+    random search evaluates M configs in T on average, so it scores 0 here too. A strategy that
+    picks configs slow to compile or to run is charged for them, and one that picks cheap configs
+    gets more of them. A search whose evaluations end before T is scored on all of them (a lower
+    bound: it stopped for want of trials, not of time).
+    """
+    budget = m * recorded.mean_cost_seconds
+    within = sum(1 for spent in repeat.seconds_so_far if spent <= budget)
+    return _score(recorded, repeat.best_so_far[within - 1] if within else None, m)
+
+
 def summary(recorded: Recorded, repeats: list[Repeat], budgets: tuple[int, ...] = (20, 50, 100)) -> dict[str, Any]:
-    """Mean and standard deviation of the score at each budget, and the strategy's own seconds per evaluation."""
+    """Mean and standard deviation of the score at each budget of evaluations (``"50"``) and of time (``"time 50"``:
+    the time of 50 average evaluations, see :func:`time_score`), and the strategy's own seconds per evaluation."""
     out: dict[str, Any] = {}
     for m in budgets:
-        scores = [score(recorded, r.best_so_far, m) for r in repeats if r.evaluations >= m]
-        if not scores:  # fewer evaluations than this budget (or an exhausted space): no score
-            out[str(m)] = {"mean": None, "std": None}
-            continue
-        mean = sum(scores) / len(scores)
-        spread = math.sqrt(sum((s - mean) ** 2 for s in scores) / max(len(scores) - 1, 1))
-        out[str(m)] = {"mean": mean, "std": spread}
+        out[str(m)] = _mean_and_spread([score(recorded, r.best_so_far, m) for r in repeats if r.evaluations >= m])
+        out[f"time {m}"] = _mean_and_spread([time_score(recorded, r, m) for r in repeats])
     evaluations = sum(r.evaluations for r in repeats)
     out["seconds_per_evaluation"] = sum(r.wall_seconds for r in repeats) / max(evaluations, 1)
     return out
+
+
+def _mean_and_spread(scores: list[float]) -> dict[str, float | None]:
+    if not scores:  # fewer evaluations than this budget (or an exhausted space): no score
+        return {"mean": None, "std": None}
+    mean = sum(scores) / len(scores)
+    return {"mean": mean, "std": math.sqrt(sum((s - mean) ** 2 for s in scores) / max(len(scores) - 1, 1))}
 
 
 def run_repeats(recorded: Recorded, sampler: str, trials: int, repeats: int, seed: int,
@@ -168,4 +194,5 @@ def repeats_json(recorded: Recorded, source: str, sampler: str, repeats: list[Re
     """`autotune simulate --json`: the best recorded objective after each evaluation of each repeat."""
     return {"recorded": source, "objective": recorded.objective, "direction": recorded.direction,
             "optimum": recorded.optimum, "sampler": sampler,
-            "repeats": [{"seed": r.seed, "evaluations": r.evaluations, "best_so_far": r.best_so_far} for r in repeats]}
+            "repeats": [{"seed": r.seed, "evaluations": r.evaluations, "best_so_far": r.best_so_far,
+                         "seconds_so_far": r.seconds_so_far} for r in repeats]}

@@ -17,6 +17,7 @@ One search is:
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import Config, config_path, studies_dir
 from autotune.devices import DetectedDevice, resolve_device
+from autotune.environment import busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
@@ -54,6 +56,8 @@ HOPELESS_FACTOR = 20.0
 # median (298 runs of 45 trials, quick-start studies on the 2-core CPU;
 # benchmarks/run_spread.py), so a config cut at 3x is at least 3 / 1.81 = 1.66x slower.
 RACE_FACTOR = 3.0
+# Other work keeping this many cores busy before a CPU search or explain is reported (a warning only).
+BUSY_CORES = 0.5
 
 
 @dataclass
@@ -179,7 +183,16 @@ class Tuner:
         )
 
     def ensure_reference(self) -> None:
-        """Compute and cache the reference output once per workload, size, version and device."""
+        """Compute and cache the reference output once per workload, size, version and device.
+
+        Every command that times configs calls it first, so it is also where a busy CPU is reported.
+        """
+        if self.device.torch_device == "cpu":
+            busy = busy_cores()
+            if busy is not None and busy >= BUSY_CORES:
+                self.on_stage(f"warning: other processes keep {busy:.1f} of this machine's {os.cpu_count()} cores "
+                              "busy; timings taken beside them are wrong. Run alone, or give every job --threads "
+                              "that add up to the cores")
         request = self.request(self.reference_config, "reference")
         if request.reference_path.is_file():
             if _loads_as_data(request.reference_path):

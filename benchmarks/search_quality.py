@@ -9,7 +9,9 @@ autotune made before; ``plain-tpe`` is the reference of
 ``suggest_categorical`` per parameter, an unrecorded combination told as
 failed and not counted. Scores (0 = random search on average, 1 = the
 optimum) at 20, 50 and 100 evaluations, mean and standard deviation over the
-repeats, side by side in one run, and the strategy's own wall time per
+repeats, side by side in one run; the same at the time that 20, 50 and 100
+evaluations take on average by the file's recorded costs (compile, benchmark
+...: ``autotune.simulate.time_score``); and the strategy's own wall time per
 evaluation on this machine.
 
 Examples::
@@ -37,6 +39,8 @@ from autotune.samplers import SAMPLERS  # noqa: E402
 from autotune.simulate import Repeat, simulate, summary  # noqa: E402
 
 BUDGETS = ("20", "50", "100")
+#: Scores at the time that 20, 50 and 100 evaluations take on average (autotune.simulate.time_score).
+TIME_BUDGETS = tuple(f"time {m}" for m in BUDGETS)
 #: A strategy name with this suffix runs on a study of two objectives (throughput, peak memory), as
 #: autotune made its studies before; without it, on the study `search` makes now (throughput alone).
 TWO_OBJECTIVES = "/two-objectives"
@@ -54,7 +58,7 @@ def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
     started = time.perf_counter()
     study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
     choices = {name: recorded.space.parameters[name].choices for name in recorded.order}
-    best, best_so_far, asks = None, [], 0
+    best, best_so_far, asks, spent, seconds_so_far = None, [], 0, 0.0, []
     while len(best_so_far) < trials and asks < 50 * trials:
         asks += 1
         trial = study.ask()
@@ -71,7 +75,9 @@ def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
         else:
             study.tell(trial, state=TrialState.FAIL)
         best_so_far.append(best)
-    return Repeat(seed, len(best_so_far), best_so_far, time.perf_counter() - started)
+        spent += recorded.result(values).wall_seconds or 0.0
+        seconds_so_far.append(spent)
+    return Repeat(seed, len(best_so_far), best_so_far, time.perf_counter() - started, seconds_so_far)
 
 
 def run_one(path: str, strategy: str, trials: int, repeats: int, seed: int) -> dict[str, Any]:
@@ -105,26 +111,28 @@ def main(argv: list[str] | None = None) -> int:
         rows = list(pool.map(run_one, *zip(*jobs)))
     for row in rows:
         print(f"{row['recorded']:<32} {row['strategy']:<18} " + "  ".join(
-            f"@{m} {row[m]['mean']:+.2f}±{row[m]['std']:.2f}" for m in BUDGETS if row[m]["mean"] is not None)
+            f"@{m} {row[m]['mean']:+.2f}±{row[m]['std']:.2f}" for m in BUDGETS + TIME_BUDGETS if row[m]["mean"] is not None)
             + f"  {1000 * row['seconds_per_evaluation']:.1f} ms/eval", file=sys.stderr)
     means: dict[str, dict[str, float]] = {}
     for strategy in args.strategies:
         mine = [r for r in rows if r["strategy"] == strategy]
-        means[strategy] = {m: sum(r[m]["mean"] for r in mine) / len(mine) for m in BUDGETS
+        means[strategy] = {m: sum(r[m]["mean"] for r in mine) / len(mine) for m in BUDGETS + TIME_BUDGETS
                            if all(r[m]["mean"] is not None for r in mine)}
     if args.markdown:
-        print("| recorded space | strategy | score at 20 | at 50 | at 100 | ms per evaluation |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print("| recorded space | strategy | score at 20 | at 50 | at 100 | at the time of 20 | of 50 | of 100 "
+              "| ms per evaluation |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
             print(f"| {r['recorded']} | {r['strategy']} | " + " | ".join(
-                f"{r[m]['mean']:.2f} ± {r[m]['std']:.2f}" if r[m]["mean"] is not None else "-" for m in BUDGETS)
-                + f" | {1000 * r['seconds_per_evaluation']:.1f} |")
+                f"{r[m]['mean']:.2f} ± {r[m]['std']:.2f}" if r[m]["mean"] is not None else "-"
+                for m in BUDGETS + TIME_BUDGETS) + f" | {1000 * r['seconds_per_evaluation']:.1f} |")
         for strategy, m in means.items():
             print(f"| **mean over the spaces** | {strategy} | " + " | ".join(
-                f"{m[b]:.2f}" if b in m else "-" for b in BUDGETS) + " | |")
+                f"{m[b]:.2f}" if b in m else "-" for b in BUDGETS + TIME_BUDGETS) + " | |")
     else:
         for strategy, m in means.items():
-            print(f"{strategy:<18} mean score " + "  ".join(f"at {b}: {m[b]:.2f}" for b in BUDGETS if b in m))
+            print(f"{strategy:<18} mean score " + "  ".join(f"at {b}: {m[b]:.2f}" for b in BUDGETS + TIME_BUDGETS
+                                                          if b in m))
     print(f"({args.repeats} repeats, {args.trials} evaluations, {time.perf_counter() - started:.0f} s)", file=sys.stderr)
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "means": means}, indent=1))

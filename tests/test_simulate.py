@@ -10,7 +10,7 @@ import pytest
 
 from autotune.exceptions import AutotuneError
 from autotune.recorded import load_recorded
-from autotune.simulate import expected_random_best, score, simulate
+from autotune.simulate import Repeat, expected_random_best, score, simulate, time_score
 
 
 def _cache(tmp_path, name="tiny.json"):
@@ -90,6 +90,8 @@ def test_simulate_command_prints_recorded_times_as_json(tmp_path):
     assert data["optimum"] == pytest.approx(100 / 8 + 1)
     assert [r["seed"] for r in data["repeats"]] == [4, 5]
     assert all(r["evaluations"] == 5 and len(r["best_so_far"]) == 5 for r in data["repeats"])
+    # Every config of this file cost 25 ms to evaluate (compile + benchmark).
+    assert all(r["seconds_so_far"] == pytest.approx([0.025 * i for i in range(1, 6)]) for r in data["repeats"])
 
 
 @pytest.mark.parametrize("content, fragment", [
@@ -110,3 +112,18 @@ def test_an_unknown_sampler_is_refused(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
                            "--sampler", "annealing"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "annealing" in done.stderr and "tpe" in done.stderr
+
+
+def test_the_time_score_charges_a_search_for_what_its_configs_cost(tmp_path):
+    recorded = load_recorded(_cache(tmp_path))
+    assert recorded.mean_cost_seconds == pytest.approx(0.025)
+    found = [30.0, 30.0, recorded.optimum]
+    # At the mean cost, a time budget of 3 evaluations holds 3 of them: the same score as at 3 evaluations.
+    even = Repeat(0, 3, found, seconds_so_far=[0.025, 0.05, 0.075])
+    assert time_score(recorded, even, 3) == pytest.approx(score(recorded, found, 3)) and score(recorded, found, 3) == 1.0
+    # Configs 4x as costly: the optimum, third, comes after the time of 3 average evaluations.
+    costly = Repeat(0, 3, found, seconds_so_far=[0.1, 0.2, 0.3])
+    assert time_score(recorded, costly, 3) == pytest.approx(score(recorded, [], 3)) and score(recorded, [], 3) < 0
+    # Cheap configs: more of them in the same time, and the optimum found at the 4th counts at 3.
+    cheap = Repeat(0, 4, [30.0, 30.0, 30.0, recorded.optimum], seconds_so_far=[0.01, 0.02, 0.03, 0.04])
+    assert time_score(recorded, cheap, 3) == pytest.approx(1.0) and score(recorded, cheap.best_so_far, 3) < 1.0

@@ -1,6 +1,7 @@
 """Real searches, in subprocess mode, on tiny workloads."""
 
 import json
+import os
 
 import optuna
 import pytest
@@ -320,3 +321,28 @@ def test_the_re_measurement_gives_candidates_five_runs_a_round_and_the_baseline_
     tuner.remeasure([Candidate(tuner.space.baseline, 0, "baseline"), Candidate(other, 1, "candidate")])
     assert sorted(asked, key=str) == sorted([(tuner.space.baseline.to_dict(), FAST_MEASURER.get("min_runs"), False),
                                              (other.to_dict(), 5, False)] * 2, key=str)
+
+
+def test_a_busy_cpu_is_reported_before_anything_is_timed(studies, monkeypatch):
+    import autotune.tuner as tuner_module
+    from autotune.environment import busy_cores
+
+    said = []
+    tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, on_stage=said.append)
+
+    class Reference:
+        timeout = 60.0
+
+        def run(self, request, timeout=None):
+            return TrialResult("ok", request.config)
+
+    tuner.runner = Reference()
+    monkeypatch.setattr(tuner_module, "busy_cores", lambda: 1.7)
+    tuner.ensure_reference()
+    assert any("other processes keep 1.7" in line and "--threads" in line for line in said)
+    said.clear()
+    monkeypatch.setattr(tuner_module, "busy_cores", lambda: 0.1)
+    tuner.ensure_reference()
+    assert not any("warning" in line for line in said)
+    measured = busy_cores(0.05)
+    assert measured is None or 0.0 <= measured <= (os.cpu_count() or 1) + 1e-9
