@@ -264,7 +264,8 @@ def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeat
             cells = [f"{figures[m]['mean']:>6.2f} ± {figures[m]['std']:<4.2f}" if figures[m]["mean"] is not None
                      else "-" for m in keys]
             cost = f"{1000 * figures['seconds_per_evaluation']:>14.1f}" if not label else ""
-            lines.append(f"  {(name + label) if not label else label:<18} {cells[0]:>13} {cells[1]:>13} "
+            lines.append(f"  {label or name:<18} {cells[0]:>13} {cells[1]:>13} "
                          f"{cells[2]:>13} {cost}".rstrip())
-    lines.append("  (by time: at the time that 20, 50 and 100 evaluations take on average, by the recorded costs)")
+    lines.append("  (by time: at the time that 20, 50 and 100 evaluations take on average, by the recorded costs; "
+                 "a search that ran out of evaluations first is scored on all of them, a lower bound)")
     return "\n".join(lines)

@@ -26,7 +26,7 @@ class Measurement:
     first_run_seconds: float  # includes compilation and cold caches
     warmup_times: list[float] = field(default_factory=list)
     noisy_threshold: float = 0.1
-    cut_short: bool = False  # stopped once warm: far slower than the study's best (hopeless, or lost the race)
+    cut_short: bool = False  # stopped early: far slower than the study's best once warm, or a wrong first output
 
     @property
     def median(self) -> float:

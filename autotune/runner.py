@@ -77,7 +77,7 @@ class TrialResult:
     iqr_seconds: float | None = None
     relative_spread: float | None = None
     noisy: bool | None = None
-    cut_short: bool | None = None  # stopped once warm, far slower than the study's best (hopeless_below, race_below)
+    cut_short: bool | None = None  # stopped early: far slower than the best once warm, or a wrong first output
     times: list[float] = field(default_factory=list)
     warmup_seconds: float | None = None  # the first run, compilation included
     warmup_times: list[float] = field(default_factory=list)
