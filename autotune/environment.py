@@ -65,7 +65,7 @@ def fingerprint(torch_device: str = "cpu") -> dict[str, Any]:
     return info
 
 
-def busy_cores(seconds: float = 0.3) -> float | None:
+def busy_cores(seconds: float = 0.1) -> float | None:
     """How many cores every process together kept busy over ``seconds`` (this one sleeps meanwhile).
 
     Read from ``/proc/stat``; None where it is absent (not Linux). Timing beside other work is wrong:
