@@ -15,6 +15,7 @@ import gzip
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -53,16 +54,17 @@ class Recorded:
     objective: str = "time"
     direction: str = "minimize"
 
-    @property
+    # Read once: a benchmark scores thousands of searches against the same file.
+    @cached_property
     def times(self) -> list[float]:
         """The recorded times of every config that ran (failed ones have none)."""
         return [e[self.objective] for e in self.entries.values() if _is_time(e.get(self.objective))]
 
-    @property
+    @cached_property
     def optimum(self) -> float:
         return min(self.times)
 
-    @property
+    @cached_property
     def mean_cost_seconds(self) -> float:
         """What evaluating a config cost on average when the space was recorded (failed ones included)."""
         return sum(_cost_seconds(e) for e in self.entries.values()) / len(self.entries)

@@ -133,17 +133,7 @@ def _log_comb(n: int, k: int) -> float:
 
 def score(recorded: Recorded, best_so_far: list[float | None], m: int) -> float:
     """P(M) of one search: 0 is random search on average, 1 the optimum (a search with no success scores as the worst)."""
-    return _score(recorded, best_so_far[min(m, len(best_so_far)) - 1] if best_so_far else None, m)
-
-
-def _score(recorded: Recorded, found: float | None, m: int) -> float:
-    """P(M) of a search that found ``found`` (None: nothing that ran) against b(M)."""
-    b = expected_random_best(recorded, m)
-    if found is None:
-        found = max(recorded.times)
-    if b <= recorded.optimum:  # M covers the whole space: random search finds the optimum too
-        return 1.0 if found <= recorded.optimum else 0.0
-    return (b - found) / (b - recorded.optimum)
+    return _score(recorded, _found(best_so_far, m), expected_random_best(recorded, m))
 
 
 def time_score(recorded: Recorded, repeat: Repeat, m: int) -> float:
@@ -155,9 +145,28 @@ def time_score(recorded: Recorded, repeat: Repeat, m: int) -> float:
     gets more of them. A search whose evaluations end before T is scored on all of them (a lower
     bound: it stopped for want of trials, not of time).
     """
+    return _score(recorded, _found_in_time(recorded, repeat, m), expected_random_best(recorded, m))
+
+
+def _found(best_so_far: list[float | None], m: int) -> float | None:
+    """The best of the first M evaluations (None: nothing that ran)."""
+    return best_so_far[min(m, len(best_so_far)) - 1] if best_so_far else None
+
+
+def _found_in_time(recorded: Recorded, repeat: Repeat, m: int) -> float | None:
+    """The best of the evaluations within the time of M average evaluations (None: nothing that ran)."""
     budget = m * recorded.mean_cost_seconds
     within = sum(1 for spent in repeat.seconds_so_far if spent <= budget)
-    return _score(recorded, repeat.best_so_far[within - 1] if within else None, m)
+    return repeat.best_so_far[within - 1] if within else None
+
+
+def _score(recorded: Recorded, found: float | None, b: float) -> float:
+    """P(M) of a search that found ``found`` (None: nothing that ran), against b(M) = ``b``."""
+    if found is None:
+        found = max(recorded.times)
+    if b <= recorded.optimum:  # M covers the whole space: random search finds the optimum too
+        return 1.0 if found <= recorded.optimum else 0.0
+    return (b - found) / (b - recorded.optimum)
 
 
 def summary(recorded: Recorded, repeats: list[Repeat], budgets: tuple[int, ...] = (20, 50, 100)) -> dict[str, Any]:
@@ -165,8 +174,10 @@ def summary(recorded: Recorded, repeats: list[Repeat], budgets: tuple[int, ...] 
     the time of 50 average evaluations, see :func:`time_score`), and the strategy's own seconds per evaluation."""
     out: dict[str, Any] = {}
     for m in budgets:
-        out[str(m)] = _mean_and_spread([score(recorded, r.best_so_far, m) for r in repeats if r.evaluations >= m])
-        out[f"time {m}"] = _mean_and_spread([time_score(recorded, r, m) for r in repeats])
+        b = expected_random_best(recorded, m)  # once per budget, not once per repeat
+        out[str(m)] = _mean_and_spread([_score(recorded, _found(r.best_so_far, m), b)
+                                        for r in repeats if r.evaluations >= m])
+        out[f"time {m}"] = _mean_and_spread([_score(recorded, _found_in_time(recorded, r, m), b) for r in repeats])
     evaluations = sum(r.evaluations for r in repeats)
     out["seconds_per_evaluation"] = sum(r.wall_seconds for r in repeats) / max(evaluations, 1)
     return out
