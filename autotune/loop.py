@@ -65,6 +65,8 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 stalls = 0
             if record is None:
                 continue  # a restricted config: not a trial of the budget
+            if record.role in ("baseline", "defaults"):
+                tuner.first_measured()
             records.append(record)
             if tuner.on_trial is not None:
                 done, total = guard(budget.progress, "reading the study")

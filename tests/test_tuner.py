@@ -259,6 +259,24 @@ def test_a_time_budget_stops_taking_trials_and_still_exports(tmp_path):
     assert 1 <= measured < 500
 
 
+def test_the_time_budget_starts_once_the_baseline_and_defaults_are_measured(tmp_path):
+    """A budget shorter than the baseline's own measurement still measures the defaults (on an H100, chmm's
+    baseline spent a 25 s budget alone, and the search exported the baseline as its winner)."""
+    from pathlib import Path
+
+    from tests.conftest import run_cli
+
+    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
+    done = run_cli("search", "-w", steady, "-d", "cpu", "-n", "50", "--timeout", "0.001", "--min-time", "0.05",
+                   "--remeasure-rounds", "1", cwd=tmp_path, env={"AUTOTUNE_STUDIES": str(tmp_path / "studies")},
+                   timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}")
+    roles = {t.user_attrs.get("role"): t.user_attrs.get("status") for t in study.trials}
+    assert roles["baseline"] == "ok" and roles["defaults"] == "ok"
+    assert len(study.trials) < 50
+
+
 def test_a_restricted_config_is_never_measured_and_never_counts(studies, tmp_path):
     """A sampler stuck on a config that breaks a constraint: it is rejected before the runner, and allowed
     configs come next; the budget counts only measured ones."""
