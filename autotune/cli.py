@@ -74,8 +74,8 @@ def cli() -> None:
 @click.option("--remeasure-rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Interleaved rounds of that re-measurement.")
 @click.option("--timeout", "time_budget", type=Seconds(), default=None,
-              help="Seconds of searching: after them no new trial starts (the running one finishes, and the "
-                   "re-measurement and export still happen) [default: no limit; --trials still applies].")
+              help="Seconds of searching once the baseline and defaults are measured: then no new trial starts "
+                   "(the running one finishes; re-measurement and export still happen) [default: no limit].")
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
               help="Seed of the sampler, for a repeatable sequence of trials.")
 @click.option("--sampler", default=None,
@@ -122,7 +122,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         memory_budget_bytes=parse_bytes(memory_budget) if memory_budget else None,
         memory_limit_bytes=parse_bytes(memory_limit) if memory_limit else None, min_time=min_time,
         remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, time_budget=time_budget, seed=seed,
-        threads=threads, heartbeat=heartbeat, grace_period=grace_period, quiet=quiet or as_json, sampler=sampler,
+        threads=threads, heartbeat=heartbeat, grace_period=grace_period, quiet=quiet, sampler=sampler,
     )
     progress = Progress(settings.quiet, trials)
     tuner = library_call(settings.tuner, on_trial=progress.trial, on_stage=progress.stage)

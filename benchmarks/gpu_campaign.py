@@ -1,17 +1,24 @@
 """The GPU campaign: tune the built-in workloads on one GPU within a short lease, and weigh each guide's claim.
 
 A GPU machine is lent for about 30 minutes, 10 minutes a command. The
-campaign therefore runs in parts, one or two workloads a command, each part
-writing only under ``--out`` (what comes back from the machine): a summary
-(markdown and JSON), the exported configs laid out as presets
-(``presets/<workload>/<device>-<size>.json``, to commit under
-``studies/presets/``), and the output of ``pytest -m gpu`` when asked.
+campaign therefore runs in parts, a workload or two a command, each part
+writing only under ``--out`` (what comes back from the machine, at most 8
+files): a summary (markdown and JSON), the search's log, its study database,
+the exported configs laid out as presets (``presets/<workload>/<device>-<size>.json``,
+to commit under ``studies/presets/``), and the output of ``pytest -m gpu`` when asked.
 
-On the GPU machine (see ../shared/gpu/README.md for the wheels), back to back:
+On an H100 (2026-11-23) one baseline run took 4-7 s at these sizes (chmm and
+ten at `small` through their per-step loops, lsd at `full`, vlm_mc at `small`
+through its CPU decoding), so a workload's reference, baseline and
+re-measurement alone take 2-3 minutes: one workload a part, back to back
+(about 40 minutes in all: more than one lease; each part stands alone)::
 
-    python3 benchmarks/gpu_campaign.py --out $OUT --pytest --workloads chmm lsd --timeout 200
-    python3 benchmarks/gpu_campaign.py --out $OUT --workloads ten vlm_mc --timeout 200
-    python3 benchmarks/gpu_campaign.py --out $OUT --workloads latentwire --timeout 400
+    python3 benchmarks/gpu_campaign.py --out $OUT --pytest --workloads chmm --size small --timeout 150
+    python3 benchmarks/gpu_campaign.py --out $OUT --workloads lsd --size full --timeout 200
+    python3 benchmarks/gpu_campaign.py --out $OUT --workloads ten --size small --timeout 200
+    python3 benchmarks/gpu_campaign.py --out $OUT --workloads vlm_mc latentwire --size small --timeout 90
+
+(see ../shared/gpu/README.md for the wheels they need).
 
 Dry run on the CPU (what the test suite does):
 
@@ -19,8 +26,8 @@ Dry run on the CPU (what the test suite does):
 
 Each workload is one `autotune search` with ``--timeout`` (then the side-by-side
 re-measurement of the best beside the baseline, and the export), run as a
-child process with a hard limit a little above it, so a hung workload costs
-its own part and not the lease. The verdict on a guide's claim compares the
+child process that the part's ``--deadline`` kills, so a hung workload costs
+its own part and not the lease; its study database comes back all the same. The verdict on a guide's claim compares the
 claimed gain with the measured speedup of the tuned config over the
 baseline, both in the same run; it is a whole-search figure, not a per-fix
 ablation (that is `autotune explain`'s job).
@@ -80,24 +87,49 @@ def run_pytest(out: Path, limit: float) -> dict[str, Any]:
     return {"exit": code, "last_line": last, "seconds": round(time.perf_counter() - started, 1)}
 
 
-def search(workload: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def per_workload(values: list[str], workload: str, kind: type) -> Any:
+    """``VALUE`` for every workload, ``WORKLOAD=VALUE`` for one: the last that applies wins."""
+    chosen = None
+    for item in values:
+        name, _, value = item.rpartition("=")
+        if name in ("", workload):
+            chosen = kind(value)
+    if chosen is None:
+        raise SystemExit(f"no value for {workload} in {values}: give one for all (VALUE) or for it ({workload}=VALUE)")
+    return chosen
+
+
+def search(workload: str, args: argparse.Namespace, work: Path, seconds_left: float) -> dict[str, Any]:
     """One search of one workload, in a child with a hard limit; its result JSON, or what went wrong."""
-    command = [sys.executable, "-m", "autotune", "search", "-w", workload, "-d", args.device, "-s", args.size,
-               "-n", str(args.trials), "--timeout", str(args.timeout), "--min-time", str(args.min_time),
-               "--studies", str(work), "--json", "-q"]
+    size, timeout = per_workload(args.size, workload, str), per_workload(args.timeout, workload, float)
+    # The search takes trials for --timeout once the baseline and defaults are measured; the reference before
+    # and the re-measurement after take as long again at a GPU size (an H100 killed chmm at `small` in its last
+    # round when this limit was 1.5 x --timeout + 120 s). So a search may use all the part has left, and the
+    # part's deadline alone stops it: what the part finished must come back.
+    limit = seconds_left - 10
+    if limit < 60:
+        return {"workload": workload, "size": size, "error": f"skipped: {seconds_left:.0f} s left in the part"}
+    command = [sys.executable, "-m", "autotune", "search", "-w", workload, "-d", args.device, "-s", size,
+               "-n", str(args.trials), "--timeout", f"{timeout:g}", "--min-time", str(args.min_time),
+               "--trial-timeout", f"{args.trial_timeout:g}",
+               "--studies", str(work), "--json", "--remeasure-top", str(args.remeasure_top),
+               "--remeasure-rounds", str(args.remeasure_rounds)]
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    try:
-        # The search stops taking trials at --timeout; the re-measurement and export come after.
-        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
-                              timeout=args.timeout * 1.5 + 120)
-    except subprocess.TimeoutExpired:
-        return {"workload": workload, "error": f"killed after {args.timeout * 1.5 + 120:.0f} s",
-                "seconds": round(time.perf_counter() - started, 1)}
+    log = args.out / f"log-{'-'.join(args.workloads)}.txt"
+    with log.open("a") as stderr:
+        stderr.write(f"\n## {workload} {size}: {' '.join(command[1:])}\n")
+        stderr.flush()
+        try:
+            done = subprocess.run(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                  timeout=limit)
+        except subprocess.TimeoutExpired:
+            return {"workload": workload, "size": size, "error": f"killed after {limit:.0f} s",
+                    "seconds": round(time.perf_counter() - started, 1)}
     seconds = round(time.perf_counter() - started, 1)
     if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        return {"workload": workload, "error": f"exit {done.returncode}: {tail}", "seconds": seconds}
+        tail = "\n".join(log.read_text().strip().splitlines()[-5:])
+        return {"workload": workload, "size": size, "error": f"exit {done.returncode}: {tail}", "seconds": seconds}
     result = json.loads(done.stdout)
     result["seconds_total"] = seconds
     return result
@@ -108,7 +140,7 @@ def summarise(workload: str, result: dict[str, Any], out: Path) -> dict[str, Any
     claim = CLAIMS.get(workload, {"text": "", "gain": None})
     row: dict[str, Any] = {"workload": workload, "claim": claim, "error": result.get("error")}
     if result.get("error"):
-        row["verdict"] = "no result"
+        row.update(verdict="no result", size=result.get("size"))
         return row
     winner, baseline = result.get("winner") or {}, result.get("baseline") or {}
     row.update(
@@ -137,7 +169,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r.get("error"):
-            lines.append(f"| {r['workload']} | | | | | | {r['claim']['text']} | no result: {r['error'][:120]} |")
+            lines.append(f"| {r['workload']} | {r.get('size') or ''} | | | | | {r['claim']['text']} | no result: {r['error'][:120]} |")
             continue
         rate = (lambda v: f"{v:,.0f} {r['unit']}/s" if v else "-")
         memory = f"{r['peak_memory_bytes'] / 2**30:.2f} GiB" if r.get("peak_memory_bytes") else "-"
@@ -152,31 +184,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for everything the part writes ($OUT)")
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
     parser.add_argument("--device", default="auto", help="device profile (default: the GPU found)")
-    parser.add_argument("--size", default="full", help="workload size (default: full)")
-    parser.add_argument("--timeout", type=float, default=200.0, help="seconds of searching per workload")
+    parser.add_argument("--size", nargs="+", default=["full"], metavar="[WORKLOAD=]SIZE",
+                        help="workload size, for all or for one workload (default: full)")
+    parser.add_argument("--timeout", nargs="+", default=["200"], metavar="[WORKLOAD=]SECONDS",
+                        help="seconds of searching, for all or for one workload (default: 200)")
+    parser.add_argument("--deadline", type=float, default=570.0,
+                        help="seconds the whole part may take: a device command's limit is 600 (default: 570)")
     parser.add_argument("--trials", type=int, default=500, help="at most this many trials per workload")
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds of timed runs per measurement")
+    parser.add_argument("--trial-timeout", type=float, default=120.0,
+                        help="seconds one trial may take (max-autotune compiled lsd's convolutions for over 60 s)")
+    parser.add_argument("--remeasure-top", type=int, default=3, help="candidates re-measured beside the baseline")
+    parser.add_argument("--remeasure-rounds", type=int, default=3, help="rounds of that re-measurement")
     parser.add_argument("--pytest", action="store_true", help="run `pytest -m gpu` first")
     parser.add_argument("--work", type=Path, default=None, help="studies folder (default: a temporary one)")
     args = parser.parse_args(argv)
-    if args.timeout <= 0 or args.trials < 1 or args.min_time <= 0:
-        parser.error("--timeout and --min-time must be positive, --trials at least 1")
+    try:
+        timeouts = [per_workload(args.timeout, w, float) for w in args.workloads]
+        [per_workload(args.size, w, str) for w in args.workloads]
+    except (SystemExit, ValueError) as exc:
+        parser.error(str(exc))
+    if min(timeouts) <= 0 or args.trials < 1 or min(args.min_time, args.deadline, args.trial_timeout) <= 0:
+        parser.error("--timeout, --min-time, --trial-timeout and --deadline must be positive, --trials at least 1")
+    started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="autotune-campaign-"))
     work.mkdir(parents=True, exist_ok=True)
     part = "-".join(args.workloads)
-    report: dict[str, Any] = {"part": part, "device": args.device, "size": args.size, "timeout": args.timeout}
+    report: dict[str, Any] = {"part": part, "device": args.device, "size": args.size, "timeout": args.timeout,
+                              "deadline": args.deadline}
     if args.pytest:
         print("campaign: pytest -m gpu", file=sys.stderr, flush=True)
-        report["pytest_gpu"] = run_pytest(args.out, limit=300)
+        report["pytest_gpu"] = run_pytest(args.out, limit=min(300.0, args.deadline / 3))
     rows = []
     for workload in args.workloads:
-        print(f"campaign: {workload} ({args.size}, {args.timeout:g} s of search)", file=sys.stderr, flush=True)
-        rows.append(summarise(workload, search(workload, args, work), args.out))
+        print(f"campaign: {workload} ({per_workload(args.size, workload, str)}, "
+              f"{per_workload(args.timeout, workload, float):g} s of search)", file=sys.stderr, flush=True)
+        seconds_left = args.deadline - (time.perf_counter() - started)
+        rows.append(summarise(workload, search(workload, args, work, seconds_left), args.out))
         # Written after every workload: a part cut short still brings back what it finished.
         report["rows"] = rows
         (args.out / f"summary-{part}.json").write_text(json.dumps(report, indent=1))
         (args.out / f"summary-{part}.md").write_text(markdown(rows) + "\n")
+        if (work / "autotune.db").is_file():  # the trials themselves, for `autotune report` back home
+            shutil.copy(work / "autotune.db", args.out / f"studies-{part}.db")
     print(markdown(rows))
     return 0 if all(not r.get("error") for r in rows) else 1
 

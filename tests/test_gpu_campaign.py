@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -16,8 +18,10 @@ def test_the_campaign_dry_runs_on_the_cpu(tmp_path):
          "--work", str(work)],
         capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
+    # At most 8 files come back from the device machine, two folders down.
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
-        "presets/chmm/cpu-tiny.json", "summary-chmm.json", "summary-chmm.md"]
+        "log-chmm.txt", "presets/chmm/cpu-tiny.json", "studies-chmm.db", "summary-chmm.json", "summary-chmm.md"]
+    assert "trial #0 baseline ok" in (out / "log-chmm.txt").read_text()  # the search's progress, for reading back
     summary = json.loads((out / "summary-chmm.json").read_text())
     row = summary["rows"][0]
     assert row["workload"] == "chmm" and row["error"] is None and row["speedup"] > 0
@@ -25,6 +29,27 @@ def test_the_campaign_dry_runs_on_the_cpu(tmp_path):
     preset = json.loads((out / "presets" / "chmm" / "cpu-tiny.json").read_text())
     assert preset["config"] == row["config"]
     assert "| chmm | tiny |" in (out / "summary-chmm.md").read_text()
+
+
+def test_a_part_with_no_time_left_skips_its_workload_and_says_so(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"), "--device", "cpu", "--size", "tiny",
+         "--workloads", "chmm", "--timeout", "3", "--deadline", "30", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    row = json.loads((tmp_path / "summary-chmm.json").read_text())["rows"][0]
+    assert row["error"].startswith("skipped:") and row["size"] == "tiny" and row["verdict"] == "no result"
+
+
+def test_sizes_and_timeouts_are_given_for_all_workloads_or_for_one():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_campaign import per_workload
+
+    assert per_workload(["full", "chmm=small"], "chmm", str) == "small"
+    assert per_workload(["full", "chmm=small"], "lsd", str) == "full"
+    assert per_workload(["200", "ten=60"], "ten", float) == 60.0
+    with pytest.raises(SystemExit, match="no value for lsd"):
+        per_workload(["chmm=small"], "lsd", str)
 
 
 def test_a_claim_verdict_compares_the_measured_speedup_with_the_claimed_range():
