@@ -13,7 +13,7 @@ through its CPU decoding), so a workload's reference, baseline and
 re-measurement alone take 2-3 minutes: one workload a part, back to back
 (about 40 minutes in all: more than one lease; each part stands alone)::
 
-    python3 benchmarks/gpu_campaign.py --out $OUT --pytest --workloads chmm --size small --timeout 150
+    python3 benchmarks/gpu_campaign.py --out $OUT --pytest --workloads chmm --size small --timeout 120 --deadline 470
     python3 benchmarks/gpu_campaign.py --out $OUT --workloads lsd --size full --timeout 200
     python3 benchmarks/gpu_campaign.py --out $OUT --workloads ten --size small --timeout 200
     python3 benchmarks/gpu_campaign.py --out $OUT --workloads vlm_mc latentwire --size small --timeout 90
