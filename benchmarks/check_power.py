@@ -1,6 +1,6 @@
 """How strong each workload's check is: honest error against tolerance, planted bugs against the bound.
 
-For every workload and every precision the CPU space offers, on `tiny`:
+For every workload and every precision the CPU space offers, on `tiny` (or ``--size``):
 
 * the honest sweep: the baseline with each value of each knob (one at a
   time, at that precision), over several data seeds, each checked against the
@@ -12,6 +12,7 @@ For every workload and every precision the CPU space offers, on `tiny`:
     python benchmarks/check_power.py                      # every workload, 3 seeds
     python benchmarks/check_power.py --workloads chmm ten --seeds 1
     python benchmarks/check_power.py --markdown           # the README's table
+    python benchmarks/check_power.py --workloads ten --size small --precisions fp32 --seeds 1
 
 torch.compile values are left out of the sweep (minutes of compilation on
 this CPU); the workloads' tests check compiled runs separately.
@@ -56,12 +57,14 @@ def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[st
     return runs
 
 
-def measure(name: str, seeds: int) -> list[dict[str, Any]]:
+def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
-    benches = [Bench.open(name)]
+    benches = [Bench.open(name, size)]
     base_seed = benches[0].workload.params["seed"]
-    benches += [Bench.open(name, params={"seed": base_seed + i}) for i in range(1, seeds)]
+    benches += [Bench.open(name, size, params={"seed": base_seed + i}) for i in range(1, seeds)]
     for precision in benches[0].precisions:
+        if precisions and str(precision) not in precisions:
+            continue
         started = time.perf_counter()
         worst: dict[str, float] = {}
         honest_ratio: dict[str, float] = {}
@@ -82,7 +85,7 @@ def measure(name: str, seeds: int) -> list[dict[str, Any]]:
         tolerance_of = {k: t for k, (_, t) in reference_check.metrics.items()}
         binding = max(honest_ratio, key=honest_ratio.get)
         rows.append({
-            "workload": name, "precision": str(precision), "honest_runs": runs,
+            "workload": name, "size": size, "precision": str(precision), "honest_runs": runs,
             "honest_worst": worst, "tolerance": tolerance_of,
             "honest_binding": binding, "honest_binding_error": worst[binding],
             "honest_binding_tolerance": tolerance_of[binding], "honest_worst_ratio": honest_ratio,
@@ -90,7 +93,7 @@ def measure(name: str, seeds: int) -> list[dict[str, Any]]:
             "weakest_mutant": weakest[1], "weakest_metric": weakest[2], "weakest_ratio": weakest[0],
             "caught": caught, "planted": len(mutants), "seconds": time.perf_counter() - started,
         })
-        print(f"{name} {precision}: honest worst {binding} {worst[binding]:.2g} ({honest_ratio[binding]:.2f} of its "
+        print(f"{name} {size} {precision}: honest worst {binding} {worst[binding]:.2g} ({honest_ratio[binding]:.2f} of its "
               f"bound; {runs} runs); caught {caught}/{len(mutants)}; weakest {weakest[1]!r} at {weakest[0]:.3g}x "
               f"({weakest[2]})", file=sys.stderr)
     return rows
@@ -111,11 +114,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
     parser.add_argument("--seeds", type=int, default=3, help="data seeds of the honest sweep (default 3)")
+    parser.add_argument("--size", default="tiny", help="workload size (default tiny; the tolerances were set there)")
+    parser.add_argument("--precisions", nargs="+", default=None, help="only these precisions (default: all)")
     parser.add_argument("--markdown", action="store_true", help="print the README's table")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    rows = [row for name in args.workloads for row in measure(name, args.seeds)]
+    rows = [row for name in args.workloads for row in measure(name, args.seeds, args.size, args.precisions)]
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str))
     print(markdown(rows) if args.markdown else json.dumps(rows, indent=1, default=str))

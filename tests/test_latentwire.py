@@ -210,3 +210,17 @@ def test_every_size_splits_its_widths_into_whole_heads(size):
     """`full` once had a 512-wide encoder with 12 heads: its first run on an H100 failed on a reshape."""
     p = LatentWireWorkload.sizes[size]
     assert p["enc_dim"] % p["heads"] == 0 and p["lm_dim"] % p["heads"] == 0
+
+
+def test_clipped_norms_take_the_gradient_norms_bound_unless_every_reference_step_was_clipped():
+    from workloads._training import step_metrics
+
+    tolerances = {"grad_norms": 1e-3, "clipped_norms": 2e-6}
+    hyper = torch.zeros(5, dtype=torch.float64)
+    clipped_every_step = {"grad_norms": torch.tensor([1.4, 1.3]), "clipped_norms": torch.tensor([1.0, 1.0]),
+                          "hyperparameters": hyper}
+    one_step_unclipped = {"grad_norms": torch.tensor([1.4, 0.7]), "clipped_norms": torch.tensor([1.0, 0.7]),
+                          "hyperparameters": hyper}
+    norms = ("grad_norms", "clipped_norms")
+    assert step_metrics(clipped_every_step, clipped_every_step, tolerances, norms)["clipped_norms"][1] == 2e-6
+    assert step_metrics(one_step_unclipped, one_step_unclipped, tolerances, norms)["clipped_norms"][1] == 1e-3

@@ -108,6 +108,29 @@ def test_half_precision_is_judged_by_its_own_tolerance(tiny, space, precision):
     assert check.metrics["grads"][0] > 0  # half precision is never exact
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_half_precision_passes_where_clipping_does_not_act(space, precision):
+    """At `small` the gradient norm (0.26) is below the threshold (1.0): the clipped norm is the gradient norm,
+    with its precision's error. Its fp32 bound (2e-6) rejected every fp16 and bf16 config there."""
+    class Unclipped(TenWorkload):
+        sizes = {"tiny": {**TenWorkload.sizes["tiny"], "max_grad_norm": 100.0}}
+
+    workload = Unclipped("tiny")
+    reference = workload.to_reference(workload.build(space.reference)())
+    assert float(reference["clipped_norm"]) == pytest.approx(float(reference["grad_norm"]), rel=1e-6)
+    config = space.defaults.replace(precision=precision)
+    check = workload.check(workload.build(config)(), reference, config)
+    assert check.passed, check
+    assert check.metrics["clipped_norm"][1] == TOLERANCES[precision]["grad_norm"]
+
+
+def test_a_clipped_norm_keeps_its_tight_bound_where_clipping_acted(tiny, space):
+    workload, reference = tiny  # tiny's threshold (0.25) sits below its gradient norm
+    config = space.defaults.replace(precision="fp16")
+    check = workload.check(workload.build(config)(), reference, config)
+    assert check.metrics["clipped_norm"][1] == TOLERANCES["fp16"]["clipped_norm"] == 2e-6
+
+
 def test_compiled_scan_agrees_with_the_reference(tiny, space):
     workload, reference = tiny
     config = space.defaults.replace(compile="default", checkpoint_chunk=0)

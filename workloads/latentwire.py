@@ -426,4 +426,5 @@ class LatentWireWorkload(Workload):
         return {k: v.detach().cpu().double() for k, v in output.items()}
 
     def check(self, output: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor], config: Config) -> Check:
-        return Check.from_metrics(_training.step_metrics(output, reference, TOLERANCES[config["precision"]]))
+        return Check.from_metrics(_training.step_metrics(output, reference, TOLERANCES[config["precision"]],
+                                                            ("grad_norms", "clipped_norms")))

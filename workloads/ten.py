@@ -60,13 +60,17 @@ __all__ = ["TOLERANCES", "TenLM", "TenWorkload", "markov_sequences"]
 #: is the fp32 loop; fp32 configs differ from it only in summation order, the
 #: 16-bit ones by their 8- and 11-bit mantissas in every matmul. Honest worst
 #: (loss, grad norm, grads, clipped norm, update): fp32 6.7e-8, 1.9e-7, 1.3e-6,
-#: 1.8e-7, 5.9e-6, bounds about 10x (the update's 1e-3: AdamW turns rounding
+#: 1.8e-7, 5.9e-6 at `tiny`; at `small` (1 seed, `--size small`), where the sums
+#: are longer, 8.4e-8, 3.3e-6, 9.9e-6, 3.3e-6, 7.7e-5: the fp32 grad norm and
+#: grads bounds are about 10x small's (2e-6 and 1.3e-5, set at tiny, rejected
+#: the loop itself with its step fused at small), the others about 10x tiny's
+#: (the update's 1e-3: AdamW turns rounding
 #: noise in near-zero gradients into whole steps, 8e-5 at 150 tokens); bf16
 #: 1.2e-4, 9.2e-4, 6.8e-3, 1.8e-7, 0.10, bounds 2-4x; fp16 6e-6, 8.7e-5,
 #: 8.3e-4, 1.8e-7, 0.048, bounds 2-5x. The optimizer's hyper-parameters must
 #: match exactly.
 TOLERANCES: Mapping[str, Mapping[str, float]] = {
-    "fp32": {"loss": 7e-7, "grad_norm": 2e-6, "grads": 1.3e-5, "clipped_norm": 2e-6, "update": 1e-3},
+    "fp32": {"loss": 7e-7, "grad_norm": 3e-5, "grads": 1e-4, "clipped_norm": 2e-6, "update": 1e-3},
     "bf16": {"loss": 5e-4, "grad_norm": 4e-3, "grads": 2.5e-2, "clipped_norm": 2e-6, "update": 0.2},
     "fp16": {"loss": 3e-5, "grad_norm": 4e-4, "grads": 4e-3, "clipped_norm": 2e-6, "update": 0.1},
 }
