@@ -72,6 +72,9 @@ class _Simulation:
     def should_stop(self) -> bool:
         return False
 
+    def first_measured(self) -> None:
+        """A simulation has no time budget to start."""
+
 
 def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None,
              objectives: int | None = None) -> Repeat:
