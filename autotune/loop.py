@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import Config
 from autotune.runner import TrialResult
-from autotune.shared_study import DONE, WAIT, Heartbeat, TrialBudget, release_own_trials
+from autotune.shared_study import DONE, FIRST_ROLES, WAIT, Heartbeat, TrialBudget, release_own_trials
 from autotune.trials import TrialRecord, best_throughput, measured_configs, result_of, to_attrs
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 stalls = 0
             if record is None:
                 continue  # a restricted config: not a trial of the budget
-            if record.role in ("baseline", "defaults"):
+            if record.role in FIRST_ROLES:
                 tuner.first_measured()
             records.append(record)
             if tuner.on_trial is not None:

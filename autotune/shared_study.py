@@ -24,8 +24,8 @@ from autotune.trials import counted
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["Heartbeat", "NoLock", "TrialBudget", "claim_budget", "elect_exporter", "fail_abandoned_trials",
-           "release_dead_owners", "release_own_trials", "release_trial"]
+__all__ = ["FIRST_ROLES", "Heartbeat", "NoLock", "TrialBudget", "claim_budget", "elect_exporter",
+           "fail_abandoned_trials", "release_dead_owners", "release_own_trials", "release_trial"]
 
 #: What :meth:`TrialBudget.take` returns when other workers' trials fill the budget for now.
 WAIT = None
@@ -44,6 +44,10 @@ class NoLock:
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         yield
+
+
+#: The roles of the trials every study measures first: what users run today, and autotune's untuned defaults.
+FIRST_ROLES = ("baseline", "defaults")
 
 
 def enqueue_first(study: "optuna.Study", firsts: list[tuple[dict[str, Any], str]]) -> None:

@@ -33,7 +33,7 @@ from autotune.runner import Runner, TrialRequest, TrialResult
 from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.selection import REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, choice_outcomes, pick_winner, remeasure
 from autotune.selection import candidates as select
-from autotune.shared_study import NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
+from autotune.shared_study import FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
 from autotune.space import SearchSpace
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
 from autotune.trials import TrialRecord, counted, status_counts
@@ -280,7 +280,7 @@ class Tuner:
             # recommends untuned) are measured first: every study reports both,
             # and the sampler starts from a known-good point, not only random ones.
             enqueue_first(study, self._firsts())
-        self.firsts_left = sum(t.user_attrs.get("role") in ("baseline", "defaults")
+        self.firsts_left = sum(t.user_attrs.get("role") in FIRST_ROLES
                                for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING")
         done = len(counted(study.get_trials(deepcopy=False)))
         budget = TrialBudget(study, done + n_trials, lock, self.storage_object(), None, self.grace_period, shared=False)

@@ -99,9 +99,9 @@ def per_workload(values: list[str], workload: str, kind: type) -> Any:
     return chosen
 
 
-def search(workload: str, args: argparse.Namespace, work: Path, seconds_left: float) -> dict[str, Any]:
+def search(workload: str, size: str, timeout: float, args: argparse.Namespace, work: Path, log: Path,
+           seconds_left: float) -> dict[str, Any]:
     """One search of one workload, in a child with a hard limit; its result JSON, or what went wrong."""
-    size, timeout = per_workload(args.size, workload, str), per_workload(args.timeout, workload, float)
     # The search takes trials for --timeout once the baseline and defaults are measured; the reference before
     # and the re-measurement after take as long again at a GPU size (an H100 killed chmm at `small` in its last
     # round when this limit was 1.5 x --timeout + 120 s). So a search may use all the part has left, and the
@@ -116,7 +116,6 @@ def search(workload: str, args: argparse.Namespace, work: Path, seconds_left: fl
                "--remeasure-rounds", str(args.remeasure_rounds)]
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    log = args.out / f"log-{'-'.join(args.workloads)}.txt"
     with log.open("a") as stderr:
         stderr.write(f"\n## {workload} {size}: {' '.join(command[1:])}\n")
         stderr.flush()
@@ -200,11 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=None, help="studies folder (default: a temporary one)")
     args = parser.parse_args(argv)
     try:
-        timeouts = [per_workload(args.timeout, w, float) for w in args.workloads]
-        [per_workload(args.size, w, str) for w in args.workloads]
+        sizes = {w: per_workload(args.size, w, str) for w in args.workloads}
+        timeouts = {w: per_workload(args.timeout, w, float) for w in args.workloads}
     except (SystemExit, ValueError) as exc:
         parser.error(str(exc))
-    if min(timeouts) <= 0 or args.trials < 1 or min(args.min_time, args.deadline, args.trial_timeout) <= 0:
+    if min(timeouts.values()) <= 0 or args.trials < 1 or min(args.min_time, args.deadline, args.trial_timeout) <= 0:
         parser.error("--timeout, --min-time, --trial-timeout and --deadline must be positive, --trials at least 1")
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -218,10 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         report["pytest_gpu"] = run_pytest(args.out, limit=min(300.0, args.deadline / 3))
     rows = []
     for workload in args.workloads:
-        print(f"campaign: {workload} ({per_workload(args.size, workload, str)}, "
-              f"{per_workload(args.timeout, workload, float):g} s of search)", file=sys.stderr, flush=True)
+        print(f"campaign: {workload} ({sizes[workload]}, {timeouts[workload]:g} s of search)", file=sys.stderr,
+              flush=True)
         seconds_left = args.deadline - (time.perf_counter() - started)
-        rows.append(summarise(workload, search(workload, args, work, seconds_left), args.out))
+        result = search(workload, sizes[workload], timeouts[workload], args, work, args.out / f"log-{part}.txt",
+                        seconds_left)
+        rows.append(summarise(workload, result, args.out))
         # Written after every workload: a part cut short still brings back what it finished.
         report["rows"] = rows
         (args.out / f"summary-{part}.json").write_text(json.dumps(report, indent=1))
