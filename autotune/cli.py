@@ -381,12 +381,11 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
     writable_folder(studies, "--studies")
     settings = SearchSettings(workload, device, size, studies=str(studies) if studies is not None else None,
                               isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
-    progress = Progress(as_json, 1, bar=False)
+    progress = Progress(as_json, 1, unit="config")  # a bar on a terminal, a line per measurement otherwise
     tuner = library_call(settings.tuner, on_stage=progress.stage)  # says when it computes the reference
     target = library_call(target_config, tuner, config_file)
     try:
-        doc, path = library_call(explain_workload, tuner, target, rounds,
-                                 lambda done, total, what: progress.stage(f"[{done + 1}/{total}] {what}"))
+        doc, path = library_call(explain_workload, tuner, target, rounds, progress.step)
     except KeyboardInterrupt:
         click.echo("\nautotune: explain stopped; nothing was written.", err=True)
         sys.exit(130)

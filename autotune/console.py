@@ -64,7 +64,7 @@ class Progress:
     correct throughput so far, the last trial's status and the count per status.
     """
 
-    def __init__(self, quiet: bool, total: int, bar: bool | None = None, prefix: str = "") -> None:
+    def __init__(self, quiet: bool, total: int, bar: bool | None = None, prefix: str = "", unit: str = "trial") -> None:
         self.quiet = quiet
         self.prefix = prefix
         self.best: float | None = None
@@ -73,7 +73,7 @@ class Progress:
         if not quiet and (terminal_width() > 0 if bar is None else bar):
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, unit="trial", file=sys.stderr)
+            self.bar = tqdm(total=total, unit=unit, file=sys.stderr)
 
     def _echo(self, line: str) -> None:
         line = self.prefix + line
@@ -89,6 +89,19 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+    def step(self, done: int, total: int, what: str) -> None:
+        """A measurement of ``explain`` starts: ``done`` of ``total`` are measured (the total can grow)."""
+        if self.quiet:
+            return
+        if self.bar is None:
+            if done < total:
+                self._echo(f"autotune: [{done + 1}/{total}] {what}")
+            return
+        self.bar.total = total
+        self.bar.n = min(done, total)
+        self.bar.set_postfix_str(what if done < total else "all measured", refresh=False)
+        self.bar.refresh()
 
     def trial(self, record: Any, index: int, total: int) -> None:
         result = record.result

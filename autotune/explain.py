@@ -269,6 +269,9 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
         offset = rounds * len(first.configs)
         total = offset + rounds * len(second.configs)
         measure(second, run, rounds, lambda done, _, what: on_progress(offset + done, total, what))
+    else:
+        total = rounds * len(first.configs)
+    on_progress(total, total, "")
 
     def over_baseline(config: Config) -> dict[str, float] | None:
         if config.key in first.configs:

@@ -134,6 +134,30 @@ def test_rounds_are_interleaved_and_every_config_is_measured_each_round(space):
     assert seen[0] != seen[len(seen) // 3]  # each round starts one config later
 
 
+def test_progress_counts_every_measurement_and_ends_at_the_total(space, capsys):
+    from autotune.console import Progress
+
+    target = space.validate({"kernel": "fast", "batch": 16})
+    calls, measured = [], []
+    run = fake_run(space)
+    explain(space, space.baseline, target, lambda c: measured.append(c.key) or run(c), rounds=2,
+            on_progress=lambda done, total, what: calls.append((done, total, what)))
+    assert [done for done, _, _ in calls] == list(range(len(measured) + 1))  # one call per measurement, then the end
+    assert calls[-1][:2] == (len(measured), len(measured))  # the total the bar ends at is what was measured
+    assert all(what.startswith("round ") for _, _, what in calls[:-1])
+    bar = Progress(quiet=False, total=1, bar=True, unit="config")
+    for call in calls:
+        bar.step(*call)
+    assert bar.bar.n == bar.bar.total == len(measured) and "all measured" in bar.bar.postfix
+    bar.close()
+    capsys.readouterr()
+    plain = Progress(quiet=False, total=1, bar=False)
+    for call in calls:
+        plain.step(*call)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == len(measured) and lines[0].startswith(f"autotune: [1/") and "round 1/2" in lines[0]
+
+
 def test_moves_the_space_forbids_take_what_they_need_or_say_why(space):
     baseline, target = space.baseline, space.validate({"kernel": "fast", "tile": 4, "batch": 16, "wide": True})
     config, together, why = shift(space, baseline, target, ["tile"])
