@@ -79,7 +79,7 @@ def cli() -> None:
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
               help="Seed of the sampler, for a repeatable sequence of trials.")
 @click.option("--sampler", default=None,
-              help="Search strategy: tpe, tpe-multivariate, genetic or random [default: tpe; "
+              help="Search strategy: tpe, tpe-multivariate, forest, genetic or random [default: tpe; "
                    "`benchmarks/search_quality.py` scores them].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines; only the final table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
@@ -193,7 +193,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
               help="Seed of the first repeat.")
 @click.option("--sampler", "samplers", multiple=True,
-              help="Search strategy (repeatable, to compare): tpe, tpe-multivariate, genetic, random "
+              help="Search strategy (repeatable, to compare): tpe, tpe-multivariate, forest, genetic, random "
                    "[default: the default of `search`].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (one strategy only).")
 def simulate(recorded_path: Path, trials: int, repeats: int, seed: int, samplers: tuple[str, ...],

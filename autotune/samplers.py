@@ -16,6 +16,8 @@ from autotune.exceptions import UnknownNameError
 if TYPE_CHECKING:
     import optuna
 
+    from autotune.space import SearchSpace
+
 __all__ = ["DEFAULT", "OBJECTIVES", "SAMPLERS", "make_sampler"]
 
 #: The directions of a new study. Two objectives (throughput, peak memory) made the search near random
@@ -24,7 +26,7 @@ __all__ = ["DEFAULT", "OBJECTIVES", "SAMPLERS", "make_sampler"]
 OBJECTIVES = ["maximize"]
 
 
-def _tpe(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
+def _tpe(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
     """Optuna's TPE over both objectives (the strategy autotune started with)."""
     import optuna
 
@@ -33,31 +35,39 @@ def _tpe(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
     return optuna.samplers.TPESampler(seed=seed, constant_liar=parallel)
 
 
-def _tpe_multivariate(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
+def _tpe_multivariate(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
     """TPE modelling the knobs jointly (and conditional knobs in groups)."""
     import optuna
 
     return optuna.samplers.TPESampler(seed=seed, constant_liar=parallel, multivariate=True, group=True)
 
 
-def _random(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
+def _random(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
     """Uniform random configs: the floor every strategy is scored against."""
     import optuna
 
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-def _genetic(seed: int | None, parallel: bool) -> "optuna.samplers.BaseSampler":
+def _genetic(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
     """A genetic algorithm (Optuna's NSGA-II): populations of configs, crossover and mutation."""
     import optuna
 
     return optuna.samplers.NSGAIISampler(seed=seed, population_size=20)
 
 
-#: Strategy name -> factory(seed, parallel).
-SAMPLERS: dict[str, Callable[[int | None, bool], "optuna.samplers.BaseSampler"]] = {
+def _forest(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
+    """A random forest of the measured configs picks the next by expected improvement (autotune.forest)."""
+    from autotune.forest import ForestSampler
+
+    return ForestSampler(space, seed=seed)
+
+
+#: Strategy name -> factory(seed, parallel, space).
+SAMPLERS: dict[str, Callable[[int | None, bool, "SearchSpace"], "optuna.samplers.BaseSampler"]] = {
     "tpe": _tpe,
     "tpe-multivariate": _tpe_multivariate,
+    "forest": _forest,
     "genetic": _genetic,
     "random": _random,
 }
@@ -66,8 +76,9 @@ SAMPLERS: dict[str, Callable[[int | None, bool], "optuna.samplers.BaseSampler"]]
 DEFAULT = "tpe"
 
 
-def make_sampler(name: str | None, seed: int | None, parallel: bool = False) -> "optuna.samplers.BaseSampler":
-    """The sampler of strategy ``name`` (default :data:`DEFAULT`), seeded; ``parallel`` for shared studies."""
+def make_sampler(name: str | None, seed: int | None, space: "SearchSpace",
+                 parallel: bool = False) -> "optuna.samplers.BaseSampler":
+    """The sampler of strategy ``name`` (default :data:`DEFAULT`) over ``space``, seeded; ``parallel`` for shared studies."""
     import optuna
 
     name = name or DEFAULT
@@ -75,4 +86,4 @@ def make_sampler(name: str | None, seed: int | None, parallel: bool = False) -> 
         raise UnknownNameError("sampler", name, SAMPLERS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return SAMPLERS[name](seed, parallel)
+        return SAMPLERS[name](seed, parallel, space)

@@ -91,7 +91,7 @@ def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = N
     started = time.perf_counter()
     simulation = _Simulation(recorded, seed)
     directions = OBJECTIVES if objectives is None else ["maximize", "minimize"][:objectives]
-    study = optuna.create_study(directions=directions, sampler=make_sampler(sampler, seed))
+    study = optuna.create_study(directions=directions, sampler=make_sampler(sampler, seed, recorded.space))
     space = recorded.space
     firsts = [(space.sampled_params(space.baseline), "baseline")]
     if space.defaults != space.baseline:

@@ -225,7 +225,7 @@ class Tuner:
     def _sampler(self) -> "optuna.samplers.BaseSampler":
         if self.sampler is not None and not isinstance(self.sampler, str):
             return self.sampler
-        return make_sampler(self.sampler, self.seed, parallel=storage_kind(self.storage) != "sqlite")
+        return make_sampler(self.sampler, self.seed, self.space, parallel=storage_kind(self.storage) != "sqlite")
 
     def open_study(self) -> "optuna.Study":
         import optuna
