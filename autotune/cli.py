@@ -381,7 +381,7 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
     writable_folder(studies, "--studies")
     settings = SearchSettings(workload, device, size, studies=str(studies) if studies is not None else None,
                               isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
-    progress = Progress(as_json, 1, unit="config")  # a bar on a terminal, a line per measurement otherwise
+    progress = Progress(as_json, None, unit="config")  # a bar (total known at the first measurement), else lines
     tuner = library_call(settings.tuner, on_stage=progress.stage)  # says when it computes the reference
     target = library_call(target_config, tuner, config_file)
     try:

@@ -64,7 +64,8 @@ class Progress:
     correct throughput so far, the last trial's status and the count per status.
     """
 
-    def __init__(self, quiet: bool, total: int, bar: bool | None = None, prefix: str = "", unit: str = "trial") -> None:
+    def __init__(self, quiet: bool, total: int | None, bar: bool | None = None, prefix: str = "",
+                 unit: str = "trial") -> None:
         self.quiet = quiet
         self.prefix = prefix
         self.best: float | None = None

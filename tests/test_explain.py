@@ -145,7 +145,7 @@ def test_progress_counts_every_measurement_and_ends_at_the_total(space, capsys):
     assert [done for done, _, _ in calls] == list(range(len(measured) + 1))  # one call per measurement, then the end
     assert calls[-1][:2] == (len(measured), len(measured))  # the total the bar ends at is what was measured
     assert all(what.startswith("round ") for _, _, what in calls[:-1])
-    bar = Progress(quiet=False, total=1, bar=True, unit="config")
+    bar = Progress(quiet=False, total=None, bar=True, unit="config")
     for call in calls:
         bar.step(*call)
     assert bar.bar.n == bar.bar.total == len(measured) and "all measured" in bar.bar.postfix
