@@ -23,6 +23,7 @@ from autotune.console import (
     Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, simulation_table,
     workload_text,
 )
+from autotune.samplers import DEFAULT, SAMPLERS
 from autotune.storage import STORAGE_ENV
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -79,7 +80,7 @@ def cli() -> None:
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
               help="Seed of the sampler, for a repeatable sequence of trials.")
 @click.option("--sampler", default=None,
-              help="Search strategy: tpe, tpe-multivariate, forest, genetic or random [default: tpe; "
+              help=f"Search strategy: {', '.join(SAMPLERS)} [default: {DEFAULT}; "
                    "`benchmarks/search_quality.py` scores them].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines; only the final table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
@@ -193,7 +194,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
               help="Seed of the first repeat.")
 @click.option("--sampler", "samplers", multiple=True,
-              help="Search strategy (repeatable, to compare): tpe, tpe-multivariate, forest, genetic, random "
+              help=f"Search strategy (repeatable, to compare): {', '.join(SAMPLERS)} "
                    "[default: the default of `search`].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (one strategy only).")
 def simulate(recorded_path: Path, trials: int, repeats: int, seed: int, samplers: tuple[str, ...],
@@ -211,7 +212,6 @@ def simulate(recorded_path: Path, trials: int, repeats: int, seed: int, samplers
       autotune simulate --recorded pnpoly.json.gz --trials 100 --repeats 20 --json
     """
     from autotune.recorded import load_recorded
-    from autotune.samplers import DEFAULT, SAMPLERS
     from autotune.simulate import repeats_json, run_repeats, summary
 
     names = list(dict.fromkeys(samplers)) or [DEFAULT]

@@ -244,16 +244,15 @@ def _outcomes(study: optuna.Study, space: "SearchSpace",
     from optuna.trial import TrialState
 
     from autotune.exceptions import AutotuneError
+    from autotune.trials import counted
 
+    trials = study.get_trials(deepcopy=False)
+    running = {space.complete(t.params).key for t in trials
+               if t.state == TrialState.RUNNING and t.number != asking}  # the trial being planned has no config yet
     measured: dict[str, tuple[Config, float | None]] = {}
-    running: set[str] = set()
-    for trial in study.get_trials(deepcopy=False):
+    for trial in counted(trials):  # not repeats, restricted, lost or retried trials
         attrs = trial.user_attrs
-        if trial.state == TrialState.RUNNING:
-            if trial.number != asking:  # the trial being planned has no config yet
-                running.add(space.complete(trial.params).key)
-            continue
-        if "config" not in attrs or "restricted" in attrs or attrs.get("lost") or "duplicate_of" in attrs:
+        if "config" not in attrs:
             continue
         try:
             config = space.validate(attrs["config"])
