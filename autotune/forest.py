@@ -10,23 +10,18 @@ GPU spaces it scored about as TPE does (0.46 against 0.54 at 50 evaluations,
 0.28 against 0.22 at 20; README, "How quickly the search finds the best
 config"), so it is a choice, not the default.
 
-The sampler answers Optuna's define-by-run asks (one knob at a time) from a
-whole config it plans once per trial; enqueued trials (the baseline, the
-defaults, the loop's neighbours) keep their values, as with every sampler.
+How the config is planned, and which configs are candidates, is
+:mod:`autotune.surrogate`.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-import optuna
 
-from autotune.config import Config
-from autotune.parameters import show
+from autotune.surrogate import ModelSampler
 
 if TYPE_CHECKING:
     from autotune.space import SearchSpace
@@ -38,10 +33,6 @@ __all__ = ["ForestSampler", "Forest"]
 STARTUP = 5
 #: Trees per forest. Each is grown on a bootstrap of the measured configs.
 TREES = 20
-#: A space with more configs than this (or a range knob) is not listed: a pool of random allowed configs
-#: stands for it, drawn anew at each ask.
-MAX_LISTED = 50_000
-POOL = 5_000
 
 
 class Forest:
@@ -122,143 +113,13 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
     return (best - mean) * cdf + spread * pdf
 
 
-class ForestSampler(optuna.samplers.BaseSampler):
+class ForestSampler(ModelSampler):
     """Optuna sampler of the forest strategy over ``space`` (see the module's docstring)."""
 
     def __init__(self, space: "SearchSpace", seed: int | None = None, startup: int = STARTUP) -> None:
-        self.space = space
-        self.startup = startup
-        self._rng = np.random.default_rng(seed)
-        self._random = random.Random(seed)
-        self._listed: tuple[list[Config], np.ndarray] | None = None
-        self._plans: dict[int, Config] = {}
+        super().__init__(space, seed, startup)
 
-    # Optuna's interface: nothing is sampled jointly; each knob is answered from the trial's plan.
-    def infer_relative_search_space(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
-        return {}
-
-    def sample_relative(self, study: optuna.Study, trial: optuna.trial.FrozenTrial,
-                        search_space: dict[str, Any]) -> dict[str, Any]:
-        return {}
-
-    def sample_independent(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, param_name: str,
-                           param_distribution: optuna.distributions.BaseDistribution) -> Any:
-        if trial.number not in self._plans:
-            self._plans = {trial.number: self._plan(study, trial.number)}  # one trial at a time in a process
-        return self._plans[trial.number][param_name]
-
-    # -- planning -------------------------------------------------------------------
-
-    def _plan(self, study: optuna.Study, number: int) -> Config:
-        measured, running = _outcomes(study, self.space, number)
-        candidates, features = self._candidates()
-        fresh = np.array([c.key not in measured and c.key not in running for c in candidates], dtype=bool)
-        if not fresh.any():
-            return self.space.sample(self._random)
-        found = [seconds for _, seconds in measured.values() if seconds is not None]
-        if len(measured) < self.startup or len(found) < 2:
-            return candidates[int(self._rng.choice(np.flatnonzero(fresh)))]
-        # Log time: a config 2x slower is as far off at any speed. A failure counts as the slowest seen.
-        worst = max(math.log(s) for s in found)
-        configs = [config for config, _ in measured.values()]
-        targets = np.array([worst if seconds is None else math.log(seconds) for _, seconds in measured.values()])
-        forest = Forest(self._features(configs), targets, self._rng)
-        mean, spread = forest.predict(features[fresh])
-        gain = expected_improvement(mean, spread, math.log(min(found)))
-        best = np.flatnonzero(fresh)[gain >= gain.max() - 1e-12]
-        return candidates[int(self._rng.choice(best))]
-
-    def _candidates(self) -> tuple[list[Config], np.ndarray]:
-        """The configs to choose among and their features: every allowed config where the space can be listed."""
-        if self._listed is None:
-            listed = _list_configs(self.space, MAX_LISTED)
-            self._listed = (listed, self._features(listed)) if listed else ([], np.zeros((0, 1)))
-        if self._listed[0]:
-            return self._listed
-        pool: dict[str, Config] = {}
-        for _ in range(POOL * 2):
-            config = self.space.sample(self._random)
-            if self.space.violated(config) is None:
-                pool[config.key] = config
-            if len(pool) >= POOL:
-                break
-        configs = list(pool.values())
-        return configs, self._features(configs)
-
-    def _features(self, configs: list[Config]) -> np.ndarray:
-        """Each tunable knob's value as a position in [0, 1] (sorted numbers, declared order otherwise); -1 inactive."""
-        params = self.space.tunable
-        if not params:
-            return np.zeros((len(configs), 1))
-        positions = {p.name: _positions(p) for p in params}
-        rows = []
-        for config in configs:
-            active = self.space.active(config)
-            rows.append([_position(p, config[p.name], positions[p.name]) if active[p.name] else -1.0 for p in params])
-        return np.array(rows, dtype=float).reshape(len(configs), len(params))
-
-
-def _positions(param: Any) -> dict[str, float] | None:
-    """A categorical knob's value -> position in [0, 1]; None for a range."""
-    if param.type != "categorical":
-        return None
-    choices = list(param.choices)
-    if all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in choices):
-        choices = sorted(choices)
-    return {show(c): i / max(1, len(choices) - 1) for i, c in enumerate(choices)}
-
-
-def _position(param: Any, value: Any, positions: dict[str, float] | None) -> float:
-    if positions is not None:
-        return positions[show(value)]
-    low, high, value = float(param.low), float(param.high), float(value)
-    if param.log:
-        low, high, value = math.log(low), math.log(high), math.log(value)
-    return (value - low) / (high - low) if high > low else 0.0
-
-
-def _list_configs(space: "SearchSpace", limit: int) -> list[Config] | None:
-    """Every allowed config of ``space`` (conditions and constraints applied), or None if over ``limit`` or ranged."""
-    params = list(space.parameters.values())
-    if any(p.type != "categorical" for p in params):
-        return None
-    total = math.prod(len(p.choices) for p in params)
-    if total > limit * 4:
-        return None
-    listed: dict[str, Config] = {}
-    for values in itertools.product(*(p.choices for p in params)):
-        config = space.complete(dict(zip((p.name for p in params), values)))
-        if config.key not in listed and space.violated(config) is None:
-            listed[config.key] = config
-            if len(listed) > limit:
-                return None
-    return list(listed.values())
-
-
-def _outcomes(study: optuna.Study, space: "SearchSpace",
-              asking: int) -> tuple[dict[str, tuple[Config, float | None]], set[str]]:
-    """Every measured config with its seconds per item (None: it failed), and the configs other workers are measuring.
-
-    A config this space no longer allows (a study resumed after the space changed) teaches nothing here.
-    """
-    from optuna.trial import TrialState
-
-    from autotune.exceptions import AutotuneError
-    from autotune.trials import counted
-
-    trials = study.get_trials(deepcopy=False)
-    running = {space.complete(t.params).key for t in trials
-               if t.state == TrialState.RUNNING and t.number != asking}  # the trial being planned has no config yet
-    measured: dict[str, tuple[Config, float | None]] = {}
-    for trial in counted(trials):  # not repeats, restricted, lost or retried trials
-        attrs = trial.user_attrs
-        if "config" not in attrs:
-            continue
-        try:
-            config = space.validate(attrs["config"])
-        except AutotuneError:
-            continue
-        throughput = attrs.get("throughput")
-        ok = attrs.get("status") == "ok" and throughput
-        measured.setdefault(config.key, (config, 1.0 / throughput if ok else None))
-    return measured, running
+    def choose(self, measured: np.ndarray, log_seconds: np.ndarray, candidates: np.ndarray) -> int:
+        mean, spread = Forest(measured, log_seconds, self.rng).predict(candidates)
+        gain = expected_improvement(mean, spread, float(log_seconds.min()))
+        return int(self.rng.choice(np.flatnonzero(gain >= gain.max() - 1e-12)))
