@@ -63,10 +63,18 @@ def _forest(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.s
     return ForestSampler(space, seed=seed)
 
 
+def _linear(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
+    """A Bayesian linear model of knob values, trends and pairs picks the next by Thompson sampling (autotune.linear)."""
+    from autotune.linear import LinearSampler
+
+    return LinearSampler(space, seed=seed)
+
+
 #: Strategy name -> factory(seed, parallel, space).
 SAMPLERS: dict[str, Callable[[int | None, bool, "SearchSpace"], "optuna.samplers.BaseSampler"]] = {
     "tpe": _tpe,
     "tpe-multivariate": _tpe_multivariate,
+    "linear": _linear,
     "forest": _forest,
     "genetic": _genetic,
     "random": _random,

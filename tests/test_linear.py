@@ -1,0 +1,72 @@
+"""The linear strategy's model: its terms (values, trends, pairs), what its draws learn, and how they explore.
+
+Its searches (the sampler shared with the forest) are tested in test_surrogate.py.
+"""
+
+import itertools
+
+import numpy as np
+
+from autotune.linear import _capped, _encode, thompson_draw
+from autotune.surrogate import Knob
+
+KNOBS = [Knob(5, True), Knob(5, True), Knob(3, False)]
+
+
+def _grid():
+    """Every config of a 5 x 5 x 3 space as features (positions in [0, 1])."""
+    return np.array([[a / 4, b / 4, c / 2] for a, b, c in itertools.product(range(5), range(5), range(3))])
+
+
+def _mean_draw(measured, log_seconds, candidates, knobs, draws=40, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.mean([thompson_draw(measured, log_seconds, candidates, knobs, rng) for _ in range(draws)], axis=0)
+
+
+def test_the_terms_are_one_hot_values_with_an_inactive_column_trends_of_numeric_knobs_and_ranges():
+    features = np.array([[0.0, 1.0, -1.0, 0.25], [0.5, 0.0, 0.5, 1.0]])
+    values, trends = _encode(features, [Knob(3, True), Knob(2, True), Knob(3, False), Knob(None, True)])
+    assert values[0].tolist() == [[1, 0, 0, 0], [0, 1, 0, 0]]  # 3 values and "inactive"
+    assert values[1].tolist() == [[0, 1, 0], [1, 0, 0]]
+    assert values[2].tolist() == [[0, 0, 0, 1], [0, 1, 0, 0]]  # inactive in the first config
+    assert values[3].tolist() == [[-0.25, 0.0625, 0.0], [0.5, 0.25, 0.0]]  # a range: centred position, square
+    assert len(trends) == 1 and trends[0].tolist() == [[-0.5, 0.25], [0.0, 0.0]]  # numeric and more than 2 values
+
+
+def test_the_slow_half_is_cut_to_the_median_so_one_very_slow_config_does_not_rule_the_model():
+    capped = _capped(np.array([0.0, 1.0, 2.0, 3.0, 50.0]))
+    assert capped[2] == capped[3] == capped[4] == capped.max()  # 3 and 50 are no slower than the median, 2
+    assert np.all(np.diff(capped[:3]) > 0) and abs(capped.mean()) < 1e-12 and abs(capped.std() - 1) < 1e-12
+
+
+def test_the_draws_learn_a_pair_of_values_from_a_third_of_the_space():
+    grid = _grid()
+    # Fast where knob 1 is at its first value with knob 2 at its second ("y"); knob 0 adds a small trend.
+    truth = 1.0 + 0.1 * grid[:, 0] - 0.8 * ((grid[:, 1] == 0) & (grid[:, 2] == 0.5))
+    measured = np.random.default_rng(1).choice(len(grid), 25, replace=False)
+    mean = _mean_draw(grid[measured], np.log(truth[measured]), grid, KNOBS)
+    fast = (grid[:, 1] == 0) & (grid[:, 2] == 0.5)
+    assert mean[fast].max() < np.sort(mean[~fast])[5], "the pair's configs are predicted fastest"
+
+
+def test_a_trend_seen_in_a_few_values_sends_draws_to_the_unmeasured_end():
+    grid = _grid()
+    truth = np.exp(-grid[:, 0] - 0.2 * grid[:, 1])  # faster and faster toward knob 0's last value
+    measured = np.flatnonzero(grid[:, 0] <= 0.5)  # its first three values only
+    rng = np.random.default_rng(0)
+    draws = np.array([thompson_draw(grid[measured], np.log(truth[measured]), grid, KNOBS, rng) for _ in range(40)])
+    mean = draws.mean(axis=0)
+    assert mean[grid[:, 0] == 1.0].mean() < mean[grid[:, 0] == 0.0].mean() - 0.5  # the end is not the slow start
+    chosen = grid[draws.argmin(axis=1), 0]
+    # Most draws take the measured best value (0.5); some try the unmeasured ones beyond it (6 of 40 here).
+    assert (chosen == 0.5).mean() > 0.5 and (chosen >= 0.75).mean() >= 0.1, chosen
+
+
+def test_a_draw_is_uncertain_where_nothing_was_measured_and_settles_where_much_was():
+    grid = _grid()
+    truth = np.log(1.0 + grid[:, 0] + grid[:, 1])
+    measured = np.flatnonzero(grid[:, 2] < 1.0)  # knob 2's last value never measured
+    rng = np.random.default_rng(0)
+    draws = np.array([thompson_draw(grid[measured], truth[measured], grid, KNOBS, rng) for _ in range(40)])
+    spread = draws.std(axis=0)
+    assert spread[grid[:, 2] == 1.0].mean() > 2 * spread[grid[:, 2] < 1.0].mean()
