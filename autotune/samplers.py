@@ -27,7 +27,7 @@ OBJECTIVES = ["maximize"]
 
 
 def _tpe(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
-    """Optuna's TPE over both objectives (the strategy autotune started with)."""
+    """Optuna's TPE (the strategy autotune started with)."""
     import optuna
 
     # Workers in parallel: the constant liar counts running trials as bad, so that
@@ -70,11 +70,19 @@ def _linear(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.s
     return LinearSampler(space, seed=seed)
 
 
+def _linear_tpe(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
+    """The linear model and TPE taking turns: each learns from every config measured, whoever chose it."""
+    from autotune.portfolio import TakingTurns
+
+    return TakingTurns([_linear(seed, parallel, space), _tpe(seed, parallel, space)])
+
+
 #: Strategy name -> factory(seed, parallel, space).
 SAMPLERS: dict[str, Callable[[int | None, bool, "SearchSpace"], "optuna.samplers.BaseSampler"]] = {
     "tpe": _tpe,
     "tpe-multivariate": _tpe_multivariate,
     "linear": _linear,
+    "linear-tpe": _linear_tpe,
     "forest": _forest,
     "genetic": _genetic,
     "random": _random,

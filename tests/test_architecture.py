@@ -35,7 +35,7 @@ def test_a_worker_seed_is_offset_by_its_index():
     "autotune.space", "autotune.trials", "autotune.tuner", "autotune.workload", "autotune.workers",
     "autotune._worker", "autotune.cli_options", "autotune.stored", "autotune.registry", "autotune.tuned", "autotune.parameters", "workloads.chmm",
     "workloads.lsd", "workloads._torch", "autotune.simulate", "autotune.recorded", "autotune.samplers",
-    "autotune.forest", "autotune.linear", "autotune.surrogate",
+    "autotune.forest", "autotune.linear", "autotune.surrogate", "autotune.portfolio",
 ])
 def test_each_module_imports_alone_in_a_fresh_interpreter(module):
     done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True,

@@ -46,8 +46,10 @@ def _trend_cache(tmp_path):
 
 
 # What each model is built to learn: the forest a corner (thresholds in two knobs), the linear model trends and a pair.
-@pytest.mark.parametrize(("strategy", "space"), [("forest", _cache), ("linear", _trend_cache)])
-def test_a_model_search_measures_each_allowed_config_once_and_finds_the_best(tmp_path, strategy, space):
+# linear-tpe gives TPE every other trial, so in 25 evaluations its model plans fewer than 8 (0.54 over 6 seeds).
+@pytest.mark.parametrize(("strategy", "space", "floor"), [("forest", _cache, 0.7), ("linear", _trend_cache, 0.7),
+                                                          ("linear-tpe", _trend_cache, 0.4)])
+def test_a_model_search_measures_each_allowed_config_once_and_finds_the_best(tmp_path, strategy, space, floor):
     recorded = space(tmp_path)
     scores = {}
     for sampler in (strategy, "random"):
@@ -59,7 +61,7 @@ def test_a_model_search_measures_each_allowed_config_once_and_finds_the_best(tmp
     again = simulate(recorded, 25, seed=0, sampler=strategy)
     assert again.best_so_far == simulate(recorded, 25, seed=0, sampler=strategy).best_so_far  # deterministic
     # 1 config of 224 is the optimum; in 25 evaluations the model finds it or its neighbours where random does not.
-    assert np.mean(scores[strategy]) > 0.7 and np.mean(scores[strategy]) > np.mean(scores["random"]) + 0.3, scores
+    assert np.mean(scores[strategy]) > floor and np.mean(scores[strategy]) > np.mean(scores["random"]) + 0.3, scores
 
 
 def test_every_allowed_config_is_listed_once_with_conditions_and_constraints():
