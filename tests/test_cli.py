@@ -76,8 +76,11 @@ def test_run_json_shape(tmp_path):
 
 @pytest.mark.parametrize(
     "workload, unit, knobs",
-    [("ten", "tokens", ["recurrence=scan", "chunk_size=8"]), ("vlm_mc", "images", ["precompute=device", "batch_size=16"]),
-     ("latentwire", "tokens", ["batch_size=4", "scaffold=cached"]), ("lsd", "frames", ["attention=flash", "batch_size=2"])],
+    # One workload in the default run; the other three (30 s) with -m slow. test_contract runs every knob of each.
+    [pytest.param("ten", "tokens", ["recurrence=scan", "chunk_size=8"], marks=pytest.mark.slow),
+     pytest.param("vlm_mc", "images", ["precompute=device", "batch_size=16"], marks=pytest.mark.slow),
+     pytest.param("latentwire", "tokens", ["batch_size=4", "scaffold=cached"], marks=pytest.mark.slow),
+     ("lsd", "frames", ["attention=flash", "batch_size=2"])],
 )
 def test_run_any_config_of_the_seed_workloads(tmp_path, workload, unit, knobs):
     sets = [arg for knob in knobs for arg in ("--set", knob)]

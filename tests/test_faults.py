@@ -42,7 +42,13 @@ FAULTS = {
 }
 
 
-@pytest.mark.parametrize("behaviour", list(FAULTS))
+#: Faults whose path through the runner another fault of the default run already takes (a signal, an
+#: exception, an out-of-memory): they run with -m slow, to keep the default run under 10 minutes.
+SLOW_FAULTS = {"abort", "exit", "oom_rlimit", "raise_build"}
+
+
+@pytest.mark.parametrize("behaviour", [pytest.param(b, marks=pytest.mark.slow) if b in SLOW_FAULTS else b
+                                       for b in FAULTS])
 def test_a_trial_fault_is_recorded_and_the_study_goes_on(studies, monkeypatch, behaviour):
     status, fragment, options = FAULTS[behaviour]
     tag = f"fault-{behaviour}-{os.getpid()}"
@@ -76,6 +82,7 @@ def test_a_trial_fault_is_recorded_and_the_study_goes_on(studies, monkeypatch, b
     assert tagged_processes(tag) == []  # no trial, grandchild or fork server left running
 
 
+@pytest.mark.slow  # 30 s; test_single_process_sigterm_is_a_clean_stop covers a stop in the default run
 def test_driver_sigterm_marks_the_trial_and_a_rerun_resumes_without_loss(tmp_path):
     storage = str(tmp_path / "steady.journal")
     tag = f"sigterm-{os.getpid()}"
@@ -181,7 +188,8 @@ os._exit(0)
 
 
 @pytest.mark.parametrize("kind, how", [
-    ("sqlite", "claimed"), ("journal", "unclaimed"),
+    ("sqlite", "claimed"),
+    pytest.param("journal", "unclaimed", marks=pytest.mark.slow),  # 15 s; the same recovery as sqlite's
     # On PostgreSQL (18 s of a 10-minute default run) both run with -m slow; test_workers covers the server.
     pytest.param("postgres", "unclaimed", marks=[pytest.mark.postgres, pytest.mark.slow]),
     pytest.param("postgres", "claimed", marks=[pytest.mark.postgres, pytest.mark.slow]),

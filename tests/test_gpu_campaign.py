@@ -10,6 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # 18 s of the default run; run it with -m slow before a campaign
 def test_the_campaign_dry_runs_on_the_cpu(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     done = subprocess.run(

@@ -164,6 +164,7 @@ def _assert_recovered(storage: str, trials: int, killed_trial: int, tag: str, st
         assert "s3cret-pw" not in text
 
 
+@pytest.mark.slow  # 25 s; a killed worker's trial is covered by test_faults' process that died
 def test_journal_file_two_workers_one_killed(tmp_path):
     storage = str(tmp_path / "studies" / "steady.journal")
     code, stdout, stderr, killed, tag = _search_and_kill_one_worker(tmp_path, storage, 2, 20, [])
@@ -179,7 +180,7 @@ def test_journal_file_two_workers_one_killed(tmp_path):
 
 
 @pytest.mark.postgres
-@pytest.mark.slow  # 35 s; the dead-taker tests of test_faults.py cover PostgreSQL heartbeats in the default run
+@pytest.mark.slow  # 35 s; in the default run a dead taker is covered on SQLite (test_faults.py), not on PostgreSQL
 def test_postgres_four_workers_forty_trials_one_killed_by_heartbeat(tmp_path, postgres_url):
     code, stdout, stderr, killed, tag = _search_and_kill_one_worker(
         tmp_path, postgres_url, 4, 40, ["--heartbeat", "1", "--grace-period", "3"])
