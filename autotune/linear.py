@@ -86,8 +86,7 @@ def thompson_draw(measured: np.ndarray, log_seconds: np.ndarray, candidates: np.
     the terms; the correction needs only the kernel (the terms' dot
     products), so the pair terms are never listed.
     """
-    knobs = knobs if len(knobs) == measured.shape[1] else [Knob(1, False)] * measured.shape[1]
-    d = max(len(knobs), 1)
+    d = len(knobs)
     scale = {"values": VALUES / d, "trends": TRENDS / d, "pairs": PAIRS / max(d * (d - 1) / 2, 1)}
     targets = _capped(log_seconds)
     seen_values, seen_trends = _encode(measured, knobs)

@@ -62,8 +62,9 @@ class ModelSampler(optuna.samplers.BaseSampler):
         self._random = random.Random(seed)
         self._listed: tuple[list[Config], np.ndarray] | None = None
         self._plans: dict[int, Config] = {}
+        # One knob per feature column: a space with no tunable knob has one constant column (see features).
         self.knobs = [Knob(len(p.choices) if p.type == "categorical" else None,
-                           p.type != "categorical" or _numeric(p.choices)) for p in space.tunable]
+                           p.type != "categorical" or _numeric(p.choices)) for p in space.tunable] or [Knob(1, False)]
 
     def choose(self, measured: np.ndarray, log_seconds: np.ndarray, candidates: np.ndarray) -> int:
         """The row of ``candidates`` (features) to measure next, given the measured configs' features and log times."""
