@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from autotune.space import SearchSpace
 
-__all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "pick_winner", "remeasure"]
+__all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "pick_winner", "remeasure", "runs_per_round"]
 
 # A measured config within this share of the best is a tie, unless the medians'
 # uncertainty is wider (see pick_winner).
@@ -102,6 +102,11 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int) -> list[
             break
     baseline_trial = next((t.number for t in trials if t.user_attrs.get("config_key") == baseline.key), None)
     return [Candidate(baseline, baseline_trial, "baseline"), *chosen]
+
+
+def runs_per_round(runs: int, rounds: int) -> int:
+    """The fewest runs a round that still pool to ``runs`` over ``rounds`` rounds (at least one)."""
+    return max(1, -(-runs // max(rounds, 1)))
 
 
 def remeasure(candidates: list[Candidate], run: Callable[[Config], TrialResult], rounds: int,

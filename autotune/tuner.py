@@ -31,7 +31,9 @@ from autotune.export import ExportDocument
 from autotune.loop import run_trials
 from autotune.runner import Runner, TrialRequest, TrialResult
 from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
-from autotune.selection import REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, choice_outcomes, pick_winner, remeasure
+from autotune.measure import Measurer
+from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, choice_outcomes, pick_winner, remeasure,
+                                runs_per_round)
 from autotune.selection import candidates as select
 from autotune.shared_study import FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
 from autotune.space import SearchSpace
@@ -45,15 +47,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Candidate", "ChoiceOutcome", "SearchResult", "TrialRecord", "Tuner", "choice_outcomes", "redact_storage"]
 
-# A config this many times slower than the study's best, on its first run and its
-# first warm run, stops there (cut_short): a 100x slower config needs no median of
-# five runs to lose, and on a CPU one such config can cost minutes a run.
+# A config this many times slower than the study's best, on its first run and its first warm run, stops
+# there (cut_short): a 100x slower config needs no median of five runs to lose (on a CPU, minutes a run).
 HOPELESS_FACTOR = 20.0
-# The race: a config whose warm-up has settled (two consecutive runs within 10%) more
-# than this many times slower than the study's best stops there (cut_short). Its true
-# median cannot reach the best's: one warm run lay within 0.79-1.81x of its config's
-# median (298 runs of 45 trials, quick-start studies on the 2-core CPU;
-# benchmarks/run_spread.py), so a config cut at 3x is at least 3 / 1.81 = 1.66x slower.
+# The race: a config whose warm-up has settled (two consecutive runs within 10%) more than this many times
+# slower than the study's best stops there (cut_short). Its true median cannot reach the best's: one warm
+# run lay within 0.79-1.81x of its config's median (298 runs of 45 trials, quick-start studies on the
+# 2-core CPU; benchmarks/run_spread.py), so a config cut at 3x is at least 3 / 1.81 = 1.66x slower.
 RACE_FACTOR = 3.0
 # Other work keeping this many cores busy before a CPU search or explain is reported (a warning only).
 BUSY_CORES = 0.5
@@ -148,8 +148,7 @@ class Tuner:
         self.on_trial = on_trial
         self.on_stage = on_stage or (lambda message: None)
         self.stop_requested = False  # set by a caller (or the time budget): no new trial is taken
-        # Seconds after which no new trial is taken (the running one finishes; re-measure and export still happen).
-        self.time_budget = time_budget
+        self.time_budget = time_budget  # seconds, then no new trial (the running one finishes; re-measure, export)
         self._deadline: float | None = None
         self.firsts_left = 0  # the baseline and defaults still to measure before the time budget starts
         # Heartbeats (server databases) let other workers re-queue this worker's trial if it dies.
@@ -264,9 +263,8 @@ class Tuner:
     def search(self, n_trials: int = 20) -> SearchResult:
         """Measure ``n_trials`` more configs (resuming the study), re-measure the best and export.
 
-        A config the study has measured already is recorded as a trial that
-        reuses the earlier figures (``duplicate_of``) and does not count.
-        """
+        A config the study has measured already is a trial that reuses the earlier figures (``duplicate_of``)
+        and does not count."""
         started = time.perf_counter()
         study = self.open_study()
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({len(study.trials)} trials so far)")
@@ -276,9 +274,8 @@ class Tuner:
         self.ensure_reference()
         lock = NoLock()
         with lock.held():
-            # The baseline (what users run today) and the defaults (what autotune
-            # recommends untuned) are measured first: every study reports both,
-            # and the sampler starts from a known-good point, not only random ones.
+            # The baseline (what users run today) and the defaults (what autotune recommends untuned) are
+            # measured first: every study reports both, and the sampler starts from known-good points.
             enqueue_first(study, self._firsts())
         self.firsts_left = sum(t.user_attrs.get("role") in FIRST_ROLES
                                for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING")
@@ -352,12 +349,15 @@ class Tuner:
     pick_winner = staticmethod(pick_winner)
 
     def remeasure(self, candidates: list[Candidate]) -> None:
-        # The candidates' pooled runs decide the winner (their notches): REMEASURE_MIN_RUNS a round.
-        # The baseline's only set the speedup: the trials' usual minimum (3 runs and --min-time) a
-        # round is enough, and on a CPU its runs are the longest of the search (2.7 s each for chmm).
+        # The candidates' pooled runs decide the winner (their notches): REMEASURE_MIN_RUNS a round. The baseline's
+        # set the speedup: the trials' minimum (3 runs) pooled over the rounds, as its runs are the longest (4 s, chmm).
+        baseline_runs = runs_per_round(int(self.measurer.get("min_runs", Measurer.min_runs)), self.remeasure_rounds)
+
         def run(config: Config) -> TrialResult:
-            baseline = config == self.space.baseline
-            return self.runner.run(self.request(config, min_runs=None if baseline else REMEASURE_MIN_RUNS))
+            request = self.request(config, min_runs=REMEASURE_MIN_RUNS)
+            if config == self.space.baseline:
+                request.measurer["min_runs"] = baseline_runs
+            return self.runner.run(request)
 
         remeasure(candidates, run, self.remeasure_rounds, self.on_stage)
 

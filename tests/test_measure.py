@@ -106,3 +106,20 @@ def test_a_wrong_first_output_stops_the_measurement():
 
     m = Measurer(min_time=1.0, clock=clock).measure(clock.run, 4, on_output=wrong)
     assert m.cut_short and m.times == [3.0] and seen == ["first"] and clock.calls == 1
+
+
+def test_the_race_judges_the_first_timed_run_when_a_long_first_run_left_no_warm_up():
+    # 13 s runs leave no warm-up (max_warmup_time 10 s); 4 items in 13 s is below the race's 3/s, and the
+    # first timed run agrees with the first run: stop after it, its output checked.
+    clock = FakeClock([13.0, 12.5, 12.5, 12.5])
+    outputs = []
+    m = Measurer(min_time=1.0, race_below=3.0, clock=clock).measure(clock.run, 4, on_output=lambda w, o: outputs.append((w, o)))
+    assert m.cut_short and m.times == [12.5] and m.warmup_times == [] and clock.calls == 2
+    assert outputs == [("first", 1), ("last", 2)]
+
+
+def test_a_long_first_run_still_slowing_down_is_not_raced():
+    # The first timed run does not agree with the first (20 s against 13 s): not yet warm, so no cut.
+    clock = FakeClock([13.0, 20.0, 20.0, 20.0])
+    m = Measurer(min_time=1.0, race_below=3.0, clock=clock).measure(clock.run, 4)
+    assert not m.cut_short and len(m.times) == 3

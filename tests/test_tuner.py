@@ -325,7 +325,7 @@ def test_a_trial_races_the_study_s_best_and_the_baseline_never_does(studies):
     assert "race_below" not in tuner.request(config, min_runs=5).measurer
 
 
-def test_the_re_measurement_gives_candidates_five_runs_a_round_and_the_baseline_the_usual_three(studies):
+def test_the_re_measurement_gives_candidates_five_runs_a_round_and_the_baseline_three_over_the_rounds(studies):
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=2)
     asked = []
 
@@ -337,8 +337,15 @@ def test_the_re_measurement_gives_candidates_five_runs_a_round_and_the_baseline_
     tuner.runner = Recording()
     other = tuner.space.defaults
     tuner.remeasure([Candidate(tuner.space.baseline, 0, "baseline"), Candidate(other, 1, "candidate")])
-    assert sorted(asked, key=str) == sorted([(tuner.space.baseline.to_dict(), FAST_MEASURER.get("min_runs"), False),
+    # The trials' minimum of 3 runs pooled over 2 rounds: 2 a round (its --min-time still applies to each).
+    assert sorted(asked, key=str) == sorted([(tuner.space.baseline.to_dict(), 2, False),
                                              (other.to_dict(), 5, False)] * 2, key=str)
+
+
+def test_runs_per_round_pool_to_at_least_the_runs_asked():
+    from autotune.selection import runs_per_round
+
+    assert [runs_per_round(3, rounds) for rounds in (0, 1, 2, 3, 4)] == [3, 3, 2, 1, 1]
 
 
 def test_a_busy_cpu_is_reported_before_anything_is_timed(studies, monkeypatch):
