@@ -1,0 +1,164 @@
+"""Variants of the linear model's choice rule, replayed outside autotune's loop on recorded spaces.
+
+A scratch replay, faster than ``search_quality.py`` (no Optuna study): the
+file's first config is measured first (as the baseline is), then 9 random
+ones, then the rule picks among every config not yet measured. Scored like
+``search_quality.py`` (``autotune.simulate.score``). The plain rule
+(``thompson``) scores as it does through the loop (pnpoly 0.30, convolution
+0.48 at 50 evaluations, 50 repeats), so the variants can be compared with it.
+
+Variants: ``thompson`` (the strategy of ``--sampler linear``), ``tau=X``
+(the posterior's spread scaled by X: less or more exploration), ``ei`` and
+``lcb=K`` (expected improvement, lower confidence bound on the posterior),
+``no-pairs`` (no pair terms), ``drop-failures`` (a failed config is left out
+of the fit instead of counting as the slowest seen).
+
+Examples::
+
+    python benchmarks/linear_variants.py --space pnpoly --variants thompson tau=0.5 ei --repeats 40
+    python benchmarks/linear_variants.py --space convolution --variants no-pairs --repeats 50 --trials 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autotune import linear  # noqa: E402
+from autotune.recorded import load_recorded  # noqa: E402
+from autotune.simulate import score  # noqa: E402
+from autotune.surrogate import Knob  # noqa: E402
+
+SPACES = {"convolution": ROOT.parent / "shared" / "recorded" / "convolution_A100.json.gz",
+          "dedispersion": ROOT.parent / "shared" / "recorded" / "dedispersion_MI250X.json.gz",
+          "pnpoly": ROOT.parent / "shared" / "recorded" / "pnpoly_RTX_3090.json.gz",
+          "chmm": ROOT / "benchmarks" / "recorded" / "chmm_cpu_tiny.json.gz"}
+
+
+def listed(path: Path) -> tuple[object, np.ndarray, np.ndarray, list[Knob]]:
+    """The recorded space, every config's features (positions in [0, 1]; -1 inactive) and time (NaN: failed)."""
+    recorded = load_recorded(path)
+    params = [p for p in recorded.order if len(recorded.space.parameters[p].choices) > 1]
+    positions, knobs = {}, []
+    for name in params:
+        choices = recorded.space.parameters[name].choices
+        numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in choices)
+        ordered = sorted(choices) if numeric else list(choices)
+        positions[name] = {str(c): i / max(1, len(ordered) - 1) for i, c in enumerate(ordered)}
+        knobs.append(Knob(len(choices), numeric))
+    features, times = [], []
+    for entry in recorded.entries.values():
+        active = recorded.space.active(entry)
+        features.append([positions[p][str(entry[p])] if active.get(p, True) and entry.get(p) is not None else -1.0
+                         for p in params])
+        value = entry.get(recorded.objective)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        times.append(value if ok else np.nan)
+    return recorded, np.array(features), np.array(times), knobs
+
+
+def posterior(seen: np.ndarray, targets: np.ndarray, candidates: np.ndarray, knobs: list[Knob], rng, variant: str,
+              want: str) -> tuple[np.ndarray, np.ndarray]:
+    """A draw ("draw") or the mean and deviation ("moments") of the candidates' standardised log times."""
+    d = len(knobs)
+    pairs_prior = 0.0 if variant == "no-pairs" else linear.PAIRS
+    scale = {"values": linear.VALUES / d, "trends": linear.TRENDS / d, "pairs": pairs_prior / max(d * (d - 1) / 2, 1)}
+    tau = float(variant.split("=")[1]) if variant.startswith("tau=") else 1.0
+    seen_values, seen_trends = linear._encode(seen, knobs)
+
+    def kernel(values, trends):
+        same = [v @ s.T for v, s in zip(values, seen_values)]
+        first, second = sum(same), sum(k * k for k in same)
+        out = scale["values"] * first + scale["pairs"] * (first * first - second) / 2
+        for t, s in zip(trends, seen_trends):
+            out = out + scale["trends"] * (t @ s.T)
+        return out
+
+    gram = kernel(seen_values, seen_trends) + linear.NOISE * np.eye(len(targets))
+    values, trends = linear._encode(candidates, knobs)
+    cross = kernel(values, trends)
+    if want == "moments":
+        prior = scale["values"] * d + scale["pairs"] * d * (d - 1) / 2 + sum(scale["trends"] * (t * t).sum(1) for t in trends)
+        var = prior - (cross * np.linalg.solve(gram, cross.T).T).sum(1)
+        return cross @ np.linalg.solve(gram, targets), np.sqrt(np.maximum(var, 1e-12))
+    # Matheron's rule, the prior's draw scaled by tau: mean + tau * (a zero-mean posterior draw).
+    value_w = [tau * rng.standard_normal(v.shape[1]) for v in seen_values]
+    trend_w = [tau * rng.standard_normal(t.shape[1]) for t in seen_trends]
+    pairs = list(itertools.combinations(range(len(seen_values)), 2))
+    pair_w = [tau * rng.standard_normal((seen_values[a].shape[1], seen_values[b].shape[1])) for a, b in pairs]
+
+    def prior_draw(values, trends):
+        out = np.zeros(len(values[0]))
+        for v, w in zip(values, value_w):
+            out += np.sqrt(scale["values"]) * (v @ w)
+        for t, w in zip(trends, trend_w):
+            out += np.sqrt(scale["trends"]) * (t @ w)
+        for (a, b), w in zip(pairs, pair_w):
+            out += np.sqrt(scale["pairs"]) * ((values[a] @ w) * values[b]).sum(1)
+        return out
+
+    noise = tau * rng.standard_normal(len(targets)) * np.sqrt(linear.NOISE)
+    weights = np.linalg.solve(gram, targets - prior_draw(seen_values, seen_trends) - noise)
+    return prior_draw(values, trends) + cross @ weights, np.zeros(0)
+
+
+def choose(features, times, knobs, measured: list[int], rng, variant: str) -> int:
+    fresh = np.setdiff1d(np.arange(len(times)), measured)
+    seen_times = times[measured]
+    ok = ~np.isnan(seen_times)
+    if len(measured) < linear.STARTUP or ok.sum() < 2:
+        return int(rng.choice(fresh))
+    rows = np.array(measured)
+    if variant == "drop-failures":
+        rows, logs = rows[ok], np.log(seen_times[ok])
+    else:
+        worst = np.log(seen_times[ok]).max()
+        logs = np.where(ok, np.log(np.where(ok, seen_times, 1.0)), worst)
+    targets = linear._capped(logs)
+    if variant == "ei" or variant.startswith("lcb="):
+        mean, deviation = posterior(features[rows], targets, features[fresh], knobs, rng, variant, "moments")
+        if variant == "ei":
+            from scipy.stats import norm
+
+            z = (targets.min() - mean) / deviation
+            return int(fresh[np.argmax((targets.min() - mean) * norm.cdf(z) + deviation * norm.pdf(z))])
+        return int(fresh[np.argmin(mean - float(variant.split("=")[1]) * deviation)])
+    draw, _ = posterior(features[rows], targets, features[fresh], knobs, rng, variant, "draw")
+    return int(fresh[np.argmin(draw)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--space", choices=sorted(SPACES), default="pnpoly")
+    parser.add_argument("--variants", nargs="+", default=["thompson"])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--trials", type=int, default=50)
+    args = parser.parse_args()
+    recorded, features, times, knobs = listed(SPACES[args.space])
+    budgets = [m for m in (20, 50, 100) if m <= args.trials]
+    for variant in args.variants:
+        started, scores = time.perf_counter(), {m: [] for m in budgets}
+        for seed in range(args.repeats):
+            rng, measured = np.random.default_rng(seed), [0]
+            while len(measured) < args.trials:
+                measured.append(choose(features, times, knobs, measured, rng, variant))
+            found = np.fmin.accumulate(times[measured])
+            best_so_far = [None if np.isnan(v) else float(v) for v in found]
+            for m in budgets:
+                scores[m].append(score(recorded, best_so_far, m))
+        figures = "  ".join(f"at {m}: {np.mean(s):.2f} ± {np.std(s):.2f}" for m, s in scores.items())
+        print(f"{args.space} {variant}: {figures}  ({args.repeats} repeats, {time.perf_counter() - started:.0f} s)",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
