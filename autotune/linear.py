@@ -38,7 +38,7 @@ from autotune.surrogate import Knob, ModelSampler
 if TYPE_CHECKING:
     from autotune.space import SearchSpace
 
-__all__ = ["LinearSampler", "thompson_draw"]
+__all__ = ["LinearSampler", "kernel", "scales", "thompson_draw"]
 
 #: Configs measured (the baseline and defaults among them) before the model chooses; the rest are random.
 STARTUP = 10
@@ -77,24 +77,41 @@ def _capped(values: np.ndarray) -> np.ndarray:
     return (values - values.mean()) / (spread if spread > 0 else 1.0)
 
 
+def scales(d: int, pairs: float = PAIRS) -> dict[str, float]:
+    """Each term's prior variance among ``d`` knobs: a group's variance shared among its knobs or pairs."""
+    return {"values": VALUES / d, "trends": TRENDS / d, "pairs": pairs / max(d * (d - 1) / 2, 1)}
+
+
+def kernel(scale: dict[str, float], values: list[np.ndarray], trends: list[np.ndarray], seen_values: list[np.ndarray],
+           seen_trends: list[np.ndarray]) -> np.ndarray:
+    """The prior covariance of configs (encoded by :func:`_encode`) with the seen ones: the terms' dot products."""
+    same = [v @ s.T for v, s in zip(values, seen_values)]  # per knob: do the two configs share the value
+    first, second = sum(same), sum(k * k for k in same)
+    out = scale["values"] * first + scale["pairs"] * (first * first - second) / 2
+    for t, s in zip(trends, seen_trends):
+        out = out + scale["trends"] * (t @ s.T)
+    return out
+
+
 def thompson_draw(measured: np.ndarray, log_seconds: np.ndarray, candidates: np.ndarray, knobs: list[Knob],
-                  rng: np.random.Generator) -> np.ndarray:
+                  rng: np.random.Generator, spread: float = 1.0, pairs_prior: float = PAIRS) -> np.ndarray:
     """One draw of every candidate's standardised log time from the model's posterior given the measured configs.
 
     Matheron's rule: a draw from the prior, moved by the posterior's
     correction at the measured configs. The prior draw needs the weights of
     the terms; the correction needs only the kernel (the terms' dot
-    products), so the pair terms are never listed.
+    products), so the pair terms are never listed. ``spread`` scales the
+    draw's deviation from the posterior mean, and ``pairs_prior`` is the pair
+    terms' prior variance (``benchmarks/linear_variants.py`` tries others).
     """
-    d = len(knobs)
-    scale = {"values": VALUES / d, "trends": TRENDS / d, "pairs": PAIRS / max(d * (d - 1) / 2, 1)}
+    scale = scales(len(knobs), pairs_prior)
     targets = _capped(log_seconds)
     seen_values, seen_trends = _encode(measured, knobs)
     # The prior's weights: one draw, shared by the measured configs and every candidate.
-    value_w = [rng.standard_normal(v.shape[1]) for v in seen_values]
-    trend_w = [rng.standard_normal(t.shape[1]) for t in seen_trends]
+    value_w = [spread * rng.standard_normal(v.shape[1]) for v in seen_values]
+    trend_w = [spread * rng.standard_normal(t.shape[1]) for t in seen_trends]
     pairs = list(itertools.combinations(range(len(seen_values)), 2))
-    pair_w = [rng.standard_normal((seen_values[a].shape[1], seen_values[b].shape[1])) for a, b in pairs]
+    pair_w = [spread * rng.standard_normal((seen_values[a].shape[1], seen_values[b].shape[1])) for a, b in pairs]
 
     def prior(values: list[np.ndarray], trends: list[np.ndarray]) -> np.ndarray:
         out = np.zeros(len(values[0]) if values else 0)
@@ -106,21 +123,13 @@ def thompson_draw(measured: np.ndarray, log_seconds: np.ndarray, candidates: np.
             out += np.sqrt(scale["pairs"]) * ((values[a] @ w) * values[b]).sum(1)
         return out
 
-    def kernel(values: list[np.ndarray], trends: list[np.ndarray]) -> np.ndarray:
-        same = [v @ s.T for v, s in zip(values, seen_values)]  # per knob: do the two configs share the value
-        first, second = sum(same), sum(k * k for k in same)
-        out = scale["values"] * first + scale["pairs"] * (first * first - second) / 2
-        for t, s in zip(trends, seen_trends):
-            out = out + scale["trends"] * (t @ s.T)
-        return out
-
-    noise = rng.standard_normal(len(targets)) * np.sqrt(NOISE)
-    gram = kernel(seen_values, seen_trends) + NOISE * np.eye(len(targets))
+    noise = spread * rng.standard_normal(len(targets)) * np.sqrt(NOISE)
+    gram = kernel(scale, seen_values, seen_trends, seen_values, seen_trends) + NOISE * np.eye(len(targets))
     weights = np.linalg.solve(gram, targets - prior(seen_values, seen_trends) - noise)
     draws = []
     for start in range(0, len(candidates), CHUNK):
         values, trends = _encode(candidates[start:start + CHUNK], knobs)
-        draws.append(prior(values, trends) + kernel(values, trends) @ weights)
+        draws.append(prior(values, trends) + kernel(scale, values, trends, seen_values, seen_trends) @ weights)
     return np.concatenate(draws) if draws else np.zeros(0)
 
 

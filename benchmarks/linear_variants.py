@@ -22,7 +22,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 import time
@@ -66,49 +65,19 @@ def listed(path: Path) -> tuple[object, np.ndarray, np.ndarray, list[Knob]]:
     return recorded, np.array(features), np.array(times), knobs
 
 
-def posterior(seen: np.ndarray, targets: np.ndarray, candidates: np.ndarray, knobs: list[Knob], rng, variant: str,
-              want: str) -> tuple[np.ndarray, np.ndarray]:
-    """A draw ("draw") or the mean and deviation ("moments") of the candidates' standardised log times."""
+def moments(seen: np.ndarray, targets: np.ndarray, candidates: np.ndarray,
+            knobs: list[Knob]) -> tuple[np.ndarray, np.ndarray]:
+    """The posterior mean and deviation of the candidates' standardised log times (the linear model's kernel)."""
     d = len(knobs)
-    pairs_prior = 0.0 if variant == "no-pairs" else linear.PAIRS
-    scale = {"values": linear.VALUES / d, "trends": linear.TRENDS / d, "pairs": pairs_prior / max(d * (d - 1) / 2, 1)}
-    tau = float(variant.split("=")[1]) if variant.startswith("tau=") else 1.0
+    scale = linear.scales(d)
     seen_values, seen_trends = linear._encode(seen, knobs)
-
-    def kernel(values, trends):
-        same = [v @ s.T for v, s in zip(values, seen_values)]
-        first, second = sum(same), sum(k * k for k in same)
-        out = scale["values"] * first + scale["pairs"] * (first * first - second) / 2
-        for t, s in zip(trends, seen_trends):
-            out = out + scale["trends"] * (t @ s.T)
-        return out
-
-    gram = kernel(seen_values, seen_trends) + linear.NOISE * np.eye(len(targets))
     values, trends = linear._encode(candidates, knobs)
-    cross = kernel(values, trends)
-    if want == "moments":
-        prior = scale["values"] * d + scale["pairs"] * d * (d - 1) / 2 + sum(scale["trends"] * (t * t).sum(1) for t in trends)
-        var = prior - (cross * np.linalg.solve(gram, cross.T).T).sum(1)
-        return cross @ np.linalg.solve(gram, targets), np.sqrt(np.maximum(var, 1e-12))
-    # Matheron's rule, the prior's draw scaled by tau: mean + tau * (a zero-mean posterior draw).
-    value_w = [tau * rng.standard_normal(v.shape[1]) for v in seen_values]
-    trend_w = [tau * rng.standard_normal(t.shape[1]) for t in seen_trends]
-    pairs = list(itertools.combinations(range(len(seen_values)), 2))
-    pair_w = [tau * rng.standard_normal((seen_values[a].shape[1], seen_values[b].shape[1])) for a, b in pairs]
-
-    def prior_draw(values, trends):
-        out = np.zeros(len(values[0]))
-        for v, w in zip(values, value_w):
-            out += np.sqrt(scale["values"]) * (v @ w)
-        for t, w in zip(trends, trend_w):
-            out += np.sqrt(scale["trends"]) * (t @ w)
-        for (a, b), w in zip(pairs, pair_w):
-            out += np.sqrt(scale["pairs"]) * ((values[a] @ w) * values[b]).sum(1)
-        return out
-
-    noise = tau * rng.standard_normal(len(targets)) * np.sqrt(linear.NOISE)
-    weights = np.linalg.solve(gram, targets - prior_draw(seen_values, seen_trends) - noise)
-    return prior_draw(values, trends) + cross @ weights, np.zeros(0)
+    gram = linear.kernel(scale, seen_values, seen_trends, seen_values, seen_trends) + linear.NOISE * np.eye(len(targets))
+    cross = linear.kernel(scale, values, trends, seen_values, seen_trends)
+    # The prior variance of a config: every knob matches itself, as does every pair; trends their squares.
+    prior = scale["values"] * d + scale["pairs"] * d * (d - 1) / 2 + sum(scale["trends"] * (t * t).sum(1) for t in trends)
+    variance = prior - (cross * np.linalg.solve(gram, cross.T).T).sum(1)
+    return cross @ np.linalg.solve(gram, targets), np.sqrt(np.maximum(variance, 1e-12))
 
 
 def choose(features, times, knobs, measured: list[int], rng, variant: str) -> int:
@@ -123,16 +92,18 @@ def choose(features, times, knobs, measured: list[int], rng, variant: str) -> in
     else:
         worst = np.log(seen_times[ok]).max()
         logs = np.where(ok, np.log(np.where(ok, seen_times, 1.0)), worst)
-    targets = linear._capped(logs)
     if variant == "ei" or variant.startswith("lcb="):
-        mean, deviation = posterior(features[rows], targets, features[fresh], knobs, rng, variant, "moments")
+        targets = linear._capped(logs)
+        mean, deviation = moments(features[rows], targets, features[fresh], knobs)
         if variant == "ei":
             from scipy.stats import norm
 
             z = (targets.min() - mean) / deviation
             return int(fresh[np.argmax((targets.min() - mean) * norm.cdf(z) + deviation * norm.pdf(z))])
         return int(fresh[np.argmin(mean - float(variant.split("=")[1]) * deviation)])
-    draw, _ = posterior(features[rows], targets, features[fresh], knobs, rng, variant, "draw")
+    spread = float(variant.split("=")[1]) if variant.startswith("tau=") else 1.0
+    pairs_prior = 0.0 if variant == "no-pairs" else linear.PAIRS
+    draw = linear.thompson_draw(features[rows], logs, features[fresh], knobs, rng, spread, pairs_prior)
     return int(fresh[np.argmin(draw)])
 
 
