@@ -89,6 +89,9 @@ class Measurer:
     #: The race: a config whose warm-up has settled (two consecutive runs agree) at a
     #: throughput below this stops there; it cannot reach the study's best.
     race_below: float | None = None
+    #: A run time this config is known to settle at (its median in the search, for a re-measurement): a run
+    #: within ``warmup_agreement`` of it is warm, so a first run that already agrees needs no warm-up.
+    warm_seconds: float | None = None
     clock: Callable[[], float] = time.perf_counter
 
     def _timed(self, run: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
@@ -111,6 +114,9 @@ class Measurer:
         def settled(seconds: float, previous: float) -> bool:
             return abs(seconds - previous) <= self.warmup_agreement * max(seconds, previous)
 
+        def known_warm(seconds: float) -> bool:
+            return self.warm_seconds is not None and settled(seconds, self.warm_seconds)
+
         def raced(seconds: float, previous: float) -> bool:
             """Warm (two consecutive runs agree) and still slower than the race allows."""
             return (self.race_below is not None and settled(seconds, previous)
@@ -121,11 +127,13 @@ class Measurer:
             # Its first output is already wrong: more runs cannot make the config correct.
             return Measurement([first], items_per_run, first, [], self.noisy_threshold, cut_short=True)
         del output
-        # Warm up until two consecutive runs agree (compilation, caches, allocator).
+        # Warm up until two consecutive runs agree (compilation, caches, allocator), or one agrees with the known
+        # warm time: the baseline's 4 s warm-up run was a third of each re-measurement round of chmm at small.
         warmup: list[float] = []
         previous = first
         spent = first
-        while len(warmup) < self.max_warmup_runs and spent < self.max_warmup_time and not hopeless(first):
+        while (len(warmup) < self.max_warmup_runs and spent < self.max_warmup_time and not hopeless(first)
+               and not known_warm(first)):
             seconds, output = self._timed(run, sync)
             warmup.append(seconds)
             spent += seconds
@@ -135,7 +143,7 @@ class Measurer:
                     on_output("last", output)
                 return Measurement([seconds], items_per_run, first, warmup[:-1], self.noisy_threshold, cut_short=True)
             del output  # not held while the next run allocates its own (peak memory)
-            if settled(seconds, previous):
+            if settled(seconds, previous) or known_warm(seconds):
                 break
             previous = seconds
         times: list[float] = []

@@ -47,6 +47,7 @@ class Candidate:
     trial: int | None
     role: str  # "baseline" or "candidate"
     results: list[TrialResult] = field(default_factory=list)
+    warm_seconds: float | None = None  # its median run in the search: a round's first run that agrees needs no warm-up
 
     @property
     def passed(self) -> bool:
@@ -97,11 +98,13 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int) -> list[
         if key in seen or key == baseline.key:
             continue
         seen.add(key)
-        chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate"))
+        chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate",
+                                warm_seconds=t.user_attrs.get("median_seconds")))
         if len(chosen) >= top:
             break
-    baseline_trial = next((t.number for t in trials if t.user_attrs.get("config_key") == baseline.key), None)
-    return [Candidate(baseline, baseline_trial, "baseline"), *chosen]
+    first = next((t for t in trials if t.user_attrs.get("config_key") == baseline.key), None)
+    warm = first.user_attrs.get("median_seconds") if first and first.user_attrs.get("status") == "ok" else None
+    return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm), *chosen]
 
 
 def runs_per_round(runs: int, rounds: int) -> int:
@@ -109,7 +112,7 @@ def runs_per_round(runs: int, rounds: int) -> int:
     return max(1, -(-runs // max(rounds, 1)))
 
 
-def remeasure(candidates: list[Candidate], run: Callable[[Config], TrialResult], rounds: int,
+def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResult], rounds: int,
               on_stage: Callable[[str], None] = lambda message: None) -> None:
     """Measure every candidate in rounds, interleaved, so drift hits them all alike."""
     for round_index in range(rounds):
@@ -119,7 +122,7 @@ def remeasure(candidates: list[Candidate], run: Callable[[Config], TrialResult],
                 f"re-measuring round {round_index + 1}/{rounds}: "
                 f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip()
             )
-            candidate.results.append(run(candidate.config))
+            candidate.results.append(run(candidate))
 
 
 def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = None) -> Candidate | None:

@@ -32,9 +32,8 @@ from autotune.loop import run_trials
 from autotune.runner import Runner, TrialRequest, TrialResult
 from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
-from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, choice_outcomes, pick_winner, remeasure,
-                                runs_per_round)
-from autotune.selection import candidates as select
+from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
+                                pick_winner, remeasure, runs_per_round)
 from autotune.shared_study import FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
 from autotune.space import SearchSpace
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
@@ -353,9 +352,10 @@ class Tuner:
         # set the speedup: the trials' minimum (3 runs) pooled over the rounds, as its runs are the longest (4 s, chmm).
         baseline_runs = runs_per_round(int(self.measurer.get("min_runs", Measurer.min_runs)), self.remeasure_rounds)
 
-        def run(config: Config) -> TrialResult:
-            request = self.request(config, min_runs=REMEASURE_MIN_RUNS)
-            if config == self.space.baseline:
+        def run(candidate: Candidate) -> TrialResult:
+            request = self.request(candidate.config, min_runs=REMEASURE_MIN_RUNS)
+            request.measurer["warm_seconds"] = candidate.warm_seconds
+            if candidate.config == self.space.baseline:
                 request.measurer["min_runs"] = baseline_runs
             return self.runner.run(request)
 

@@ -123,3 +123,21 @@ def test_a_long_first_run_still_slowing_down_is_not_raced():
     clock = FakeClock([13.0, 20.0, 20.0, 20.0])
     m = Measurer(min_time=1.0, race_below=3.0, clock=clock).measure(clock.run, 4)
     assert not m.cut_short and len(m.times) == 3
+
+
+def test_a_first_run_at_the_known_warm_time_needs_no_warm_up():
+    # A re-measurement round: the config settled at 4 s in the search, and this fresh process's first run is there.
+    clock = FakeClock([4.25, 4.0, 4.0, 4.0])
+    m = Measurer(min_time=0.0, min_runs=1, warm_seconds=4.0, clock=clock).measure(clock.run, 1)
+    assert m.first_run_seconds == 4.25 and m.warmup_times == [] and m.times == [4.0]
+
+
+def test_a_first_run_off_the_known_warm_time_warms_up_until_a_run_agrees_with_it():
+    # Compilation in the first run: one warm-up run at the known warm time is enough (two agreeing runs are not needed).
+    clock = FakeClock([9.0, 1.0625, 1.0, 1.0, 1.0])
+    m = Measurer(min_time=0.0, min_runs=2, warm_seconds=1.0, clock=clock).measure(clock.run, 1)
+    assert m.warmup_times == [1.0625] and m.times == [1.0, 1.0]
+    # Far from it (the machine is slower now, or the search's figure was off): the usual warm-up decides.
+    clock = FakeClock([5.0, 2.0, 2.0, 2.0, 2.0])
+    m = Measurer(min_time=0.0, min_runs=2, warm_seconds=1.0, clock=clock).measure(clock.run, 1)
+    assert m.warmup_times == [2.0, 2.0] and m.times == [2.0, 2.0]

@@ -331,15 +331,41 @@ def test_the_re_measurement_gives_candidates_five_runs_a_round_and_the_baseline_
 
     class Recording:
         def run(self, request):
-            asked.append((request.config, request.measurer.get("min_runs"), "race_below" in request.measurer))
+            asked.append((request.config, request.measurer.get("min_runs"), "race_below" in request.measurer,
+                          request.measurer.get("warm_seconds")))
             return TrialResult("ok", request.config, items_per_run=1, times=[0.1] * 3)
 
     tuner.runner = Recording()
     other = tuner.space.defaults
-    tuner.remeasure([Candidate(tuner.space.baseline, 0, "baseline"), Candidate(other, 1, "candidate")])
-    # The trials' minimum of 3 runs pooled over 2 rounds: 2 a round (its --min-time still applies to each).
-    assert sorted(asked, key=str) == sorted([(tuner.space.baseline.to_dict(), 2, False),
-                                             (other.to_dict(), 5, False)] * 2, key=str)
+    tuner.remeasure([Candidate(tuner.space.baseline, 0, "baseline", warm_seconds=4.0),
+                     Candidate(other, 1, "candidate", warm_seconds=0.1)])
+    # The trials' minimum of 3 runs pooled over 2 rounds: 2 a round (its --min-time still applies to each); each
+    # round knows the config's median in the search, so a first run that agrees with it needs no warm-up.
+    assert sorted(asked, key=str) == sorted([(tuner.space.baseline.to_dict(), 2, False, 4.0),
+                                             (other.to_dict(), 5, False, 0.1)] * 2, key=str)
+
+
+def test_the_candidates_carry_their_median_in_the_search():
+    import optuna
+
+    from autotune.selection import candidates
+
+    def trial(number, config, status, median=None):
+        attrs = {"config": config, "config_key": Config(config).key, "status": status, "throughput": 1 / (median or 1)}
+        if median is not None:
+            attrs["median_seconds"] = median
+        frozen = optuna.trial.create_trial(value=attrs["throughput"], user_attrs=attrs)
+        frozen.number = number
+        return frozen
+
+    baseline = Config({"t": 0})
+    trials = [trial(0, {"t": 0}, "ok", 4.0), trial(1, {"t": 1}, "ok", 0.5), trial(2, {"t": 2}, "incorrect", 0.01),
+              trial(3, {"t": 3}, "ok", 0.25)]
+    chosen = candidates(trials, baseline, top=2)
+    assert [(c.role, c.trial, c.warm_seconds) for c in chosen] == [("baseline", 0, 4.0), ("candidate", 3, 0.25),
+                                                                   ("candidate", 1, 0.5)]
+    # A baseline that failed in the search has no warm time to trust: its rounds warm up as usual.
+    assert candidates([trial(0, {"t": 0}, "crash")], baseline, top=2)[0].warm_seconds is None
 
 
 def test_runs_per_round_pool_to_at_least_the_runs_asked():
