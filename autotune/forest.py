@@ -17,14 +17,10 @@ How the config is planned, and which configs are candidates, is
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from autotune.surrogate import ModelSampler
-
-if TYPE_CHECKING:
-    from autotune.space import SearchSpace
 
 __all__ = ["ForestSampler", "Forest"]
 
@@ -116,8 +112,7 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
 class ForestSampler(ModelSampler):
     """Optuna sampler of the forest strategy over ``space`` (see the module's docstring)."""
 
-    def __init__(self, space: "SearchSpace", seed: int | None = None, startup: int = STARTUP) -> None:
-        super().__init__(space, seed, startup)
+    STARTUP = STARTUP
 
     def choose(self, measured: np.ndarray, log_seconds: np.ndarray, candidates: np.ndarray) -> int:
         mean, spread = Forest(measured, log_seconds, self.rng).predict(candidates)

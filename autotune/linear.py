@@ -29,14 +29,10 @@ the default.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from autotune.surrogate import Knob, ModelSampler
-
-if TYPE_CHECKING:
-    from autotune.space import SearchSpace
 
 __all__ = ["LinearSampler", "kernel", "scales", "thompson_draw"]
 
@@ -136,8 +132,7 @@ def thompson_draw(measured: np.ndarray, log_seconds: np.ndarray, candidates: np.
 class LinearSampler(ModelSampler):
     """Optuna sampler of the linear strategy over ``space`` (see the module's docstring)."""
 
-    def __init__(self, space: "SearchSpace", seed: int | None = None, startup: int = STARTUP) -> None:
-        super().__init__(space, seed, startup)
+    STARTUP = STARTUP
 
     def choose(self, measured: np.ndarray, log_seconds: np.ndarray, candidates: np.ndarray) -> int:
         return int(np.argmin(thompson_draw(measured, log_seconds, candidates, self.knobs, self.rng)))

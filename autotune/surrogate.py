@@ -52,12 +52,14 @@ class ModelSampler(optuna.samplers.BaseSampler):
     """An Optuna sampler that plans each trial's whole config with :meth:`choose` (see the module's docstring).
 
     Until ``startup`` configs are measured (the baseline and defaults among
-    them) it plans a random allowed one.
+    them) it plans a random allowed one; each strategy sets its own default.
     """
 
-    def __init__(self, space: "SearchSpace", seed: int | None, startup: int) -> None:
+    STARTUP = 10
+
+    def __init__(self, space: "SearchSpace", seed: int | None = None, startup: int | None = None) -> None:
         self.space = space
-        self.startup = startup
+        self.startup = self.STARTUP if startup is None else startup
         self.rng = np.random.default_rng(seed)
         self._random = random.Random(seed)
         self._listed: tuple[list[Config], np.ndarray] | None = None
