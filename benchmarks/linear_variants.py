@@ -11,7 +11,9 @@ Variants: ``thompson`` (the strategy of ``--sampler linear``), ``tau=X``
 (the posterior's spread scaled by X: less or more exploration), ``ei`` and
 ``lcb=K`` (expected improvement, lower confidence bound on the posterior),
 ``no-pairs`` (no pair terms), ``drop-failures`` (a failed config is left out
-of the fit instead of counting as the slowest seen).
+of the fit instead of counting as the slowest seen), ``trust-region`` (the
+draw's choice kept near the best config, see :func:`within_trust_region`),
+``neighbour=K`` (every K-th choice a neighbour of the best config).
 
 Examples::
 
@@ -101,10 +103,39 @@ def choose(features, times, knobs, measured: list[int], rng, variant: str) -> in
             z = (targets.min() - mean) / deviation
             return int(fresh[np.argmax((targets.min() - mean) * norm.cdf(z) + deviation * norm.pdf(z))])
         return int(fresh[np.argmin(mean - float(variant.split("=")[1]) * deviation)])
+    incumbent = features[rows[ok][np.argmin(seen_times[ok])]]
+    if variant.startswith("neighbour=") and (len(measured) - linear.STARTUP) % int(variant.split("=")[1]) == 0:
+        # One knob of the best config moved to an adjacent value (the loop's move after a repeat).
+        steps = np.array([1 / max(1, (k.levels or 2) - 1) for k in knobs])
+        moved = np.abs(features[fresh] - incumbent) > 1e-9
+        adjacent = np.all(~moved | (np.abs(np.abs(features[fresh] - incumbent) - steps) < 1e-6), 1)
+        near = fresh[(moved.sum(1) == 1) & adjacent]
+        if len(near):
+            return int(rng.choice(near))
+    if variant == "trust-region":
+        fresh = within_trust_region(features, times, knobs, measured, fresh, incumbent)
     spread = float(variant.split("=")[1]) if variant.startswith("tau=") else 1.0
     pairs_prior = 0.0 if variant == "no-pairs" else linear.PAIRS
     draw = linear.thompson_draw(features[rows], logs, features[fresh], knobs, rng, spread, pairs_prior)
     return int(fresh[np.argmin(draw)])
+
+
+def within_trust_region(features, times, knobs, measured: list[int], fresh: np.ndarray, incumbent) -> np.ndarray:
+    """The unmeasured configs that differ from the best in at most L knobs (CASMOPOLITAN's Hamming trust region,
+    Wan et al. 2021): L starts at half the knobs, grows by one after 2 new bests in a row, shrinks by one after 3
+    choices in a row that found none, and is the whole space again once it would reach 0."""
+    d = len(knobs)
+    size, wins, losses, best = max(1, (d + 1) // 2), 0, 0, np.nanmin(times[measured[:linear.STARTUP]])
+    for index in measured[linear.STARTUP:]:
+        better = not np.isnan(times[index]) and not times[index] >= best
+        best = min(best, times[index]) if better else best
+        wins, losses = (wins + 1, 0) if better else (0, losses + 1)
+        if wins >= 2:
+            size, wins = min(d, size + 1), 0
+        if losses >= 3:
+            size, losses = (size - 1 if size > 1 else d), 0
+    region = fresh[(features[fresh] != incumbent).sum(1) <= size]
+    return region if len(region) else fresh
 
 
 def main() -> None:
