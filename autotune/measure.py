@@ -2,7 +2,8 @@
 
 The measurer follows ``torch.utils.benchmark``'s ``blocked_autorange`` and
 triton's ``do_bench``: the first run (which pays for compilation and caches)
-is recorded on its own, warm-up continues until two runs agree, then timed
+is recorded on its own, warm-up continues until two runs agree (or, when a
+config is re-measured, until one agrees with its known warm time), then timed
 runs repeat until both a minimum time and a minimum count are reached. Every
 raw time is kept; the figures are computed from them.
 """
