@@ -355,7 +355,7 @@ class Tuner:
         def run(candidate: Candidate) -> TrialResult:
             request = self.request(candidate.config, min_runs=REMEASURE_MIN_RUNS)
             request.measurer["warm_seconds"] = candidate.warm_seconds
-            if candidate.config == self.space.baseline:
+            if candidate.role == "baseline":
                 request.measurer["min_runs"] = baseline_runs
             return self.runner.run(request)
 

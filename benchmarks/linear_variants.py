@@ -105,10 +105,12 @@ def choose(features, times, knobs, measured: list[int], rng, variant: str) -> in
         return int(fresh[np.argmin(mean - float(variant.split("=")[1]) * deviation)])
     incumbent = features[rows[ok][np.argmin(seen_times[ok])]]
     if variant.startswith("neighbour=") and (len(measured) - linear.STARTUP) % int(variant.split("=")[1]) == 0:
-        # One knob of the best config moved to an adjacent value (the loop's move after a repeat).
+        # One knob of the best config moved to the adjacent value in the file's order (simpler than the loop's
+        # move after a repeat, space.neighbour, which works on configs and sometimes moves two knobs).
         steps = np.array([1 / max(1, (k.levels or 2) - 1) for k in knobs])
-        moved = np.abs(features[fresh] - incumbent) > 1e-9
-        adjacent = np.all(~moved | (np.abs(np.abs(features[fresh] - incumbent) - steps) < 1e-6), 1)
+        distance = np.abs(features[fresh] - incumbent)
+        moved = distance > 1e-9
+        adjacent = np.all(~moved | (np.abs(distance - steps) < 1e-6), 1)
         near = fresh[(moved.sum(1) == 1) & adjacent]
         if len(near):
             return int(rng.choice(near))

@@ -365,7 +365,7 @@ def test_the_candidates_carry_their_median_in_the_search():
     assert [(c.role, c.trial, c.warm_seconds) for c in chosen] == [("baseline", 0, 4.0), ("candidate", 3, 0.25),
                                                                    ("candidate", 1, 0.5)]
     # A baseline that failed in the search has no warm time to trust: its rounds warm up as usual.
-    assert candidates([trial(0, {"t": 0}, "crash")], baseline, top=2)[0].warm_seconds is None
+    assert candidates([trial(0, {"t": 0}, "crash", 4.0)], baseline, top=2)[0].warm_seconds is None
 
 
 def test_runs_per_round_pool_to_at_least_the_runs_asked():
