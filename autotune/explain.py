@@ -371,9 +371,18 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
     if target.key == tuner.space.baseline.key:  # before the reference is computed: nothing to do
         raise InvalidConfigError("the target config is the baseline: there is no fix to explain")
     tuner.ensure_reference()  # computed once and cached: every config is checked against it
-    doc = explain(tuner.space, tuner.space.baseline, target,
-                  lambda config: tuner.runner.run(tuner.request(config, min_runs=REMEASURE_MIN_RUNS)),
-                  rounds, on_progress)
+    settled: dict[str, float] = {}  # a config's median run in its first good round
+
+    def run(config: Config) -> "TrialResult":
+        request = tuner.request(config, min_runs=REMEASURE_MIN_RUNS)
+        # A later round whose first run agrees with that median needs no warm-up (Measurer.warm_seconds).
+        request.measurer["warm_seconds"] = settled.get(config.key)
+        result = tuner.runner.run(request)
+        if result.status == "ok" and result.median_seconds:
+            settled.setdefault(config.key, result.median_seconds)
+        return result
+
+    doc = explain(tuner.space, tuner.space.baseline, target, run, rounds, on_progress)
     doc.update(workload=tuner.workload_class.name, device=tuner.device.name, size=tuner.size,
                study=tuner.study_name)
     path = explain_path(tuner.studies, tuner.workload_class.name, tuner.device.name, tuner.size)

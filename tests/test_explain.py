@@ -277,3 +277,33 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, f
     assert done.returncode == 2, done.stderr
     assert fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "studies" / "steady" / "explain").exists()
+
+
+def test_later_rounds_know_each_configs_median_so_an_agreeing_first_run_skips_the_warm_up(space, tmp_path):
+    from types import SimpleNamespace
+
+    from autotune.explain import explain_workload
+
+    target = space.validate({"kernel": "fast", "tile": 2, "batch": 16, "noop": True, "unsafe": False,
+                             "wide": False}, "test")
+    timed = fake_run(space)
+    asked = []
+
+    class Recording:
+        def run(self, request):
+            asked.append((str(sorted(request.config.items())), request.measurer.get("warm_seconds")))
+            result = timed(space.validate(request.config, "test"))
+            result.median_seconds = 0.1 if request.config["kernel"] == "slow" else 0.05
+            return result
+
+    tuner = SimpleNamespace(
+        space=space, runner=Recording(), ensure_reference=lambda: None, studies=tmp_path, size="tiny",
+        study_name="fixes-cpu-tiny", workload_class=SimpleNamespace(name="fixes"), device=SimpleNamespace(name="cpu"),
+        request=lambda config, min_runs=None: SimpleNamespace(config=config.to_dict(), measurer={"min_runs": min_runs}))
+    explain_workload(tuner, target, rounds=3)
+    firsts = {}
+    for config, warm in asked:
+        firsts.setdefault(config, []).append(warm)
+    # The first round of every config warms up as usual; each later one is told the first round's median.
+    assert len(firsts) > 2 and all(len(warms) == 3 and warms[0] is None for warms in firsts.values())
+    assert {warm for warms in firsts.values() for warm in warms[1:]} == {0.1, 0.05}
