@@ -4,8 +4,8 @@ A Kernel Tuner cache file (``.json`` or ``.json.gz``; see ``../shared/recorded/R
 is read as a :class:`Recorded`: a :class:`~autotune.space.SearchSpace` whose
 parameters are the file's ``tune_params``, whose restriction is the set of
 recorded keys (a combination absent from the cache is not a config), and the
-recorded outcome of every config: its time, or the failure that a string
-there names. ``benchmarks/recorded/`` holds such files of autotune's own
+recorded outcome of every config: its objective (time, unless the file names
+another), or the failure that a string there names. ``benchmarks/recorded/`` holds such files of autotune's own
 workloads too, written by ``benchmarks/record_space.py``.
 """
 
@@ -43,9 +43,24 @@ def key_of(values: Mapping[str, Any], order: tuple[str, ...]) -> str:
     return ",".join(str(values[name]) for name in order)
 
 
+def direction_of(objective: str, higher_is_better: Any = None) -> str:
+    """Whether a recorded objective is minimised or maximised.
+
+    A Kernel Tuner cache names its objective but not its direction (that is
+    ``tune_kernel``'s ``objective_higher_is_better``, False by default). A
+    file may say it (``objective_higher_is_better``); otherwise a rate (a
+    name with "/s" or "flops": GFLOP/s, GB/s) is maximised, and anything
+    else (time, energy) minimised, as Kernel Tuner does by default.
+    """
+    if isinstance(higher_is_better, bool):
+        return "maximize" if higher_is_better else "minimize"
+    name = objective.lower()
+    return "maximize" if "/s" in name or "flops" in name else "minimize"
+
+
 @dataclass(frozen=True)
 class Recorded:
-    """A recorded space: the space, and every config's recorded time (ms) or failure."""
+    """A recorded space: the space, and every config's recorded objective (a time in ms, by default) or failure."""
 
     source: str
     space: SearchSpace
@@ -57,12 +72,35 @@ class Recorded:
     # Read once: a benchmark scores thousands of searches against the same file.
     @cached_property
     def times(self) -> list[float]:
-        """The recorded times of every config that ran (failed ones have none)."""
+        """The recorded objective of every config that ran (failed ones have none): times, unless the file names another."""
         return [e[self.objective] for e in self.entries.values() if _is_time(e.get(self.objective))]
+
+    @property
+    def maximized(self) -> bool:
+        return self.direction == "maximize"
+
+    def better(self, value: float, than: float | None) -> bool:
+        """Whether recorded objective ``value`` beats ``than`` (anything beats None)."""
+        return than is None or (value > than if self.maximized else value < than)
+
+    def loss_of(self, entry: Mapping[str, Any]) -> float | None:
+        """What a search minimises for a recorded entry: its time, or 1/rate for a maximised objective (None: failed)."""
+        value = entry.get(self.objective)
+        if not _is_time(value):
+            return None
+        return 1 / value if self.maximized else value
+
+    def best_first(self) -> list[float]:
+        """The recorded objective of every config that ran, the best first."""
+        return sorted(self.times, reverse=self.maximized)
 
     @cached_property
     def optimum(self) -> float:
-        return min(self.times)
+        return max(self.times) if self.maximized else min(self.times)
+
+    @cached_property
+    def worst(self) -> float:
+        return min(self.times) if self.maximized else max(self.times)
 
     @cached_property
     def mean_cost_seconds(self) -> float:
@@ -70,23 +108,34 @@ class Recorded:
         return sum(_cost_seconds(e) for e in self.entries.values()) / len(self.entries)
 
     def result(self, config: Mapping[str, Any]) -> TrialResult:
-        """What measuring ``config`` gave when it was recorded: a throughput of 1/time, or a failure."""
+        """What measuring ``config`` gave when it was recorded: a throughput of 1/time, or a failure.
+
+        The tuner maximises throughput. A maximised objective (GFLOP/s) is the
+        throughput itself, and its runs are then timed in units of 1/objective.
+        """
         entry = self.entries[key_of(config, self.order)]
         value = entry.get(self.objective)
         seconds = _cost_seconds(entry)
         if not _is_time(value):
             return TrialResult(status="error", config=dict(config), error=f"recorded as {value}", wall_seconds=seconds)
-        times = [t / 1000 for t in entry.get("times") or [value]]
-        return TrialResult(status="ok", config=dict(config), unit="runs", items_per_run=1, throughput=1000 / value,
-                           median_seconds=value / 1000, times=times, peak_memory_bytes=0, wall_seconds=seconds)
+        if self.maximized:
+            throughput, times = float(value), [1 / value]
+        else:
+            throughput, times = 1000 / value, [t / 1000 for t in entry.get("times") or [value]]
+        return TrialResult(status="ok", config=dict(config), unit="runs", items_per_run=1, throughput=throughput,
+                           median_seconds=1 / throughput, times=times, peak_memory_bytes=0, wall_seconds=seconds)
 
     def objective_of(self, result: TrialResult) -> float | None:
-        """The recorded objective (ms) behind a replayed result, or None for a failure."""
-        return 1000 / result.throughput if result.status == "ok" and result.throughput else None
+        """The recorded objective (in the file's units) behind a replayed result, or None for a failure."""
+        if result.status != "ok" or not result.throughput:
+            return None
+        return result.throughput if self.maximized else 1000 / result.throughput
 
 
 def _is_time(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A recorded figure of a config that ran: a positive finite number (a string names a failure; a time
+    of 0 would be an infinite throughput, a rate of 0 nothing done)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _cost_seconds(entry: Mapping[str, Any]) -> float:
@@ -113,6 +162,9 @@ def load_recorded(path: str | Path) -> Recorded:
     if not entries:
         raise AutotuneError(f"{path}: the cache holds no configurations")
     objective = data.get("objective", "time")
+    if not isinstance(objective, str):
+        raise AutotuneError(f"{path}: the objective must be the name of a recorded figure, not {objective!r}")
+    direction = direction_of(objective, data.get("objective_higher_is_better"))
     if not any(_is_time(e.get(objective)) for e in entries.values()):
         raise AutotuneError(f"{path}: no configuration has a recorded {objective!r}")
     first = next(iter(entries.values()))
@@ -131,4 +183,4 @@ def load_recorded(path: str | Path) -> Recorded:
                                order) for entry in entries.values())
     space = SearchSpace(space.parameters.values(), space.defaults, space.baseline, space.source, space.workload,
                         space.description, constraints=[*space.constraints, RecordedKeys(allowed, order)])
-    return Recorded(str(path), space, order, entries, objective)
+    return Recorded(str(path), space, order, entries, objective, direction)

@@ -106,7 +106,7 @@ def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = N
         if record.duplicate_of is not None:
             continue  # a repeat is not evaluated again
         value = recorded.objective_of(record.result)
-        if value is not None and (best is None or value < best):
+        if value is not None and recorded.better(value, best):
             best = value
         best_so_far.append(best)
         spent += record.result.wall_seconds or 0.0
@@ -118,9 +118,9 @@ def expected_random_best(recorded: Recorded, m: int) -> float:
     """b(M): the expected best of M configs drawn uniformly without replacement from every recorded config.
 
     Failed configs are drawn too but are never best; with probability
-    C(N - i, M - 1) / C(N, M) the i-th best time is the best of the draw.
+    C(N - i, M - 1) / C(N, M) the i-th best value is the best of the draw.
     """
-    times = sorted(recorded.times)
+    times = recorded.best_first()
     n = len(recorded.entries)
     m = min(m, n)
     log_total = _log_comb(n, m)
@@ -166,9 +166,10 @@ def _found_in_time(recorded: Recorded, repeat: Repeat, m: int) -> float | None:
 def _score(recorded: Recorded, found: float | None, b: float) -> float:
     """P(M) of a search that found ``found`` (None: nothing that ran), against b(M) = ``b``."""
     if found is None:
-        found = max(recorded.times)
-    if b <= recorded.optimum:  # M covers the whole space: random search finds the optimum too
-        return 1.0 if found <= recorded.optimum else 0.0
+        found = recorded.worst
+    # The same formula for a maximised objective: numerator and denominator both change sign.
+    if not recorded.better(recorded.optimum, b):  # M covers the whole space: random search finds the optimum too
+        return 0.0 if recorded.better(recorded.optimum, found) else 1.0
     return (b - found) / (b - recorded.optimum)
 
 

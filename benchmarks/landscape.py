@@ -36,9 +36,8 @@ def landscape(recorded: Recorded) -> dict[str, dict]:
     values = [list(recorded.space.parameters[name].choices) for name in recorded.order]
     time: dict[Point, float] = {}
     for entry in recorded.entries.values():
-        value = entry.get(recorded.objective)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        time[tuple(entry[name] for name in recorded.order)] = value if ok else math.inf
+        loss = recorded.loss_of(entry)  # the time, or 1/rate where the file's objective is maximised
+        time[tuple(entry[name] for name in recorded.order)] = math.inf if loss is None else loss
     position = [{v: i for i, v in enumerate(vs)} for vs in values]
 
     def adjacent(point: Point) -> list[Point]:

@@ -61,9 +61,8 @@ def listed(path: Path) -> tuple[object, np.ndarray, np.ndarray, list[Knob]]:
         active = recorded.space.active(entry)
         features.append([positions[p][str(entry[p])] if active.get(p, True) and entry.get(p) is not None else -1.0
                          for p in params])
-        value = entry.get(recorded.objective)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        times.append(value if ok else np.nan)
+        loss = recorded.loss_of(entry)  # the time, or 1/rate where the file's objective is maximised
+        times.append(np.nan if loss is None else loss)
     return recorded, np.array(features), np.array(times), knobs
 
 
@@ -156,7 +155,8 @@ def main() -> None:
             while len(measured) < args.trials:
                 measured.append(choose(features, times, knobs, measured, rng, variant))
             found = np.fmin.accumulate(times[measured])
-            best_so_far = [None if np.isnan(v) else float(v) for v in found]
+            # Back from the loss to the file's units (1/loss where the objective is a maximised rate).
+            best_so_far = [None if np.isnan(v) else float(1 / v if recorded.maximized else v) for v in found]
             for m in budgets:
                 scores[m].append(score(recorded, best_so_far, m))
         figures = "  ".join(f"at {m}: {np.mean(s):.2f} ± {np.std(s):.2f}" for m, s in scores.items())

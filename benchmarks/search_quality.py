@@ -56,7 +56,7 @@ def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     started = time.perf_counter()
-    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
+    study = optuna.create_study(direction=recorded.direction, sampler=optuna.samplers.TPESampler(seed=seed))
     choices = {name: recorded.space.parameters[name].choices for name in recorded.order}
     best, best_so_far, asks, spent, seconds_so_far = None, [], 0, 0.0, []
     while len(best_so_far) < trials and asks < 50 * trials:
@@ -69,9 +69,9 @@ def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
             study.tell(trial, state=TrialState.FAIL)
             continue
         value = entry.get(recorded.objective)
-        if isinstance(value, (int, float)):
+        if recorded.loss_of(entry) is not None:  # it ran
             study.tell(trial, value)
-            best = value if best is None or value < best else best
+            best = value if recorded.better(value, best) else best
         else:
             study.tell(trial, state=TrialState.FAIL)
         best_so_far.append(best)

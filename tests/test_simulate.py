@@ -9,21 +9,22 @@ import sys
 import pytest
 
 from autotune.exceptions import AutotuneError
-from autotune.recorded import load_recorded
+from autotune.recorded import direction_of, load_recorded
 from autotune.simulate import Repeat, expected_random_best, score, simulate, time_score
 
 
-def _cache(tmp_path, name="tiny.json"):
-    """A 4x3 space with two combinations restricted (absent) and one failed config."""
+def _cache(tmp_path, name="tiny.json", **header):
+    """A 4x3 space with two combinations restricted (absent) and one failed config; each config's GFLOP/s too."""
     cache = {}
     for x, y in itertools.product([1, 2, 4, 8], [10, 20, 30]):
         if (x, y) in ((8, 30), (4, 30)):
             continue  # breaks a restriction: not a config at all
         time = "RuntimeFailedConfig" if (x, y) == (2, 20) else 100.0 / x + y / 10
         cache[f"{x},{y}"] = {"x": x, "y": y, "time": time, "times": [time] * 3 if time != "RuntimeFailedConfig" else [],
+                             "GFLOP/s": time if isinstance(time, str) else 1000 / time,
                              "compile_time": 5.0, "benchmark_time": 20.0}
     data = {"device_name": "test GPU", "kernel_name": "tiny", "objective": "time", "tune_params_keys": ["x", "y"],
-            "tune_params": {"x": [1, 2, 4, 8], "y": [10, 20, 30]}, "cache": cache}
+            "tune_params": {"x": [1, 2, 4, 8], "y": [10, 20, 30]}, "cache": cache, **header}
     path = tmp_path / name
     path.write_text(json.dumps(data))
     return path
@@ -127,3 +128,54 @@ def test_the_time_score_charges_a_search_for_what_its_configs_cost(tmp_path):
     # Cheap configs: more of them in the same time, and the optimum found at the 4th counts at 3.
     cheap = Repeat(0, 4, [30.0, 30.0, 30.0, recorded.optimum], seconds_so_far=[0.01, 0.02, 0.03, 0.04])
     assert time_score(recorded, cheap, 3) == pytest.approx(1.0) and score(recorded, cheap.best_so_far, 3) < 1.0
+
+
+# -- a maximised objective ----------------------------------------------------------------
+
+@pytest.mark.parametrize("objective, higher_is_better, direction", [
+    ("time", None, "minimize"), ("energy", None, "minimize"), ("GFLOP/s", None, "maximize"),
+    ("GB/s", None, "maximize"), ("TFLOPS", None, "maximize"), ("GFLOP/s", False, "minimize"), ("score", True, "maximize"),
+])
+def test_the_direction_is_the_files_or_kernel_tuners_default(objective, higher_is_better, direction):
+    assert direction_of(objective, higher_is_better) == direction
+
+
+def test_a_maximised_objective_is_searched_and_scored_the_right_way_up(tmp_path):
+    recorded = load_recorded(_cache(tmp_path, objective="GFLOP/s"))
+    assert recorded.direction == "maximize"
+    best = 1000 / (100 / 8 + 1)
+    assert recorded.optimum == pytest.approx(best) and recorded.worst == pytest.approx(1000 / (100 + 3))
+    ok = recorded.result({"x": 8, "y": 10})
+    assert ok.throughput == pytest.approx(best) and recorded.objective_of(ok) == pytest.approx(best)
+    assert recorded.result({"x": 2, "y": 20}).status == "error"
+    # b(M) is the expected best (the highest) of a random draw.
+    keys = list(recorded.entries)
+    for m in (1, 3, 5):
+        bests = [max(v) for draw in itertools.combinations(keys, m)
+                 if (v := [recorded.entries[k]["GFLOP/s"] for k in draw if not isinstance(recorded.entries[k]["GFLOP/s"], str)])]
+        assert expected_random_best(recorded, m) == pytest.approx(sum(bests) / len(bests), rel=1e-9)
+    # A search of the whole space climbs to the optimum and scores 1; a search that found the worst scores below 0.
+    whole = simulate(recorded, 10, seed=0)
+    found = [v for v in whole.best_so_far if v is not None]
+    assert found == sorted(found) and found[-1] == pytest.approx(best)
+    assert score(recorded, whole.best_so_far, 10) == pytest.approx(1.0)
+    assert score(recorded, [recorded.worst] * 3, 3) < 0 < score(recorded, [best] * 3, 3) == pytest.approx(1.0)
+    # Random search still scores about 0.
+    rng = random.Random(0)
+    scores = []
+    for _ in range(2000):
+        values = [recorded.entries[k]["GFLOP/s"] for k in rng.sample(keys, 3)]
+        runs = [v for v in values if not isinstance(v, str)]
+        if runs:
+            scores.append(score(recorded, [max(runs)] * 3, 3))
+    assert abs(sum(scores) / len(scores)) < 0.05
+
+
+def test_the_simulate_command_says_the_direction_it_took(tmp_path):
+    path = _cache(tmp_path, objective="GFLOP/s")
+    done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(path), "--trials", "10",
+                           "--repeats", "1", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["objective"] == "GFLOP/s" and data["direction"] == "maximize"
+    assert data["repeats"][0]["best_so_far"][-1] == pytest.approx(data["optimum"]) == pytest.approx(1000 / 13.5)
