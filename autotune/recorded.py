@@ -5,8 +5,9 @@ is read as a :class:`Recorded`: a :class:`~autotune.space.SearchSpace` whose
 parameters are the file's ``tune_params``, whose restriction is the set of
 recorded keys (a combination absent from the cache is not a config), and the
 recorded outcome of every config: its objective (time, unless the file names
-another), or the failure that a string there names. ``benchmarks/recorded/`` holds such files of autotune's own
-workloads too, written by ``benchmarks/record_space.py``.
+another), or the failure that a string there names. ``benchmarks/recorded/``
+holds such files of autotune's own workloads too, written by
+``benchmarks/record_space.py``.
 """
 
 from __future__ import annotations
@@ -133,8 +134,10 @@ class Recorded:
 
 
 def _is_time(value: Any) -> bool:
-    """A recorded figure of a config that ran: a positive finite number (a string names a failure; a time
-    of 0 would be an infinite throughput, a rate of 0 nothing done)."""
+    """A recorded figure of a config that ran: a positive finite number.
+
+    A string names a failure; a time of 0 would be an infinite throughput, and a rate of 0 is nothing done.
+    """
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
