@@ -67,12 +67,14 @@ __all__ = ["TOLERANCES", "TenLM", "TenWorkload", "markov_sequences"]
 #: (the update's 1e-3: AdamW turns rounding
 #: noise in near-zero gradients into whole steps, 8e-5 at 150 tokens); bf16
 #: 1.2e-4, 9.2e-4, 6.8e-3, 1.8e-7, 0.10, bounds 2-4x; fp16 6e-6, 8.7e-5,
-#: 8.3e-4, 1.8e-7, 0.048, bounds 2-5x. The optimizer's hyper-parameters must
-#: match exactly.
+#: 8.3e-4, 1.8e-7, 0.048, bounds 2-5x, but the fp16 grad norm's is 3.5x
+#: small's honest worst (5.8e-4, the scan; 4e-4, set at tiny, rejected it).
+#: bf16 at small: grad norm 3.1e-3, 0.78 of its bound. The optimizer's
+#: hyper-parameters must match exactly.
 TOLERANCES: Mapping[str, Mapping[str, float]] = {
     "fp32": {"loss": 7e-7, "grad_norm": 3e-5, "grads": 1e-4, "clipped_norm": 2e-6, "update": 1e-3},
     "bf16": {"loss": 5e-4, "grad_norm": 4e-3, "grads": 2.5e-2, "clipped_norm": 2e-6, "update": 0.2},
-    "fp16": {"loss": 3e-5, "grad_norm": 4e-4, "grads": 4e-3, "clipped_norm": 2e-6, "update": 0.1},
+    "fp16": {"loss": 3e-5, "grad_norm": 2e-3, "grads": 4e-3, "clipped_norm": 2e-6, "update": 0.1},
 }
 
 
