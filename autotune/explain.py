@@ -374,10 +374,8 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
     settled: dict[str, float] = {}  # a config's median run in its first good round
 
     def run(config: Config) -> "TrialResult":
-        request = tuner.request(config, min_runs=REMEASURE_MIN_RUNS)
         # A later round whose first run agrees with that median needs no warm-up (Measurer.warm_seconds).
-        request.measurer["warm_seconds"] = settled.get(config.key)
-        result = tuner.runner.run(request)
+        result = tuner.runner.run(tuner.request(config, min_runs=REMEASURE_MIN_RUNS, warm_seconds=settled.get(config.key)))
         if result.status == "ok" and result.median_seconds:
             settled.setdefault(config.key, result.median_seconds)
         return result

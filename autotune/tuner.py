@@ -160,8 +160,8 @@ class Tuner:
     # -- pieces ------------------------------------------------------------------
 
     def request(self, config: Config, purpose: str = "trial", min_runs: int | None = None,
-                best_throughput: float | None = None) -> TrialRequest:
-        measurer = dict(self.measurer)
+                best_throughput: float | None = None, warm_seconds: float | None = None) -> TrialRequest:
+        measurer = dict(self.measurer, warm_seconds=warm_seconds)  # a run time it is known to settle at
         if min_runs is not None:
             measurer["min_runs"] = max(min_runs, measurer.get("min_runs", 0))
         if best_throughput:
@@ -353,8 +353,7 @@ class Tuner:
         baseline_runs = runs_per_round(int(self.measurer.get("min_runs", Measurer.min_runs)), self.remeasure_rounds)
 
         def run(candidate: Candidate) -> TrialResult:
-            request = self.request(candidate.config, min_runs=REMEASURE_MIN_RUNS)
-            request.measurer["warm_seconds"] = candidate.warm_seconds
+            request = self.request(candidate.config, min_runs=REMEASURE_MIN_RUNS, warm_seconds=candidate.warm_seconds)
             if candidate.role == "baseline":
                 request.measurer["min_runs"] = baseline_runs
             return self.runner.run(request)

@@ -299,7 +299,8 @@ def test_later_rounds_know_each_configs_median_so_an_agreeing_first_run_skips_th
     tuner = SimpleNamespace(
         space=space, runner=Recording(), ensure_reference=lambda: None, studies=tmp_path, size="tiny",
         study_name="fixes-cpu-tiny", workload_class=SimpleNamespace(name="fixes"), device=SimpleNamespace(name="cpu"),
-        request=lambda config, min_runs=None: SimpleNamespace(config=config.to_dict(), measurer={"min_runs": min_runs}))
+        request=lambda config, min_runs=None, warm_seconds=None: SimpleNamespace(
+            config=config.to_dict(), measurer={"min_runs": min_runs, "warm_seconds": warm_seconds}))
     explain_workload(tuner, target, rounds=3)
     firsts = {}
     for config, warm in asked:
