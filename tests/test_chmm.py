@@ -104,7 +104,8 @@ LOOP_KERNELS = [
     for indices, workspace, update_c in itertools.product(["per_step", "precomputed", "block_views"], [False, True], UPDATES)
 ]
 OTHER_KERNELS = [{"messages": "numba", "overlap_passes": o, "update_c": u} for o in (False, True) for u in UPDATES] + [
-    {"messages": "scan", "chunk_size": chunk, "update_c": u} for chunk in (8, 13, 1000) for u in UPDATES
+    {"messages": scan, "chunk_size": chunk, "update_c": u}
+    for scan in ("scan", "chained") for chunk in (8, 13, 1000) for u in UPDATES
 ]
 
 
@@ -165,7 +166,8 @@ def long_sequence():
 @pytest.mark.parametrize(
     "kernel",
     [_needs({"messages": "loop"}), _needs({"messages": "numba"}),
-     _needs({"messages": "scan", "chunk_size": 4096}), _needs({"messages": "scan", "chunk_size": 64})],
+     _needs({"messages": "scan", "chunk_size": 4096}), _needs({"messages": "scan", "chunk_size": 64}),
+     _needs({"messages": "chained", "chunk_size": 4096}), _needs({"messages": "chained", "chunk_size": 64})],
 )
 def test_long_sequence_would_underflow_without_normalisation(long_sequence, kernel):
     # 4,000 steps: the unnormalised forward product is about 2^-16000, far below
@@ -192,9 +194,10 @@ def test_float16_total_overflows_on_a_long_sequence_and_fails_the_check():
     assert not check.passed and check.metric == "log2_likelihood" and check.error == float("inf")
 
 
-def test_debug_assertions_catch_a_broken_model(tiny, space):
+@pytest.mark.parametrize("messages", ["loop", "scan", "chained"])
+def test_debug_assertions_catch_a_broken_model(tiny, space, messages):
     workload = tiny[0]
-    config = space.defaults.replace(debug_asserts=True, dtype="float64", workspace=False)
+    config = space.defaults.replace(debug_asserts=True, dtype="float64", workspace=False, messages=messages)
     run = workload.build(config)
     # Zero the transitions out of every clone: the next observation becomes impossible.
     for cell in run.__closure__:
@@ -211,8 +214,9 @@ def test_numba_refuses_what_it_cannot_run(tiny, space):
         tiny[0].build(space.defaults.replace(messages="numba", dtype="float16"))
 
 
-def test_scan_chunks_are_chained_exactly():
-    # The scan's messages and normalisers equal the step-by-step recursion's.
+@pytest.mark.parametrize("messages", ["scan", "chained"])
+def test_scan_chunks_are_chained_exactly(messages):
+    # The scan's messages and normalisers equal the step-by-step recursion's, whatever the chunk.
     from workloads.chmm import _Kernels, _Layout
 
     _, x, a = random_walk(5, 5, 6, 300, seed=3)
@@ -223,12 +227,44 @@ def test_scan_chunks_are_chained_exactly():
     fwd, norms = loop.forward(T.transpose(1, 2).contiguous())
     bwd = loop.backward(T)
     for chunk in (1, 2, 7, 299, 300, 1024):
-        scan = _Kernels(layout, "cpu", torch.float64, messages="scan", chunk_size=chunk)
+        scan = _Kernels(layout, "cpu", torch.float64, messages=messages, chunk_size=chunk)
         s_fwd, s_norms = scan.forward(T.transpose(1, 2).contiguous())
         torch.testing.assert_close(s_fwd, fwd, rtol=1e-10, atol=1e-13)
         torch.testing.assert_close(s_norms, norms, rtol=1e-10, atol=1e-13)
         torch.testing.assert_close(scan.backward(T), bwd, rtol=1e-10, atol=1e-13)
 
+
+#: Slips in the chained kernel's three passes (its source, mutated), each with the chunk size that exercises it.
+CHAINED_SLIPS = [
+    ("chunk products multiplied in the wrong order",
+     "tree = tree[:, 1::2] @ tree[:, 0::2]", "tree = tree[:, 0::2] @ tree[:, 1::2]", 8),
+    ("an odd chunk's last step left out of its product",
+     "tree = torch.cat([tree, eye.expand(tree.shape[0], 1, clones, clones)], 1)", "tree = tree[:, :-1]", 13),
+    ("every chunk starts from the first message", "current[j + 1] = ahead / ahead.sum()", "current[j + 1] = current[0]", 8),
+    ("a chunk chained through the previous chunk's product",
+     "ahead = products[j] @ current[j]", "ahead = products[max(j - 1, 0)] @ current[j]", 8),
+    ("each step's normaliser taken from the step before", "out_norms[:, t] = torch.log(sums.double())",
+     "out_norms[:, t] = torch.log(sums.double()).roll(1)", 8),
+]
+
+
+@pytest.mark.parametrize("slip, old, new, chunk", CHAINED_SLIPS, ids=[s[0] for s in CHAINED_SLIPS])
+def test_the_check_catches_a_slip_in_the_chained_kernel(tiny, space, reference, monkeypatch, slip, old, new, chunk):
+    import inspect
+    import textwrap
+
+    from workloads import chmm
+
+    source = textwrap.dedent(inspect.getsource(chmm._chained))
+    assert source.count(old) == 1, f"the kernel no longer reads {old!r}: update this slip"
+    namespace = dict(vars(chmm))
+    exec(compile(source.replace(old, new), chmm.__file__, "exec"), namespace)
+    workload = tiny[0]
+    config = space.validate({"messages": "chained", "chunk_size": chunk, "dtype": "float32", "update_c": "grouped"})
+    assert workload.check(workload.build(config)(), reference, config).passed  # the kernel as written
+    monkeypatch.setitem(chmm._SCANS, "chained", namespace["_chained"])
+    check = workload.check(workload.build(config)(), reference, config)
+    assert not check.passed, (slip, check)
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -36,7 +36,7 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["report", "--workload", "chmm", "--device", "cpu"], "no study storage at sqlite:///studies/autotune.db"),
         (["report", "--workload", "chmm", "--device", "tpu"], "unknown device 'tpu'"),
         (["run", "--workload", "chmm", "--set", "messages=loop", "--set", "chunk_size=128"],
-         "chunk_size=128 has no effect here: chunk_size applies only when messages == 'scan'"),
+         "chunk_size=128 has no effect here: chunk_size applies only when messages in ['scan', 'chained']"),
         (["search", "--workload", "chmm", "--memory-budget", "1e400"], "is not a size between"),
         (["search", "--workload", "chmm", "--memory-limit", "0"], "is not a size between"),
         (["search", "--workload", "chmm", "--trial-timeout", "-5"], "not a positive, finite number of seconds"),

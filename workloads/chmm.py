@@ -164,8 +164,8 @@ class _Kernels:
         self.layout, self.device, self.dtype = layout, torch.device(device), dtype
         self.indices, self.workspace, self.debug = indices, workspace, debug
         self.messages, self.chunk_size = messages, int(chunk_size)
-        if messages == "scan" and not layout.uniform:
-            raise ValueError("the scan kernel needs the same number of clones for every observation")
+        if messages in _SCANS and not layout.uniform:
+            raise ValueError(f"the {messages} kernel needs the same number of clones for every observation")
         if messages == "numba":
             if self.device.type != "cpu" or dtype not in (torch.float32, torch.float64):
                 raise ValueError("numba messages run on the CPU in float32 or float64 only")
@@ -178,7 +178,7 @@ class _Kernels:
             self._np_fwd = np.empty(total, numpy_dtype)
             self._np_bwd = np.empty(total, numpy_dtype)
             self._np_norms = np.empty(layout.steps, numpy_dtype)
-        if messages == "scan":
+        if messages in _SCANS:
             c = int(layout.n_clones[0])
             self._scan_fwd_index = tuple(
                 torch.as_tensor(v, device=self.device)
@@ -233,10 +233,11 @@ class _Kernels:
             self._numba.forward(T_tr.numpy(), starts, stops, actions, mstarts, self.n_states,
                                 self._np_fwd, self._np_norms, self.debug)
             return torch.from_numpy(self._np_fwd), torch.from_numpy(self._np_norms)
-        if self.messages == "scan":
+        if self.messages in _SCANS:
             c = self._clones
             init = torch.full((c,), 1.0 / self.n_states, dtype=self.dtype, device=self.device)
-            messages, log_norms = _scan(_blocks(T_tr, c), *self._scan_fwd_index, init, self.chunk_size, self.debug)
+            scan = _SCANS[self.messages]
+            messages, log_norms = scan(_blocks(T_tr, c), *self._scan_fwd_index, init, self.chunk_size, self.debug)
             return messages.reshape(-1), torch.exp(log_norms).to(self.dtype)
         n = self.layout.steps
         j0, j1, m0, m1, action = self._bounds(0)
@@ -280,10 +281,10 @@ class _Kernels:
             starts, stops, actions, mstarts = self._numba_index
             self._numba.backward(T.numpy(), starts, stops, actions, mstarts, self._np_bwd, self.debug)
             return torch.from_numpy(self._np_bwd)
-        if self.messages == "scan":
+        if self.messages in _SCANS:
             c = self._clones
             init = torch.full((c,), 1.0 / c, dtype=self.dtype, device=self.device)
-            messages, _ = _scan(_blocks(T, c), *self._scan_bwd_index, init, self.chunk_size, self.debug)
+            messages, _ = _SCANS[self.messages](_blocks(T, c), *self._scan_bwd_index, init, self.chunk_size, self.debug)
             return messages.flip(0).reshape(-1)
         n = self.layout.steps
         i0, i1, m0, m1, _ = self._bounds(n - 1)
@@ -374,6 +375,89 @@ def _scan(
         if debug and not bool(torch.isfinite(cumulative).all()):
             raise AssertionError(f"steps {start}..{stop - 1}: an observation has zero probability")
     return messages, log_norms
+
+
+#: Gathered block entries per batch of chunks in the chained kernel's first pass (256 MiB in float32).
+_GATHER = 1 << 26
+
+
+def _chained(
+    blocks: torch.Tensor,
+    actions: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    init: torch.Tensor,
+    chunk_size: int,
+    debug: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The messages of :func:`_scan` with one matrix product per step instead of log2(chunk_size).
+
+    The steps are cut into chunks. First, each chunk's product
+    ``B_last ... B_first`` is formed by a tree of batched matrix products
+    (renormalised as it goes: only its direction matters). Second, the message
+    before each chunk is chained through those products, one chunk after the
+    other. Third, every chunk is stepped at once, one step at a time, from its
+    first message: one batched matrix-vector product per step of a chunk, which
+    gives each step's normaliser exactly as the per-step loop does. The
+    Hillis-Steele scan costs ``log2(chunk_size)`` products of ``clones x
+    clones`` matrices per step; this costs one, and ``steps / chunk_size +
+    chunk_size`` launches in sequence (a chunk near the square root of the
+    steps).
+    """
+    steps, clones = actions.shape[0], init.shape[0]
+    n = steps - 1
+    size = max(1, min(chunk_size, n))
+    chunks = -(-n // size) if n else 0
+    # Padded to whole chunks; the padding repeats the last step and its results are cut off.
+    messages = torch.empty(1 + chunks * size, clones, dtype=init.dtype, device=init.device)
+    log_norms = torch.empty(1 + chunks * size, dtype=torch.float64, device=init.device)
+    total = init.sum()
+    messages[0] = init / total
+    log_norms[0] = torch.log(total.double())
+    if not n:
+        return messages[:steps], log_norms[:steps]
+    step = torch.arange(1, 1 + chunks * size, device=init.device).clamp_(max=n).view(chunks, size)
+    # Every (action, row, column) block laid out as one matrix each: a step's block is one row of an
+    # index_select, twice as fast on the CPU as indexing the five-dimensional view.
+    n_obs = blocks.shape[1]
+    matrices = blocks.permute(0, 1, 3, 2, 4).reshape(-1, clones, clones)
+    which = (actions * n_obs + rows) * n_obs + cols
+
+    def gathered(k: torch.Tensor) -> torch.Tensor:
+        return matrices.index_select(0, which[k].reshape(-1)).view(*k.shape, clones, clones)
+
+    products = torch.empty(chunks, clones, clones, dtype=init.dtype, device=init.device)
+    eye = torch.eye(clones, dtype=init.dtype, device=init.device)
+    batch = max(1, _GATHER // (size * clones * clones))
+    for first in range(0, chunks - 1, batch):  # the last chunk's product is never used
+        last = min(first + batch, chunks - 1)
+        tree = gathered(step[first:last])  # (chunks, size, c, c)
+        while tree.shape[1] > 1:
+            if tree.shape[1] % 2:
+                tree = torch.cat([tree, eye.expand(tree.shape[0], 1, clones, clones)], 1)
+            tree = tree[:, 1::2] @ tree[:, 0::2]
+            tree /= tree.sum((2, 3), keepdim=True)
+        products[first:last] = tree[:, 0]
+    current = torch.empty(chunks, clones, dtype=init.dtype, device=init.device)
+    current[0] = messages[0]
+    for j in range(chunks - 1):
+        ahead = products[j] @ current[j]
+        current[j + 1] = ahead / ahead.sum()
+    out = messages[1:].view(chunks, size, clones)
+    out_norms = log_norms[1:].view(chunks, size)
+    for t in range(size):
+        ahead = (gathered(step[:, t]) @ current.unsqueeze(2)).squeeze(2)
+        sums = ahead.sum(1)
+        current = ahead / sums[:, None]
+        out[:, t] = current
+        out_norms[:, t] = torch.log(sums.double())
+    if debug and not bool(torch.isfinite(log_norms[:steps]).all()):
+        raise AssertionError("an observation has zero probability under the transitions")
+    return messages[:steps], log_norms[:steps]
+
+
+#: The message kernels that need every observation to have the same number of clones, by name.
+_SCANS = {"scan": _scan, "chained": _chained}
 
 
 def update_transitions(counts: Any, pseudocount: float = PSEUDOCOUNT) -> Any:
