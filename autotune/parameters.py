@@ -104,6 +104,10 @@ class Parameter:
                         except ValueError:
                             pass
             if not matches:
+                needs = self.choice_requires.get(text)
+                if needs:  # a choice of the space that this device's space left out
+                    raise InvalidConfigError(f"{self.name}={text!r} needs {', '.join(sorted(needs))}, which this "
+                                             f"device lacks; choose one of: {self.describe_allowed()}")
                 raise InvalidConfigError(
                     f"{self.name}={text!r} is not allowed; choose one of: {self.describe_allowed()}"
                 )

@@ -37,6 +37,8 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["report", "--workload", "chmm", "--device", "tpu"], "unknown device 'tpu'"),
         (["run", "--workload", "chmm", "--set", "messages=loop", "--set", "chunk_size=128"],
          "chunk_size=128 has no effect here: chunk_size applies only when messages in ['scan', 'chained']"),
+        (["run", "--workload", "chmm", "--set", "messages=chained"],
+         "messages='chained' needs cuda, which this device lacks; choose one of: loop,"),
         (["search", "--workload", "chmm", "--memory-budget", "1e400"], "is not a size between"),
         (["search", "--workload", "chmm", "--memory-limit", "0"], "is not a size between"),
         (["search", "--workload", "chmm", "--trial-timeout", "-5"], "not a positive, finite number of seconds"),
