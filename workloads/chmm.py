@@ -394,7 +394,7 @@ def _chained(
 
     The steps are cut into chunks. First, each chunk's product
     ``B_last ... B_first`` is formed by a tree of batched matrix products
-    (renormalised as it goes: only its direction matters). Second, the message
+    (rescaled as it goes: only its direction matters). Second, the message
     before each chunk is chained through those products, one chunk after the
     other. Third, every chunk is stepped at once, one step at a time, from its
     first message: one batched matrix-vector product per step of a chunk, which
@@ -431,12 +431,15 @@ def _chained(
     batch = max(1, _GATHER // (size * clones * clones))
     for first in range(0, chunks - 1, batch):  # the last chunk's product is never used
         last = min(first + batch, chunks - 1)
+        # Every matrix scaled to a mean entry of 1, so that a product's entries are near the clone count:
+        # a block's are near 1 / (symbols x clones), and their products fall below float16's normal range.
         tree = gathered(step[first:last])  # (chunks, size, c, c)
+        tree /= tree.mean((2, 3), keepdim=True)
         while tree.shape[1] > 1:
             if tree.shape[1] % 2:
                 tree = torch.cat([tree, eye.expand(tree.shape[0], 1, clones, clones)], 1)
             tree = tree[:, 1::2] @ tree[:, 0::2]
-            tree /= tree.sum((2, 3), keepdim=True)
+            tree /= tree.mean((2, 3), keepdim=True)
         products[first:last] = tree[:, 0]
     current = torch.empty(chunks, clones, dtype=init.dtype, device=init.device)
     current[0] = messages[0]
