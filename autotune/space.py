@@ -318,7 +318,9 @@ class SearchSpace:
                 "default": _show(self._defaults[p.name]),
                 "baseline": _show(self._baseline[p.name]),
                 "condition": p.condition.text if p.condition else "",
-                "requires": ", ".join(sorted(p.requires)),
+                # What the knob needs of a device, then what each value needs (numba: cpu, numba).
+                "requires": "; ".join([", ".join(sorted(p.requires))] * bool(p.requires) + [
+                    f"{choice}: {', '.join(sorted(needs))}" for choice, needs in p.choice_requires.items()]),
                 "help": p.help,
             }
             for p in self.parameters.values()

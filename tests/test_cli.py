@@ -127,6 +127,8 @@ def test_search_then_best(tmp_path):
 def test_list_and_devices(tmp_path):
     listing = run_cli("list", cwd=tmp_path)
     assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
+    # What each value needs of a device, so that a user sees why a search here does not offer it.
+    assert "(needs numba: cpu, numba; chained: cuda)" in listing.stdout
     for line in ("ten  (unit: tokens", "vlm_mc  (unit: images", "latentwire  (unit: tokens", "lsd  (unit: frames"):
         assert line in listing.stdout, line
     found = run_cli("devices", "--json", cwd=tmp_path)
