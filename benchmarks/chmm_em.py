@@ -186,18 +186,23 @@ def main() -> None:
                 start = time.perf_counter()
                 run()
                 times[name].append(time.perf_counter() - start)
-        first = next(iter(contenders))  # the numba reference unless skipped: ratios and differences are against it
-        reference_seconds = statistics.median(times[first])
-        reference_lik = likelihoods[first]
+        # Ratios and differences are against the numba reference, or the baseline where it is skipped.
+        yardstick = next((name for name in ("numba reference", "baseline") if name in contenders), None)
         for name in contenders:
             seconds = statistics.median(times[name])
-            rows.append((size, name, seconds, p["steps"] / seconds, reference_seconds / seconds,
-                         likelihoods[name], abs(likelihoods[name] - reference_lik) / abs(reference_lik)))
+            speedup = diff = None
+            if yardstick is not None:
+                speedup = statistics.median(times[yardstick]) / seconds
+                diff = abs(likelihoods[name] - likelihoods[yardstick]) / abs(likelihoods[yardstick])
+            rows.append((size, name, seconds, p["steps"] / seconds, speedup, likelihoods[name], diff))
 
-    print(f"\n{'size':<6} {'contender':<16} {'s/iteration':>12} {'timesteps/s':>12} {'vs numba':>9} "
+    against = f"vs {yardstick.split()[0]}" if yardstick else ""
+    print(f"\n{'size':<6} {'contender':<16} {'s/iteration':>12} {'timesteps/s':>12} {against:>12} "
           f"{'log2 likelihood':>18} {'rel. diff':>10}")
     for size, name, seconds, rate, speedup, lik, diff in rows:
-        print(f"{size:<6} {name:<16} {seconds:>12.3f} {rate:>12,.0f} {speedup:>8.2f}x {lik:>18.4f} {diff:>10.1e}")
+        ratio = f"{speedup:>11.2f}x" if speedup is not None else f"{'-':>12}"
+        print(f"{size:<6} {name:<16} {seconds:>12.3f} {rate:>12,.0f} {ratio} {lik:>18.4f} "
+              + (f"{diff:>10.1e}" if diff is not None else f"{'-':>10}"))
 
 
 if __name__ == "__main__":
