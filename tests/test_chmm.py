@@ -243,8 +243,8 @@ CHAINED_SLIPS = [
     ("every chunk starts from the first message", "current[j + 1] = ahead / ahead.sum()", "current[j + 1] = current[0]", 8),
     ("a chunk chained through the previous chunk's product",
      "ahead = products[j] @ current[j]", "ahead = products[max(j - 1, 0)] @ current[j]", 8),
-    ("each step's normaliser taken from the step before", "out_norms[:, t] = torch.log(sums.double())",
-     "out_norms[:, t] = torch.log(sums.double()).roll(1)", 8),
+    ("each step's normaliser taken from the step before", "log_norms[1:] = torch.log(sums.double()).view(-1)",
+     "log_norms[1:] = torch.log(sums.double()).roll(1, 1).view(-1)", 8),
 ]
 
 

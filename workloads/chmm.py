@@ -421,10 +421,10 @@ def _chained(
     # index_select, twice as fast on the CPU as indexing the five-dimensional view.
     n_obs = blocks.shape[1]
     matrices = blocks.permute(0, 1, 3, 2, 4).reshape(-1, clones, clones)
-    which = (actions * n_obs + rows) * n_obs + cols
+    which = ((actions * n_obs + rows) * n_obs + cols)[step]  # (chunks, size): the matrix of each step
 
     def gathered(k: torch.Tensor) -> torch.Tensor:
-        return matrices.index_select(0, which[k].reshape(-1)).view(*k.shape, clones, clones)
+        return matrices.index_select(0, k.reshape(-1)).view(*k.shape, clones, clones)
 
     products = torch.empty(chunks, clones, clones, dtype=init.dtype, device=init.device)
     eye = torch.eye(clones, dtype=init.dtype, device=init.device)
@@ -433,7 +433,7 @@ def _chained(
         last = min(first + batch, chunks - 1)
         # Every matrix scaled to a mean entry of 1, so that a product's entries are near the clone count:
         # a block's are near 1 / (symbols x clones), and their products fall below float16's normal range.
-        tree = gathered(step[first:last])  # (chunks, size, c, c)
+        tree = gathered(which[first:last])  # (chunks, size, c, c)
         tree /= tree.mean((2, 3), keepdim=True)
         while tree.shape[1] > 1:
             if tree.shape[1] % 2:
@@ -446,14 +446,16 @@ def _chained(
     for j in range(chunks - 1):
         ahead = products[j] @ current[j]
         current[j + 1] = ahead / ahead.sum()
+    # On a GPU this loop is bound by launches, not arithmetic: as few operations a step as can be.
     out = messages[1:].view(chunks, size, clones)
-    out_norms = log_norms[1:].view(chunks, size)
+    sums = torch.empty(chunks, size, dtype=init.dtype, device=init.device)
+    by_step = which.t().contiguous()
     for t in range(size):
-        ahead = (gathered(step[:, t]) @ current.unsqueeze(2)).squeeze(2)
-        sums = ahead.sum(1)
-        current = ahead / sums[:, None]
+        ahead = torch.bmm(gathered(by_step[t]), current.unsqueeze(2)).squeeze(2)
+        sums[:, t] = ahead.sum(1)
+        current = ahead / sums[:, t, None]
         out[:, t] = current
-        out_norms[:, t] = torch.log(sums.double())
+    log_norms[1:] = torch.log(sums.double()).view(-1)
     if debug and not bool(torch.isfinite(log_norms[:steps]).all()):
         raise AssertionError("an observation has zero probability under the transitions")
     return messages[:steps], log_norms[:steps]
