@@ -98,7 +98,7 @@ def test_public_api_matches_plain_numpy(tiny):
     np.testing.assert_allclose(em_T.numpy(), T_new, rtol=1e-9, atol=1e-12)
 
 
-UPDATES = ["loop", "loop_outer", "grouped"]
+UPDATES = ["loop", "loop_outer", "grouped", "batched"]
 LOOP_KERNELS = [
     {"messages": "loop", "indices": indices, "workspace": workspace, "update_c": update_c}
     for indices, workspace, update_c in itertools.product(["per_step", "precomputed", "block_views"], [False, True], UPDATES)
@@ -268,6 +268,69 @@ def test_the_check_catches_a_slip_in_the_chained_kernel(tiny, space, reference, 
     monkeypatch.setitem(chmm._SCANS, "chained", namespace["_chained"])
     check = workload.check(workload.build(config)(), reference, config)
     assert not check.passed, (slip, check)
+
+def test_batched_counts_match_grouped_across_many_batches(tiny, monkeypatch):
+    # At tiny every group fits one batch: 256 entries a batch splits its 114 groups into 8 batches of 2-32.
+    from workloads import chmm
+    from workloads.chmm import _Kernels, _Layout, update_counts
+
+    _, T, n_clones, x, a = tiny
+    monkeypatch.setattr(chmm, "_BATCH", 256)
+    layout = _Layout(n_clones, x, a)
+    grouping = chmm._Grouping(layout, "cpu", batched=True)
+    assert len(grouping.batches) > 4 and sum(len(batch[0]) for batch in grouping.batches) == len(grouping.groups)
+    T = torch.as_tensor(T)
+    loop = _Kernels(layout, "cpu", torch.float64)
+    fwd, norms = loop.forward(T.transpose(1, 2).contiguous())
+    bwd = loop.backward(T)
+    grouped = update_counts(T, layout, fwd, bwd, norms, "grouped")
+    torch.testing.assert_close(update_counts(T, layout, fwd, bwd, norms, "batched", grouping), grouped,
+                               rtol=1e-12, atol=1e-15)
+
+
+def test_batched_counts_need_uniform_clones():
+    from workloads.chmm import _Grouping, _Layout
+
+    layout = _Layout(np.array([2, 3]), np.array([0, 1, 0, 1]), np.zeros(4, dtype=np.int64))
+    with pytest.raises(ValueError, match="same number of clones"):
+        _Grouping(layout, "cpu", batched=True)
+
+
+#: Slips in the batched count update (the source of ``update_counts`` or ``_Grouping``, mutated).
+BATCHED_SLIPS = [
+    ("padded steps counted", "update_counts", "scale = (weights[ts] * mask).unsqueeze(2)",
+     "scale = weights[ts].unsqueeze(2)"),
+    ("the forward message of step t, not t - 1", "update_counts",
+     "A.index_select(0, prev.reshape(-1))", "A.index_select(0, ts.reshape(-1))"),
+    ("each group scaled by its transposed block", "update_counts",
+     "= blocks[actions, rows, :, cols, :] *", "= blocks[actions, cols, :, rows, :] *"),
+    ("a group skipped between batches", "_Grouping", "start = stop\n", "start = stop + 1\n"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("slip, target, old, new", BATCHED_SLIPS, ids=[s[0] for s in BATCHED_SLIPS])
+def test_the_check_catches_a_slip_in_the_batched_count_update(tiny, space, reference, monkeypatch, slip, target, old,
+                                                               new, dtype):
+    # Measured at tiny, 256 entries a batch: caught at 22.7x its bound or more in bfloat16, 114x in float16,
+    # 2.3e5x in float32; the code as written errs by at most 0.38 of a bound (bfloat16).
+    import inspect
+    import textwrap
+
+    from workloads import chmm
+
+    monkeypatch.setattr(chmm, "_BATCH", 256)  # several batches at tiny
+    source = textwrap.dedent(inspect.getsource(getattr(chmm, target)))
+    assert source.count(old) == 1, f"the code no longer reads {old!r}: update this slip"
+    namespace = dict(vars(chmm))
+    exec(compile(source.replace(old, new), chmm.__file__, "exec"), namespace)
+    workload = tiny[0]
+    config = space.validate({"messages": "loop", "dtype": dtype, "update_c": "batched"})
+    assert workload.check(workload.build(config)(), reference, config).passed  # the code as written
+    monkeypatch.setattr(chmm, target, namespace[target])
+    check = workload.check(workload.build(config)(), reference, config)
+    assert not check.passed, (slip, check)
+
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

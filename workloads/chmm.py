@@ -473,10 +473,22 @@ def update_transitions(counts: Any, pseudocount: float = PSEUDOCOUNT) -> Any:
     return T / norm
 
 
-class _Grouping:
-    """Steps grouped by (action, previous observation, observation) for the grouped count update."""
+#: Padded message entries (steps x clones) gathered per batch by the batched count update: 4 MiB in
+#: float32, which stays in this CPU's cache. At chmm's full size 1 << 24 took 369 ms a count update
+#: against 224 ms, the grouped update's 234 ms; at small 1 << 20 took 11 ms, grouped 59 ms.
+_BATCH = 1 << 20
 
-    def __init__(self, layout: _Layout, device: torch.device) -> None:
+
+class _Grouping:
+    """Steps grouped by (action, previous observation, observation) for the grouped and batched count updates.
+
+    ``batched`` also lays the groups out in a few batches of equal length
+    (the groups sorted by their number of steps, each padded with copies of
+    its first step that a zero mask leaves out), so that all of a batch's
+    counts are one batched matrix product.
+    """
+
+    def __init__(self, layout: _Layout, device: torch.device, batched: bool = False) -> None:
         x, a = layout.x, layout.a
         n_obs = len(layout.n_clones)
         key = (a[:-1] * n_obs + x[:-1]) * n_obs + x[1:]
@@ -505,6 +517,34 @@ class _Grouping:
             self.scatter = (torch.as_tensor(rows, device=device), torch.as_tensor(cols, device=device))
         self.uniform = layout.uniform
         self.steps = layout.steps
+        self.batches = self._batches(layout, device) if batched else []
+
+    def _batches(self, layout: _Layout, device: torch.device) -> list[tuple[torch.Tensor, ...]]:
+        if not layout.uniform:
+            raise ValueError("the batched count update needs the same number of clones for every observation")
+        clones = self.cmax
+        ordered = sorted(self.groups, key=lambda group: len(group[3]))
+        batches, start = [], 0
+        while start < len(ordered):
+            stop = start + 1  # the longest group of a batch is its last: the batch is padded to its length
+            while stop < len(ordered) and (stop + 1 - start) * len(ordered[stop][3]) * clones <= _BATCH:
+                stop += 1
+            chunk = ordered[start:stop]
+            length = len(chunk[-1][3])
+
+            def padded(steps: torch.Tensor) -> torch.Tensor:
+                return torch.cat([steps, steps[:1].expand(length - len(steps))])
+
+            batches.append((
+                torch.tensor([group[0] for group in chunk], device=device),
+                torch.tensor([group[1][0] // clones for group in chunk], device=device),  # previous observation
+                torch.tensor([group[2][0] // clones for group in chunk], device=device),  # observation
+                torch.stack([padded(group[3]) for group in chunk]),  # (groups, length): the steps t
+                torch.stack([padded(group[4]) for group in chunk]),  # and t - 1
+                torch.stack([(torch.arange(length, device=device) < len(group[3])) for group in chunk]),
+            ))
+            start = stop
+        return batches
 
     def padded(self, flat: torch.Tensor) -> torch.Tensor:
         if self.uniform:
@@ -534,6 +574,8 @@ def update_counts(
     the same (action, previous observation, observation): their counts are one
     matrix product of stacked forward and backward messages, each step
     normalised by ``p_t * <alpha_t, beta_t>`` taken from the forward pass.
+    ``batched`` forms the same products for many groups at once (one batched
+    matrix product per batch of groups, instead of one product per group).
     """
     C = out if out is not None else torch.empty_like(T)
     C.zero_()
@@ -561,13 +603,27 @@ def update_counts(
             q /= norm
             C[action, i0:i1, j0:j1] += q
         return C
-    if method != "grouped":
-        raise ValueError(f"unknown count update {method!r}; choose loop, loop_outer or grouped")
-    grouping = grouping or _Grouping(layout, T.device)
+    if method not in ("grouped", "batched"):
+        raise ValueError(f"unknown count update {method!r}; choose loop, loop_outer, grouped or batched")
+    if grouping is None or (method == "batched" and not grouping.batches):
+        grouping = _Grouping(layout, T.device, batched=method == "batched")
     A = grouping.padded(fwd)
     B = grouping.padded(bwd)
     # sum_ij alpha_{t-1,i} T_ij beta_{t,j} = p_t * <alpha_t, beta_t>: no per-step recomputation.
     weights = 1.0 / (norms * (A * B).sum(1))
+    if method == "batched":
+        clones = grouping.cmax
+        n_obs = T.shape[1] // clones
+        blocks, counts = (m.view(T.shape[0], n_obs, clones, n_obs, clones) for m in (T, C))
+        for actions, rows, cols, ts, prev, mask in grouping.batches:
+            scale = (weights[ts] * mask).unsqueeze(2)  # a padded step counts nothing
+            alphas = A.index_select(0, prev.reshape(-1)).view(*prev.shape, clones) * scale
+            betas = B.index_select(0, ts.reshape(-1)).view(*ts.shape, clones)
+            # Every group is its own (action, row, column) block: assigned once, never accumulated.
+            counts[actions, rows, :, cols, :] = blocks[actions, rows, :, cols, :] * (alphas.transpose(1, 2) @ betas)
+        if debug and not bool(torch.isfinite(C).all()):
+            raise AssertionError("expected counts are not finite")
+        return C
     for action, (i0, i1), (j0, j1), ts, prev in grouping.groups:
         alphas = A.index_select(0, prev)[:, : i1 - i0] * weights.index_select(0, ts).unsqueeze(1)
         betas = B.index_select(0, ts)[:, : j1 - j0]
@@ -656,7 +712,8 @@ class ChmmWorkload(Workload):
         T_tr = T.transpose(1, 2).contiguous()
         kernels = _Kernels(layout, device, dtype, config["indices"], config["workspace"], config["debug_asserts"],
                            config["messages"], config["chunk_size"])
-        grouping = _Grouping(layout, device) if config["update_c"] == "grouped" else None
+        grouping = (_Grouping(layout, device, batched=config["update_c"] == "batched")
+                    if config["update_c"] in ("grouped", "batched") else None)
         counts = torch.empty_like(T) if config["workspace"] else None
 
         overlap = config["messages"] == "numba" and config["overlap_passes"]
