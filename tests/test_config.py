@@ -45,7 +45,7 @@ def test_load_config_honours_the_environment_variable(tmp_path, monkeypatch):
 def test_without_a_file_defaults_with_a_warning_or_strict_error(tmp_path):
     with pytest.warns(UserWarning, match="using the search space's defaults"):
         cfg = load_config("chmm", device="cpu", studies=tmp_path)
-    assert cfg.source == "defaults" and cfg["update_c"] == "grouped" and cfg.speedup is None
+    assert cfg.source == "defaults" and cfg["update_c"] == "batched" and cfg.speedup is None
     with pytest.raises(ConfigNotFoundError, match="autotune search --workload chmm --device cpu"):
         load_config("chmm", device="cpu", studies=tmp_path, strict=True)
 
