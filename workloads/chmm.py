@@ -621,13 +621,11 @@ def update_counts(
             betas = B.index_select(0, ts.reshape(-1)).view(*ts.shape, clones)
             # Every group is its own (action, row, column) block: assigned once, never accumulated.
             counts[actions, rows, :, cols, :] = blocks[actions, rows, :, cols, :] * (alphas.transpose(1, 2) @ betas)
-        if debug and not bool(torch.isfinite(C).all()):
-            raise AssertionError("expected counts are not finite")
-        return C
-    for action, (i0, i1), (j0, j1), ts, prev in grouping.groups:
-        alphas = A.index_select(0, prev)[:, : i1 - i0] * weights.index_select(0, ts).unsqueeze(1)
-        betas = B.index_select(0, ts)[:, : j1 - j0]
-        C[action, i0:i1, j0:j1] += T[action, i0:i1, j0:j1] * (alphas.transpose(0, 1) @ betas)
+    else:
+        for action, (i0, i1), (j0, j1), ts, prev in grouping.groups:
+            alphas = A.index_select(0, prev)[:, : i1 - i0] * weights.index_select(0, ts).unsqueeze(1)
+            betas = B.index_select(0, ts)[:, : j1 - j0]
+            C[action, i0:i1, j0:j1] += T[action, i0:i1, j0:j1] * (alphas.transpose(0, 1) @ betas)
     if debug and not bool(torch.isfinite(C).all()):
         raise AssertionError("expected counts are not finite")
     return C
