@@ -179,3 +179,19 @@ def test_the_simulate_command_says_the_direction_it_took(tmp_path):
     data = json.loads(done.stdout)
     assert data["objective"] == "GFLOP/s" and data["direction"] == "maximize"
     assert data["repeats"][0]["best_so_far"][-1] == pytest.approx(data["optimum"]) == pytest.approx(1000 / 13.5)
+
+
+# -- the held-out space --------------------------------------------------------------------
+
+def test_the_held_out_space_reads_as_its_readme_says_and_a_search_replays_on_it():
+    """benchmarks/held_out/README.md gives its size and optimum; a tiny search evaluates only its recorded configs."""
+    from pathlib import Path
+
+    recorded = load_recorded(Path(__file__).resolve().parent.parent / "benchmarks" / "held_out"
+                             / "convolution_RTX_2080_Ti.json.gz")
+    assert len(recorded.entries) == 6768
+    assert sum(recorded.loss_of(e) is not None for e in recorded.entries.values()) == 5256
+    assert recorded.optimum == pytest.approx(0.9003, abs=1e-4) and recorded.direction == "minimize"
+    run = simulate(recorded, 5, seed=0)
+    times = {e["time"] for e in recorded.entries.values() if not isinstance(e["time"], str)}
+    assert run.evaluations == 5 and all(v is None or v in times for v in run.best_so_far)
