@@ -1,6 +1,7 @@
 """The GPU campaign, dry-run on the CPU at `tiny`: every file it promises lands under --out, and nothing else."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,9 +83,8 @@ def test_the_readmes_em_timing_lines_run_on_the_cpu_at_tiny(tmp_path):
     # must parse and run: a typo there costs a part of a lease that comes seldom.
     readme = (ROOT / "README.md").read_text()
     marker = "python3 benchmarks/chmm_em.py --device cuda"
-    starts = [i for i in range(len(readme)) if readme.startswith(marker, i)]
     kernels = []
-    for start in starts:
+    for start in (found.start() for found in re.finditer(re.escape(marker), readme)):
         line = readme[start:readme.index(">", start)].replace("\\\n", " ").split()
         assert line[line.index("--sizes") + 1] == "full" and "--skip-numba" in line
         line[line.index("--device") + 1], line[line.index("--sizes") + 1] = "cpu", "tiny"

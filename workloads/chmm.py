@@ -479,6 +479,11 @@ def update_transitions(counts: Any, pseudocount: float = PSEUDOCOUNT) -> Any:
 _BATCH = 1 << 20
 
 
+def _padded_to(length: int, steps: torch.Tensor) -> torch.Tensor:
+    """`steps` lengthened to `length` by repeating its first step; the batch's mask drops the repeats."""
+    return torch.cat([steps, steps[:1].expand(length - len(steps))])
+
+
 class _Grouping:
     """Steps grouped by (action, previous observation, observation) for the grouped and batched count updates.
 
@@ -531,16 +536,12 @@ class _Grouping:
                 stop += 1
             chunk = ordered[start:stop]
             length = len(chunk[-1][3])
-
-            def padded(steps: torch.Tensor) -> torch.Tensor:
-                return torch.cat([steps, steps[:1].expand(length - len(steps))])
-
             batches.append((
                 torch.tensor([group[0] for group in chunk], device=device),
                 torch.tensor([group[1][0] // clones for group in chunk], device=device),  # previous observation
                 torch.tensor([group[2][0] // clones for group in chunk], device=device),  # observation
-                torch.stack([padded(group[3]) for group in chunk]),  # (groups, length): the steps t
-                torch.stack([padded(group[4]) for group in chunk]),  # and t - 1
+                torch.stack([_padded_to(length, group[3]) for group in chunk]),  # (groups, length): the steps t
+                torch.stack([_padded_to(length, group[4]) for group in chunk]),  # and t - 1
                 torch.stack([(torch.arange(length, device=device) < len(group[3])) for group in chunk]),
             ))
             start = stop
