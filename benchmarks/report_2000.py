@@ -1,7 +1,8 @@
 """Time and size of the report of a 2,000-trial study (target: under 10 s and 15 MB).
 
-The study is synthetic but shaped like a real one: seven knobs, every status,
-errors, repeats; it lives in SQLite as a real study does.
+The study's figures are made up, but it is recorded as `search` records one
+(chmm's knobs on the CPU, the same attributes, constraints and objective),
+with every status and errors; it lives in SQLite as a real study does.
 
     python benchmarks/report_2000.py [--trials 2000]
 """
@@ -16,50 +17,47 @@ import time
 from pathlib import Path
 
 import optuna
-from optuna.distributions import CategoricalDistribution, IntDistribution
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from autotune.devices import get_profile  # noqa: E402
+from autotune.loop import tell  # noqa: E402
 from autotune.report import write_report  # noqa: E402
+from autotune.runner import TrialResult  # noqa: E402
+from autotune.samplers import OBJECTIVES  # noqa: E402
+from autotune.space import load_space  # noqa: E402
+from autotune.trials import to_attrs  # noqa: E402
 
-SPACE = {
-    "messages": CategoricalDistribution(["loop", "numba", "scan"]),
-    "chunk_size": IntDistribution(8, 4096, log=True),
-    "dtype": CategoricalDistribution(["float64", "float32", "bfloat16", "float16"]),
-    "debug_asserts": CategoricalDistribution([True, False]),
-    "indices": CategoricalDistribution(["per_step", "precomputed", "block_views"]),
-    "workspace": CategoricalDistribution([False, True]),
-    "update_c": CategoricalDistribution(["loop", "loop_outer", "grouped"]),
-}
+#: chmm's own space on the CPU, so the report draws the knobs, conditions and values a real study has.
+SPACE = load_space("chmm").for_device(get_profile("cpu"))
 
 
 def make_study(path: Path, trials: int) -> optuna.Study:
+    """A study recorded as `search` records one (the same attributes, constraints and objectives), with made-up figures."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(storage=f"sqlite:///{path}", study_name="chmm-cpu-small",
-                                directions=["maximize", "minimize"], sampler=optuna.samplers.RandomSampler(seed=0))
+                                directions=OBJECTIVES, sampler=optuna.samplers.RandomSampler(seed=0))
     for key, value in {"workload": "chmm", "device": "cpu", "size": "small", "unit": "timesteps"}.items():
         study.set_user_attr(key, value)
     rng = random.Random(0)
     for number in range(trials):
-        trial = study.ask(SPACE)
-        config = dict(trial.params)
+        trial = study.ask()
+        config = SPACE.suggest(trial)
         status = rng.choices(["ok", "incorrect", "error", "timeout", "crash", "oom"], [70, 15, 6, 3, 3, 3])[0]
-        throughput = rng.lognormvariate(10, 1)
-        trial.set_user_attr("status", status)
-        trial.set_user_attr("config", config)
-        trial.set_user_attr("wall_seconds", rng.uniform(1, 20))
+        result = TrialResult(status=status, config=config.to_dict(), unit="timesteps", wall_seconds=rng.uniform(1, 20))
         if status in ("ok", "incorrect"):
-            trial.set_user_attr("throughput", throughput)
-            trial.set_user_attr("peak_memory_bytes", rng.randint(250, 500) << 20)
-            trial.set_user_attr("median_seconds", 10_000 / throughput)
-            trial.set_user_attr("iqr_seconds", 0.05 * 10_000 / throughput)
-            trial.set_user_attr("check", {"error": 1e-7 if status == "ok" else 3e-3, "tolerance": 1e-5,
-                                          "passed": status == "ok"})
-            trial.set_constraint("correct", 0.0 if status == "ok" else 1.0)
-            study.tell(trial, [throughput, float(rng.randint(250, 500) << 20)])
+            seconds = 10_000 / rng.lognormvariate(10, 1)
+            result.items_per_run, result.throughput = 10_000, 10_000 / seconds
+            result.median_seconds, result.iqr_seconds = seconds, 0.05 * seconds
+            result.times = [seconds * rng.uniform(0.97, 1.05) for _ in range(5)]
+            result.peak_memory_bytes = rng.randint(250, 500) << 20
+            result.check = {"error": 1e-7 if status == "ok" else 3e-3, "tolerance": 1e-5, "passed": status == "ok"}
         else:
-            trial.set_user_attr("error", f"{status}: synthetic failure of trial {number}")
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            result.error = f"{status}: synthetic failure of trial {number}"
+        role = "baseline" if number == 0 else "search"
+        for key, value in to_attrs(result, config, role, None).items():
+            trial.set_user_attr(key, value)
+        tell(study, trial, result, memory_budget_bytes=None, memory_bytes=16 << 30)
     return study
 
 
