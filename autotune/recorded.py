@@ -136,12 +136,18 @@ class Recorded:
         return float(self.entries[key_of(result.config, self.order)][self.objective])
 
 
+#: What older Kernel Tuner versions record for a config that failed, in place of a string; the
+#: scoring method's own code (autotuning_methodology 1.1.0, validators.py) reads it as a failure too.
+KERNEL_TUNER_ERROR_VALUE = 1e20
+
+
 def _is_time(value: Any) -> bool:
-    """A recorded figure of a config that ran: a positive finite number.
+    """A recorded figure of a config that ran: a positive finite number other than Kernel Tuner's error value.
 
     A string names a failure; a time of 0 would be an infinite throughput, and a rate of 0 is nothing done.
     """
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+            and value != KERNEL_TUNER_ERROR_VALUE)
 
 
 def _cost_seconds(entry: Mapping[str, Any]) -> float:

@@ -42,6 +42,17 @@ def test_a_kernel_tuner_cache_is_a_space_with_its_restrictions(tmp_path):
     assert recorded.optimum == pytest.approx(100 / 8 + 1)
 
 
+def test_kernel_tuners_old_error_value_is_a_failed_config_not_a_time(tmp_path):
+    # Older Kernel Tuner versions record 1e20 where newer ones write "RuntimeFailedConfig".
+    path = _cache(tmp_path)
+    data = json.loads(path.read_text())
+    data["cache"]["2,20"]["time"] = 1e20
+    path.write_text(json.dumps(data))
+    recorded = load_recorded(path)
+    assert recorded.result({"x": 2, "y": 20}).status == "error"
+    assert len(recorded.times) == 9 and recorded.worst == pytest.approx(100 + 3)
+
+
 def test_the_expected_random_best_matches_enumeration(tmp_path):
     recorded = load_recorded(_cache(tmp_path))
     keys = list(recorded.entries)
