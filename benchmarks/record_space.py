@@ -26,8 +26,8 @@ How the space is written down:
 
 Examples::
 
-    python benchmarks/record_space.py --workload chmm --size tiny --out benchmarks/recorded/chmm_cpu_tiny.json.gz
-    python benchmarks/record_space.py --workload chmm --size tiny --leave-out dtype=float16 --out chmm.json.gz
+    python benchmarks/record_space.py --workload chmm --size tiny --leave-out dtype=float16 --out benchmarks/recorded/chmm_cpu_tiny.json.gz
+    python benchmarks/record_space.py --workload lsd --size tiny --leave-out compile=default --out lsd.json.gz
     python benchmarks/record_space.py --workload chmm --size tiny --limit 5 --out /tmp/try.json.gz
 """
 
