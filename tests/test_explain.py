@@ -155,7 +155,7 @@ def test_progress_counts_every_measurement_and_ends_at_the_total(space, capsys):
     for call in calls:
         plain.step(*call)
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == len(measured) and lines[0].startswith(f"autotune: [1/") and "round 1/2" in lines[0]
+    assert len(lines) == len(measured) and lines[0].startswith("autotune: [1/") and "round 1/2" in lines[0]
 
 
 def test_moves_the_space_forbids_take_what_they_need_or_say_why(space):
