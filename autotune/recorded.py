@@ -156,6 +156,25 @@ def _cost_seconds(entry: Mapping[str, Any]) -> float:
     return sum(float(entry.get(p) or 0.0) for p in parts) / 1000
 
 
+def _entries(path: Path, data: Mapping[str, Any], order: tuple[str, ...]) -> dict[str, Mapping[str, Any]]:
+    """The cache's entries, keyed by their own parameter values, so that a lookup never depends on how the file
+    wrote its keys; an entry without its parameter values takes them from its key."""
+    spelled = {name: {str(v): v for v in data["tune_params"].get(name, [])} for name in order}
+    entries: dict[str, Mapping[str, Any]] = {}
+    for key, entry in data["cache"].items():
+        if not isinstance(entry, dict):
+            continue
+        if not all(name in entry for name in order):
+            parts = str(key).split(",")
+            if len(parts) != len(order) or not all(part in spelled[name] for name, part in zip(order, parts)):
+                missing = next(name for name in order if name not in entry)
+                raise AutotuneError(f"{path}: the cache entry {key!r} has no value for {missing!r}, and its key "
+                                    "does not name one; every entry needs a value for each of tune_params_keys")
+            entry = {**entry, **{name: spelled[name][part] for name, part in zip(order, parts)}}
+        entries[key_of(entry, order)] = entry
+    return entries
+
+
 def load_recorded(path: str | Path) -> Recorded:
     """A Kernel Tuner cache file (``.json`` or ``.json.gz``) as a recorded space; one-line errors name the file."""
     path = Path(path)
@@ -170,7 +189,11 @@ def load_recorded(path: str | Path) -> Recorded:
         raise AutotuneError(f"{path}: not a Kernel Tuner cache file (it needs tune_params, tune_params_keys "
                             "and cache)")
     order = tuple(data["tune_params_keys"])
-    entries = {key: entry for key, entry in data["cache"].items() if isinstance(entry, dict)}
+    unlisted = [name for name in order if name not in data["tune_params"]]
+    if unlisted:
+        raise AutotuneError(f"{path}: tune_params has no values for {', '.join(map(repr, unlisted))}; it needs the "
+                            "values of every name in tune_params_keys")
+    entries = _entries(path, data, order)
     if not entries:
         raise AutotuneError(f"{path}: the cache holds no configurations")
     objective = data.get("objective", "time")

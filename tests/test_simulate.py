@@ -53,6 +53,34 @@ def test_kernel_tuners_old_error_value_is_a_failed_config_not_a_time(tmp_path):
     assert len(recorded.times) == 9 and recorded.worst == pytest.approx(100 + 3)
 
 
+def test_a_cache_is_read_by_its_entries_values_and_an_entry_without_them_by_its_key(tmp_path):
+    path = _cache(tmp_path)
+    data = json.loads(path.read_text())
+    data["cache"]["8,10"] = {"time": data["cache"].pop("8,10")["time"]}  # the values only in the key
+    data["cache"]["1, 10"] = data["cache"].pop("1,10")  # a key spelt otherwise; the entry has its values
+    path.write_text(json.dumps(data))
+    recorded = load_recorded(path)
+    assert recorded.result({"x": 8, "y": 10}).status == "ok" and recorded.optimum == pytest.approx(100 / 8 + 1)
+    assert recorded.result({"x": 1, "y": 10}).throughput == pytest.approx(1000 / 101)
+    assert len(recorded.entries) == 10 and simulate(recorded, 10, seed=0).best_so_far[-1] == recorded.optimum
+
+
+@pytest.mark.parametrize("break_it, says", [
+    (lambda data: data["cache"].update({"9,10": {"time": 1.0}}), "has no value for 'x'"),
+    (lambda data: data["tune_params"].pop("y"), "tune_params has no values for 'y'"),
+])
+def test_a_cache_that_does_not_name_its_values_is_a_one_line_error(tmp_path, break_it, says):
+    path = _cache(tmp_path)
+    data = json.loads(path.read_text())
+    break_it(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(AutotuneError, match=says):
+        load_recorded(path)
+    done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 def test_the_expected_random_best_matches_enumeration(tmp_path):
     recorded = load_recorded(_cache(tmp_path))
     keys = list(recorded.entries)
