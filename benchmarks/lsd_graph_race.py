@@ -1,0 +1,137 @@
+"""Where does lsd's ``cuda_graph`` knob go wrong? One GPU command that tells the explanations apart.
+
+On an H100 (2026-11-23, ``benchmarks/gpu_runs/2026-11-23-h100/``) a graphed run of lsd at ``tiny`` was off
+by 0.29-0.34 in fp32, differently each run. Each replay equalled the eager model on the same input when a
+probe ran the eager model after it and read a figure back to the host, which made the whole run correct.
+A host sync changes nothing on one stream, so something is not ordered by the stream: host memory, another
+stream, or memory the allocator hands out again. Each variant below changes one thing and prints the
+run's check error (lsd's tolerance in fp32 is 2e-6):
+
+- ``as-is``: the knob as it is (wrong, if the race is still there);
+- ``sync-after``: ``torch.cuda.synchronize()`` after each replay;
+- ``sync-before``: the same before each replay;
+- ``eager-after``: the eager model after each replay, no sync (the probe's extra work without its sync);
+- ``keep-alive``: every input and output of a replay kept referenced to the end of the run, so the
+  allocator cannot hand their memory out again;
+- ``blocking-copies``: every ``.to(..., non_blocking=True)`` made blocking;
+- ``launch-blocking``: ``as-is`` in a child process with ``CUDA_LAUNCH_BLOCKING=1``.
+
+Needs a CUDA device; about a minute on the H100, the wheel install aside::
+
+    python3 benchmarks/lsd_graph_race.py > $OUT/lsd-graph-race.txt
+    python3 benchmarks/lsd_graph_race.py --variants as-is keep-alive
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import workloads.lsd as lsd  # noqa: E402
+from autotune.devices import resolve_device  # noqa: E402
+from autotune.space import load_space  # noqa: E402
+
+
+@contextlib.contextmanager
+def _around_replay(before: Callable[..., Any] | None = None,
+                   after: Callable[..., Any] | None = None) -> Iterator[None]:
+    """lsd's graphed eps with ``before(eps, x, t)`` and ``after(eps, x, t, out)`` around every replay."""
+    original = lsd._graphed
+
+    def graphed(eps: Callable[..., torch.Tensor], *args: Any) -> Callable[..., torch.Tensor]:
+        replay = original(eps, *args)
+
+        def call(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            if before is not None:
+                before(eps, x, t)
+            out = replay(x, t)
+            if after is not None:
+                after(eps, x, t, out)
+            return out
+        return call
+
+    lsd._graphed = graphed
+    try:
+        yield
+    finally:
+        lsd._graphed = original
+
+
+@contextlib.contextmanager
+def _blocking_copies() -> Iterator[None]:
+    original = torch.Tensor.to
+
+    def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        kwargs["non_blocking"] = False
+        return original(self, *args, **kwargs)
+
+    torch.Tensor.to = to  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.to = original  # type: ignore[method-assign]
+
+
+KEPT: list[torch.Tensor] = []
+
+VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
+    "as-is": contextlib.nullcontext,
+    "sync-after": lambda: _around_replay(after=lambda *_: torch.cuda.synchronize()),
+    "sync-before": lambda: _around_replay(before=lambda *_: torch.cuda.synchronize()),
+    "eager-after": lambda: _around_replay(after=lambda eps, x, t, out: eps(x, t)),
+    "keep-alive": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out))),
+    "blocking-copies": _blocking_copies,
+}
+CHILD_VARIANTS = {"launch-blocking": {"CUDA_LAUNCH_BLOCKING": "1"}}
+
+
+def check_errors(variant: str, runs: int = 2) -> list[tuple[float, bool]]:
+    """The check error, and whether it passed, of ``runs`` graphed runs of lsd at tiny (batch 2, fp32)."""
+    space = load_space("lsd").for_device(resolve_device("auto").profile)
+    workload = lsd.LsdWorkload("tiny", device="cuda")
+    reference = workload.to_reference(workload.build(space.reference)())
+    config = space.validate({**dict(space.baseline), "batch_size": 2, "cuda_graph": True})
+    with VARIANTS[variant]():
+        run = workload.build(config)
+        checks = [workload.check(workload.to_reference(run()), reference, config) for _ in range(runs)]
+    KEPT.clear()
+    return [(check.error, check.passed) for check in checks]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    names = [*VARIANTS, *CHILD_VARIANTS]
+    parser.add_argument("--variants", nargs="+", default=names, choices=names)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("lsd_graph_race.py: error: needs a CUDA device; cuda_graph exists only there", file=sys.stderr)
+        return 2
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
+    for variant in args.variants:
+        if variant in CHILD_VARIANTS:
+            done = subprocess.run([sys.executable, __file__, "--variants", "as-is"], capture_output=True, text=True,
+                                  env={**os.environ, **CHILD_VARIANTS[variant]}, timeout=300)
+            line = (done.stdout.strip().splitlines() or [done.stderr.strip()[-300:]])[-1]
+            print(f"{variant:<16} {line.split(None, 1)[-1]}", flush=True)
+            continue
+        try:
+            checks = check_errors(variant)
+            print(f"{variant:<16} " + " ".join(f"{error:.3g}" for error, _ in checks)
+                  + ("  right" if all(passed for _, passed in checks) else "  WRONG"), flush=True)
+        except Exception as exc:  # one variant's failure must not hide the others'
+            print(f"{variant:<16} {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

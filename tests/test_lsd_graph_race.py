@@ -1,0 +1,51 @@
+"""benchmarks/lsd_graph_race.py, the GPU diagnosis of lsd's cuda_graph knob: its plumbing, on the CPU."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import lsd_graph_race  # noqa: E402
+import workloads.lsd as lsd  # noqa: E402
+
+
+def test_the_hooks_wrap_every_replay_and_leave_the_knob_as_it_was(monkeypatch):
+    calls = []
+    # A stand-in for the CUDA graph: the replay is eps itself.
+    monkeypatch.setattr(lsd, "_graphed", lambda eps, *args: eps)
+    stand_in = lsd._graphed
+    with lsd_graph_race._around_replay(before=lambda eps, x, t: calls.append("before"),
+                                       after=lambda eps, x, t, out: calls.append(("after", float(out[0])))):
+        replay = lsd._graphed(lambda x, t: x + t, (1,), torch.device("cpu"), torch.no_grad)
+        assert float(replay(torch.ones(1), torch.ones(1))[0]) == 2.0
+    assert calls == ["before", ("after", 2.0)] and lsd._graphed is stand_in
+
+
+def test_keep_alive_holds_what_each_replay_saw(monkeypatch):
+    monkeypatch.setattr(lsd, "_graphed", lambda eps, *args: eps)
+    with lsd_graph_race.VARIANTS["keep-alive"]():
+        lsd._graphed(lambda x, t: x * 2, (1,), torch.device("cpu"), torch.no_grad)(torch.ones(1), torch.zeros(1))
+    assert len(lsd_graph_race.KEPT) == 3
+    lsd_graph_race.KEPT.clear()
+
+
+def test_blocking_copies_turn_non_blocking_off_and_back_on(monkeypatch):
+    seen = []
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *args, **kwargs: seen.append(kwargs) or self)
+    recorder = torch.Tensor.to
+    with lsd_graph_race._blocking_copies():
+        torch.ones(1).to("cpu", non_blocking=True)
+    torch.ones(1).to("cpu", non_blocking=True)
+    assert seen == [{"non_blocking": False}, {"non_blocking": True}] and torch.Tensor.to is recorder
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without CUDA")
+def test_without_cuda_it_is_a_one_line_error():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "lsd_graph_race.py")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().endswith("needs a CUDA device; cuda_graph exists only there")
