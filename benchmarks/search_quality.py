@@ -7,7 +7,8 @@ suffixed ``/two-objectives``, on the study of throughput and peak memory that
 autotune made before; ``plain-tpe`` is the reference of
 ``../shared/recorded/README.md``: Optuna's TPESampler on one objective, one
 ``suggest_categorical`` per parameter, an unrecorded combination told as
-failed and not counted. Scores (0 = random search on average, 1 = the
+failed and not counted (a config it asks for again counts as an evaluation;
+``plain-tpe-unique`` counts only new configs). Scores (0 = random search on average, 1 = the
 optimum) at 20, 50 and 100 evaluations, mean and standard deviation over the
 repeats, side by side in one run; the same at the time that 20, 50 and 100
 evaluations take on average by the file's recorded costs (compile, benchmark
@@ -48,13 +49,19 @@ TIME_BUDGETS = tuple(f"time {m}" for m in BUDGETS)
 #: A strategy name with this suffix runs on a study of two objectives (throughput, peak memory), as
 #: autotune made its studies before; without it, on the study `search` makes now (throughput alone).
 TWO_OBJECTIVES = "/two-objectives"
-STRATEGIES = ["plain-tpe", *SAMPLERS, *(f"{name}{TWO_OBJECTIVES}" for name in SAMPLERS if name != "random")]
+#: The reference with a repeated config told its recorded value again but not counted as an evaluation.
+UNIQUE = "plain-tpe-unique"
+STRATEGIES = ["plain-tpe", UNIQUE, *SAMPLERS, *(f"{name}{TWO_OBJECTIVES}" for name in SAMPLERS if name != "random")]
 DEFAULT_FILES = sorted((ROOT.parent / "shared" / "recorded").glob("*.json.gz")) + sorted(
     (ROOT / "benchmarks" / "recorded").glob("*.json.gz"))
 
 
-def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
-    """The README's reference: single-objective TPE, unrecorded combinations told as failed, not counted."""
+def plain_tpe(recorded: Recorded, trials: int, seed: int, count_repeats: bool = True) -> Repeat:
+    """The README's reference: single-objective TPE, unrecorded combinations told as failed, not counted.
+
+    Optuna's TPE asks again for configs it has seen; each such ask counts as an evaluation, as it costs
+    one in a tuner that does not keep its measurements. ``count_repeats=False`` counts only new configs.
+    """
     import optuna
     from optuna.trial import TrialState
 
@@ -62,7 +69,7 @@ def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
     started = time.perf_counter()
     study = optuna.create_study(direction=recorded.direction, sampler=optuna.samplers.TPESampler(seed=seed))
     choices = {name: recorded.space.parameters[name].choices for name in recorded.order}
-    best, best_so_far, asks, spent, seconds_so_far = None, [], 0, 0.0, []
+    best, best_so_far, asks, spent, seconds_so_far, seen = None, [], 0, 0.0, [], set()
     while len(best_so_far) < trials and asks < 50 * trials:
         asks += 1
         trial = study.ask()
@@ -78,6 +85,9 @@ def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
             best = value if recorded.better(value, best) else best
         else:
             study.tell(trial, state=TrialState.FAIL)
+        if not count_repeats and key in seen:
+            continue
+        seen.add(key)
         best_so_far.append(best)
         spent += recorded.result(values).wall_seconds or 0.0
         seconds_so_far.append(spent)
@@ -86,8 +96,8 @@ def plain_tpe(recorded: Recorded, trials: int, seed: int) -> Repeat:
 
 def run_one(path: str, strategy: str, trials: int, repeats: int, seed: int) -> dict[str, Any]:
     recorded = load_recorded(path)
-    if strategy == "plain-tpe":
-        runs = [plain_tpe(recorded, trials, seed + i) for i in range(repeats)]
+    if strategy in ("plain-tpe", UNIQUE):
+        runs = [plain_tpe(recorded, trials, seed + i, strategy == "plain-tpe") for i in range(repeats)]
     elif strategy.endswith(TWO_OBJECTIVES):
         name = strategy.removesuffix(TWO_OBJECTIVES)
         runs = [simulate(recorded, trials, seed + i, name, objectives=2) for i in range(repeats)]
