@@ -13,6 +13,17 @@ BROKEN = f"{TESTS / 'workloads' / 'broken.py'}:BrokenWorkload"
 FAST_MEASURER = {"min_time": 0.05, "min_runs": 3, "max_warmup_runs": 2}
 
 
+def load_benchmark(name: str):
+    """A script of benchmarks/ imported as a module (they are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, TESTS.parent / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def studies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh studies directory, also the working directory, so nothing lands in the checkout."""

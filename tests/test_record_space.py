@@ -1,7 +1,5 @@
 """benchmarks/record_space.py: a conditional space enumerated once per config, written as a cache autotune reads back."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,16 +8,13 @@ from autotune.recorded import load_recorded
 from autotune.runner import TrialResult
 from autotune.settings import SearchSettings
 from autotune.space import SearchSpace
+from tests.conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("record_space", ROOT / "benchmarks" / "record_space.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["record_space"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("record_space")
 
 
 SPACE = {

@@ -1,25 +1,12 @@
 """benchmarks/search_quality.py's reference, plain TPE: what counts as one of its evaluations."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from autotune.recorded import load_recorded
+from tests.conftest import load_benchmark
 from tests.test_simulate import _cache
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("search_quality", ROOT / "benchmarks" / "search_quality.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["search_quality"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_plain_tpe_counts_a_repeated_config_and_the_unique_variant_does_not(tmp_path):
-    quality = _module()
+    quality = load_benchmark("search_quality")
     recorded = load_recorded(_cache(tmp_path))  # 10 configs, one of them failed
     counted = quality.plain_tpe(recorded, 30, seed=0)
     unique = quality.plain_tpe(recorded, 30, seed=0, count_repeats=False)
