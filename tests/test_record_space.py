@@ -1,6 +1,5 @@
 """benchmarks/record_space.py: a conditional space enumerated once per config, written as a cache autotune reads back."""
 
-from pathlib import Path
 
 import pytest
 
@@ -10,7 +9,6 @@ from autotune.settings import SearchSettings
 from autotune.space import SearchSpace
 from tests.conftest import load_benchmark
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _module():
