@@ -1,6 +1,5 @@
 """benchmarks/record_space.py: a conditional space enumerated once per config, written as a cache autotune reads back."""
 
-
 import pytest
 
 from autotune.recorded import load_recorded
@@ -8,7 +7,6 @@ from autotune.runner import TrialResult
 from autotune.settings import SearchSettings
 from autotune.space import SearchSpace
 from tests.conftest import load_benchmark
-
 
 
 def _module():
