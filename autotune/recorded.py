@@ -159,7 +159,7 @@ def _cost_seconds(entry: Mapping[str, Any]) -> float:
 def _entries(path: Path, data: Mapping[str, Any], order: tuple[str, ...]) -> dict[str, Mapping[str, Any]]:
     """The cache's entries, keyed by their own parameter values, so that a lookup never depends on how the file
     wrote its keys; an entry without its parameter values takes them from its key."""
-    spelled = {name: {str(v): v for v in data["tune_params"].get(name, [])} for name in order}
+    spelled = {name: {str(v): v for v in data["tune_params"][name]} for name in order}
     entries: dict[str, Mapping[str, Any]] = {}
     for key, entry in data["cache"].items():
         if not isinstance(entry, dict):

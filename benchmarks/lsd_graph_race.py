@@ -95,11 +95,10 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
 CHILD_VARIANTS = {"launch-blocking": {"CUDA_LAUNCH_BLOCKING": "1"}}
 
 
-def check_errors(variant: str, runs: int = 2) -> list[tuple[float, bool]]:
+def check_errors(variant: str, workload: lsd.LsdWorkload, reference: torch.Tensor,
+                 runs: int = 2) -> list[tuple[float, bool]]:
     """The check error, and whether it passed, of ``runs`` graphed runs of lsd at tiny (batch 2, fp32)."""
     space = load_space("lsd").for_device(resolve_device("auto").profile)
-    workload = lsd.LsdWorkload("tiny", device="cuda")
-    reference = workload.to_reference(workload.build(space.reference)())
     config = space.validate({**dict(space.baseline), "batch_size": 2, "cuda_graph": True})
     with VARIANTS[variant]():
         run = workload.build(config)
@@ -117,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         print("lsd_graph_race.py: error: needs a CUDA device; cuda_graph exists only there", file=sys.stderr)
         return 2
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
+    workload = lsd.LsdWorkload("tiny", device="cuda")
+    space = load_space("lsd").for_device(resolve_device("auto").profile)
+    reference = workload.to_reference(workload.build(space.reference)())  # once: no variant touches it
     for variant in args.variants:
         if variant in CHILD_VARIANTS:
             done = subprocess.run([sys.executable, __file__, "--variants", "as-is"], capture_output=True, text=True,
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{variant:<16} {line.split(None, 1)[-1]}", flush=True)
             continue
         try:
-            checks = check_errors(variant)
+            checks = check_errors(variant, workload, reference)
             print(f"{variant:<16} " + " ".join(f"{error:.3g}" for error, _ in checks)
                   + ("  right" if all(passed for _, passed in checks) else "  WRONG"), flush=True)
         except Exception as exc:  # one variant's failure must not hide the others'

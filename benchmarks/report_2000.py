@@ -44,16 +44,19 @@ def make_study(path: Path, trials: int) -> optuna.Study:
         trial = study.ask()
         config = SPACE.suggest(trial)
         status = rng.choices(["ok", "incorrect", "error", "timeout", "crash", "oom"], [70, 15, 6, 3, 3, 3])[0]
-        result = TrialResult(status=status, config=config.to_dict(), unit="timesteps", wall_seconds=rng.uniform(1, 20))
+        wall_seconds = rng.uniform(1, 20)
         if status in ("ok", "incorrect"):
-            seconds = 10_000 / rng.lognormvariate(10, 1)
-            result.items_per_run, result.throughput = 10_000, 10_000 / seconds
-            result.median_seconds, result.iqr_seconds = seconds, 0.05 * seconds
-            result.times = [seconds * rng.uniform(0.97, 1.05) for _ in range(5)]
-            result.peak_memory_bytes = rng.randint(250, 500) << 20
-            result.check = {"error": 1e-7 if status == "ok" else 3e-3, "tolerance": 1e-5, "passed": status == "ok"}
+            throughput = rng.lognormvariate(10, 1)
+            seconds = 10_000 / throughput
+            figures: dict = {
+                "items_per_run": 10_000, "throughput": throughput, "median_seconds": seconds,
+                "iqr_seconds": 0.05 * seconds, "times": [seconds * rng.uniform(0.97, 1.05) for _ in range(5)],
+                "peak_memory_bytes": rng.randint(250, 500) << 20,
+                "check": {"error": 1e-7 if status == "ok" else 3e-3, "tolerance": 1e-5, "passed": status == "ok"}}
         else:
-            result.error = f"{status}: synthetic failure of trial {number}"
+            figures = {"error": f"{status}: synthetic failure of trial {number}"}
+        result = TrialResult(status=status, config=config.to_dict(), unit="timesteps", wall_seconds=wall_seconds,
+                             **figures)
         role = "baseline" if number == 0 else "search"
         for key, value in to_attrs(result, config, role, None).items():
             trial.set_user_attr(key, value)

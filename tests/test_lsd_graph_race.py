@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import workloads.lsd as lsd
+from tests.conftest import load_benchmark
 
-import lsd_graph_race  # noqa: E402
-import workloads.lsd as lsd  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+lsd_graph_race = load_benchmark("lsd_graph_race")
 
 
 def test_the_hooks_wrap_every_replay_and_leave_the_knob_as_it_was(monkeypatch):
