@@ -8,6 +8,11 @@ beats. The optimum's basin is the share of configs from which always taking
 the best neighbour (steepest descent) ends at the optimum. Few local minima
 and a large basin favour a local search; many, a model of the whole space.
 
+A second table says how hard a score is to reach: how many configs score
+at least 0.5, 0.7 and 0.9 at 50 evaluations (their time is at most
+``b(50) - S * (b(50) - optimum)``, ``autotune.simulate``'s scoring), and
+the chance that 50 configs drawn at random include one of them.
+
 Example::
 
     python benchmarks/landscape.py
@@ -25,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autotune.recorded import Recorded, load_recorded  # noqa: E402
+from autotune.simulate import expected_random_best  # noqa: E402
 
 DEFAULT_FILES = sorted((ROOT.parent / "shared" / "recorded").glob("*.json.gz")) + sorted(
     (ROOT / "benchmarks" / "recorded").glob("*.json.gz"))
@@ -79,6 +85,25 @@ def landscape(recorded: Recorded) -> dict[str, dict]:
     return out
 
 
+def reaching(recorded: Recorded, m: int = 50, scores: tuple[float, ...] = (0.5, 0.7, 0.9)) -> dict[float, dict]:
+    """For each score S: the configs whose time scores at least S at M evaluations, and the chance that M random
+    configs (drawn without replacement from every recorded one) include one of them."""
+    b = expected_random_best(recorded, m)
+    n = len(recorded.entries)
+    out = {}
+    for s in scores:
+        bound = b - s * (b - recorded.optimum)
+        k = sum(1 for t in recorded.times if not recorded.better(bound, t))
+        # P(none of the k among M draws) = C(n - k, M) / C(n, M)
+        miss = math.exp(_log_comb(n - k, m) - _log_comb(n, m)) if n - k >= m else 0.0
+        out[s] = {"configs": k, "share": k / n, "chance": 1.0 - miss}
+    return out
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recorded", nargs="+", type=Path, default=DEFAULT_FILES)
@@ -91,6 +116,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, f in landscape(recorded).items():
             print(f"| {path.name} | {len(recorded.times)} | {name} | {f['neighbours']:.1f} | {f['local_minima']} "
                   f"| {100 * f['basin']:.0f}% | {', '.join(f'{t:.4g}' for t in f['best_minima'])} |")
+    print()
+    print("| recorded space | configs | scoring 0.5 or more at 50 | 0.7 or more | 0.9 or more "
+          "| chance that 50 random configs include one (0.5 / 0.7 / 0.9) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for path in args.recorded:
+        recorded = load_recorded(path)
+        r = reaching(recorded)
+        print(f"| {path.name} | {len(recorded.entries)} | "
+              + " | ".join(f"{r[s]['configs']} ({100 * r[s]['share']:.2f}%)" for s in r)
+              + " | " + " / ".join(f"{r[s]['chance']:.2f}" for s in r) + " |")
     return 0
 
 
