@@ -7,8 +7,8 @@ with shared memory"). A tree splits on such thresholds; a forest of them,
 each grown on a bootstrap of the measured configs, gives a mean and a spread
 for every config not measured yet (as SMAC does). Measured on the recorded
 GPU spaces it scored about as TPE does (0.46 against 0.54 at 50 evaluations,
-0.28 against 0.22 at 20; README, "How quickly the search finds the best
-config"), so it is a choice, not the default.
+0.28 against 0.22 at 20; benchmarks/search_quality.md, "A random forest"),
+so it is a choice, not the default.
 
 How the config is planned, and which configs are candidates, is
 :mod:`autotune.surrogate`.

@@ -18,7 +18,7 @@ term is as likely to be drawn helpful as harmful, so untried values keep
 being tried while the terms the measurements agree on steer the draw.
 
 Measured on the recorded spaces through autotune's loop over 50 repeats
-(README, "Fifty repeats: the linear model against TPE"), it scored as TPE did
+(benchmarks/search_quality.md, "Fifty repeats: the linear model against TPE"), it scored as TPE did
 at 50 evaluations on the three GPU spaces (0.46 against 0.45), better at 100
 (0.72 against 0.60), and far better on our own conditional space, chmm at
 tiny (0.92 against 0.13 at 50); but a real search of chmm with it took half

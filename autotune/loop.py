@@ -33,7 +33,7 @@ Retry = Callable[[Callable[[], Any], str], Any]
 #: a restricted config does so at once. A repeat costs nothing (its figures are reused), and the sampler,
 #: told the repeat, asks again elsewhere. Measured on the recorded GPU spaces (benchmarks/search_quality.py,
 #: 100-200 repeats, mean score at 20/50/100 evaluations): 5 (and 20) gave 0.29/0.53/0.66, moving on after
-#: every repeat 0.28/0.47/0.63 (README, "Letting the sampler ask again after a repeat").
+#: every repeat 0.28/0.47/0.63 (benchmarks/search_quality.md, "Letting the sampler ask again after a repeat").
 REPEAT_LIMIT = 5
 
 

@@ -92,9 +92,10 @@ SAMPLERS: dict[str, Callable[[int | None, bool, "SearchSpace"], "optuna.samplers
 #: GPU spaces `linear` tied it at 50 evaluations (0.46 against 0.45), but the README's quick start with it
 #: took 293 s against 192 s, for the same best config. `linear-tpe` tied it too over all four GPU spaces,
 #: the held-out one included (0.48 against 0.47 at 50; 100-200 repeats), and its quick starts took 148-158 s
-#: against 138-144 s (README, "A space held out from choosing a strategy"; both before loop.REPEAT_LIMIT).
+#: against 138-144 s (benchmarks/search_quality.md, "A space held out from choosing a strategy"; both before
+#: loop.REPEAT_LIMIT).
 #: Under loop.REPEAT_LIMIT it still ties at 50 over those four spaces (0.50 against 0.51) and leads at 100
-#: (0.77 against 0.67): README, "`linear-tpe` under today's repeat rule".
+#: (0.77 against 0.67): benchmarks/search_quality.md, "`linear-tpe` under today's repeat rule".
 DEFAULT = "tpe"
 
 

@@ -24,6 +24,9 @@ Examples::
 
 The default list leaves out ``benchmarks/held_out/``: a space no strategy was
 chosen by, scored only when named (its README says why).
+
+Every figure this script gave while the default was chosen, with its command,
+is in ``benchmarks/search_quality.md``.
 """
 
 from __future__ import annotations
