@@ -43,7 +43,9 @@ def _tpe_multivariate(seed: int | None, parallel: bool, space: "SearchSpace") ->
 
 
 def _random(seed: int | None, parallel: bool, space: "SearchSpace") -> "optuna.samplers.BaseSampler":
-    """Uniform random configs: the floor every strategy is scored against."""
+    """Uniform random asks. The loop still moves to a neighbour of the best config after a restricted ask or
+    five repeats, as for every strategy, so on a restricted space this is not pure random search (which scores
+    0 by definition, the floor of ``autotune.simulate.score``)."""
     import optuna
 
     return optuna.samplers.RandomSampler(seed=seed)
