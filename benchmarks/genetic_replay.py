@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autotune.recorded import Recorded, load_recorded  # noqa: E402
-from autotune.simulate import score  # noqa: E402
+from autotune.simulate import Repeat, summary  # noqa: E402
 
 RECORDED = ROOT.parent / "shared" / "recorded"
 SPACES = [RECORDED / "convolution_A100.json.gz", RECORDED / "dedispersion_MI250X.json.gz",
@@ -56,10 +56,15 @@ def coded(recorded: Recorded) -> tuple[np.ndarray, np.ndarray]:
 
 
 def search(codes: np.ndarray, losses: np.ndarray, rng: np.random.Generator, trials: int,
-           population: int = 30, mutation: float = 20, crossover: str = "uniform") -> list[int]:
-    """The rows the genetic algorithm evaluates, in order, until ``trials`` distinct ones (or it converges)."""
-    n, d = codes.shape
-    row_of = {tuple(code): i for i, code in enumerate(codes)}
+           population: int = 30, mutation: float = 20, crossover: str = "uniform",
+           row_of: dict[tuple, int] | None = None) -> list[int]:
+    """The rows the genetic algorithm evaluates, in order, until ``trials`` distinct ones (or it converges).
+
+    ``row_of`` (each config's row, :func:`rows_of`) is derived from ``codes``; pass it when searching one space
+    many times, as building it costs more than a search.
+    """
+    n = len(codes)
+    row_of = rows_of(codes) if row_of is None else row_of
     evaluated, seen = [0], {0}
 
     def fitness(row: int) -> float:
@@ -89,6 +94,11 @@ def search(codes: np.ndarray, losses: np.ndarray, rng: np.random.Generator, tria
         generation = children or generation
         stalled = stalled + 1 if len(evaluated) == before else 0
     return evaluated[:trials]
+
+
+def rows_of(codes: np.ndarray) -> dict[tuple, int]:
+    """Each recorded config's row, by its value indices (a combination absent from it breaks a restriction)."""
+    return {tuple(code): i for i, code in enumerate(codes)}
 
 
 def _parents(size: int, rng: np.random.Generator) -> tuple[int, int]:
@@ -121,23 +131,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mutation", type=float, default=20, help="a child mutates with chance 1 in this")
     parser.add_argument("--crossover", choices=["uniform", "disruptive"], default="uniform")
     args = parser.parse_args(argv)
-    budgets = [m for m in (20, 50, 100) if m <= args.trials]
+    budgets = tuple(m for m in (20, 50, 100) if m <= args.trials)
     means = {m: [] for m in budgets}
     for path in args.recorded:
         recorded = load_recorded(path)
         codes, losses = coded(recorded)
-        started, scores = time.perf_counter(), {m: [] for m in budgets}
+        row_of, started, repeats = rows_of(codes), time.perf_counter(), []
         for seed in range(args.repeats):
             rows = search(codes, losses, np.random.default_rng(seed), args.trials, args.population,
-                          args.mutation, args.crossover)
+                          args.mutation, args.crossover, row_of)
             found = np.fmin.accumulate(losses[rows])
             # Back from the loss to the file's units (1/loss where the objective is a maximised rate).
             best_so_far = [None if np.isnan(v) else float(1 / v if recorded.maximized else v) for v in found]
-            for m in budgets:
-                scores[m].append(score(recorded, best_so_far, m))
+            repeats.append(Repeat(seed, len(rows), best_so_far))
+        scores = summary(recorded, repeats, budgets)  # scored as search_quality.py scores (b(M) once per budget)
         for m in budgets:
-            means[m].append(np.mean(scores[m]))
-        figures = "  ".join(f"at {m}: {np.mean(s):.2f} ± {np.std(s):.2f}" for m, s in scores.items())
+            means[m].append(scores[str(m)]["mean"])
+        figures = "  ".join(f"at {m}: {scores[str(m)]['mean']:.2f} ± {scores[str(m)]['std']:.2f}" for m in budgets)
         print(f"{path.name}: {figures}  ({args.repeats} repeats, {time.perf_counter() - started:.0f} s)", flush=True)
     print("mean over the spaces: " + "  ".join(f"at {m}: {np.mean(v):.2f}" for m, v in means.items()))
 
