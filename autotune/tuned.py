@@ -154,7 +154,10 @@ def load_config(
     for path in candidates:
         if path.is_file():
             return TunedConfig(_validated(read_document(path), workload, path), str(path))
-    looked = ", ".join(str(p) for p in candidates)
+    # Name the pattern searched, not only the files that happened to be tried: `search` writes `<device>-<size>.json`.
+    looked = ", ".join(str(path) for folder in folders
+                       for path in ([folder / f"{device}-{size}.json"] if size else
+                                    [folder / f"{device}-*.json", folder / f"{device}.json"]))
     if strict:
         raise ConfigNotFoundError(
             f"no tuned config for workload {workload!r} on device {device!r} (looked in {looked}); "

@@ -48,6 +48,11 @@ def test_without_a_file_defaults_with_a_warning_or_strict_error(tmp_path):
     assert cfg.source == "defaults" and cfg["update_c"] == "batched" and cfg.speedup is None
     with pytest.raises(ConfigNotFoundError, match="autotune search --workload chmm --device cpu"):
         load_config("chmm", device="cpu", studies=tmp_path, strict=True)
+    # The message names where `search` writes (`<device>-<size>.json`), not only the old layout's file.
+    with pytest.raises(ConfigNotFoundError, match=r"chmm/cpu-\*\.json, .*chmm/cpu\.json"):
+        load_config("chmm", device="cpu", studies=tmp_path, strict=True)
+    with pytest.raises(ConfigNotFoundError, match=r"chmm/cpu-tiny\.json"):
+        load_config("chmm", device="cpu", size="tiny", studies=tmp_path, strict=True)
 
 
 def test_old_schema_is_refused(tmp_path):
