@@ -52,7 +52,7 @@ FIRST_ROLES = ("baseline", "defaults")
 
 def enqueue_first(study: "optuna.Study", firsts: list[tuple[dict[str, Any], str]]) -> None:
     """Queue the baseline and the defaults in a study that has no trial yet (call under the budget lock)."""
-    if not study.trials:
+    if not study.get_trials(deepcopy=False):
         for params, role in firsts:
             study.enqueue_trial(params, user_attrs={"role": role})
 

@@ -266,7 +266,7 @@ class Tuner:
         and does not count."""
         started = time.perf_counter()
         study = self.open_study()
-        self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({len(study.trials)} trials so far)")
+        self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({len(study.get_trials(deepcopy=False))} trials so far)")
         warm = self.runner.warm_up()
         if warm:
             self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
@@ -429,7 +429,7 @@ class Tuner:
                 for c in candidates
             ]},
             environment=next((r.environment for r in winner.results if r.environment), {}),
-            study={"name": self.study_name, "storage": redact_storage(self.storage), "trials": len(study.trials)},
+            study={"name": self.study_name, "storage": redact_storage(self.storage), "trials": len(study.get_trials(deepcopy=False))},
             trial=winner.trial,
             exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         )
