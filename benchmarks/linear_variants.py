@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from autotune import linear  # noqa: E402
 from autotune.recorded import load_recorded  # noqa: E402
-from autotune.simulate import score  # noqa: E402
+from autotune.simulate import Repeat, summary  # noqa: E402
 from autotune.surrogate import Knob  # noqa: E402
 
 SPACES = {"convolution": ROOT.parent / "shared" / "recorded" / "convolution_A100.json.gz",
@@ -148,7 +148,7 @@ def main() -> None:
     recorded, features, times, knobs = listed(SPACES[args.space])
     budgets = [m for m in (20, 50, 100) if m <= args.trials]
     for variant in args.variants:
-        started, scores = time.perf_counter(), {m: [] for m in budgets}
+        started, repeats = time.perf_counter(), []
         for seed in range(args.repeats):
             rng, measured = np.random.default_rng(seed), [0]
             while len(measured) < args.trials:
@@ -156,9 +156,9 @@ def main() -> None:
             found = np.fmin.accumulate(times[measured])
             # Back from the loss to the file's units (1/loss where the objective is a maximised rate).
             best_so_far = [None if np.isnan(v) else float(1 / v if recorded.maximized else v) for v in found]
-            for m in budgets:
-                scores[m].append(score(recorded, best_so_far, m))
-        figures = "  ".join(f"at {m}: {np.mean(s):.2f} ± {np.std(s):.2f}" for m, s in scores.items())
+            repeats.append(Repeat(seed, len(measured), best_so_far))
+        scores = summary(recorded, repeats, tuple(budgets))  # scored as search_quality.py scores (b(M) once per budget)
+        figures = "  ".join(f"at {m}: {scores[str(m)]['mean']:.2f} ± {scores[str(m)]['std']:.2f}" for m in budgets)
         print(f"{args.space} {variant}: {figures}  ({args.repeats} repeats, {time.perf_counter() - started:.0f} s)",
               flush=True)
 
