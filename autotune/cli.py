@@ -284,12 +284,12 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
       autotune best -w chmm -s tiny --json
     """
     from autotune.tuned import load_config
-    from autotune.devices import get_profile, resolve_device
+    from autotune.devices import filed_device_name, resolve_device
 
     if device == "auto":
         device = library_call(resolve_device, "auto").profile.name
     else:
-        library_call(get_profile, device)
+        library_call(filed_device_name, device)
     cfg = library_call(load_config, workload, device, size, strict=True, studies=studies)
     if as_json:
         click.echo(json.dumps(cfg.document, indent=2))

@@ -24,6 +24,7 @@ __all__ = [
     "DetectedDevice",
     "DeviceProfile",
     "detect",
+    "filed_device_name",
     "get_profile",
     "resolve_device",
 ]
@@ -183,6 +184,19 @@ def derived_profile_name(name: str) -> str:
     "NVIDIA L4" -> ``cuda-nvidia-l4``.
     """
     return "cuda-" + (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu")
+
+
+def filed_device_name(name: str) -> str:
+    """``name``, once checked as a name studies and exports are filed under, without the device being here.
+
+    A profile, or a GPU's derived name: a study tuned on an L4 is reported
+    from any machine as ``--device cuda-nvidia-l4``.
+    """
+    if name in PROFILES or re.fullmatch(r"cuda-[a-z0-9]+(?:-[a-z0-9]+)*", name):
+        return name
+    raise UnknownNameError("device", name, [*PROFILES, "auto"],
+                           hint="A GPU without a profile goes by its derived name, as `autotune devices` shows it "
+                                "(cuda-nvidia-l4)")
 
 
 def _profile_for_cuda_name(name: str, capability: tuple[int, int] | None) -> DeviceProfile:

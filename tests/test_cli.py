@@ -35,6 +35,9 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["best", "--workload", "chmm", "--device", "cpu"], "no tuned config for workload 'chmm'"),
         (["report", "--workload", "chmm", "--device", "cpu"], "no study storage at sqlite:///studies/autotune.db"),
         (["report", "--workload", "chmm", "--device", "tpu"], "unknown device 'tpu'"),
+        # A GPU without a profile files its studies under its derived name: named from any machine.
+        (["best", "--workload", "chmm", "--device", "cuda-nvidia-l4"], "no tuned config for workload 'chmm' on device 'cuda-nvidia-l4'"),
+        (["report", "--workload", "chmm", "--device", "cuda-nvidia-l4"], "no study storage at"),
         (["run", "--workload", "chmm", "--set", "messages=loop", "--set", "chunk_size=128"],
          "chunk_size=128 has no effect here: chunk_size applies only when messages in ['scan', 'chained']"),
         (["run", "--workload", "chmm", "--set", "messages=chained"],

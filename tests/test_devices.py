@@ -100,3 +100,20 @@ def test_a_cpu_has_bf16_only_when_the_processor_says_so():
     assert _cpu_hardware_capabilities("flags\t\t: fpu avx512f avx512_bf16 amx_bf16\n") == {"bf16"}
     assert _cpu_hardware_capabilities("Features\t: fp asimd bf16 i8mm\n") == {"bf16"}
     assert not PROFILES["cpu"].has("bf16")  # the class of device promises nothing
+
+
+def test_a_study_filed_under_a_derived_gpu_name_is_found_from_a_machine_without_that_gpu(tmp_path):
+    # A search on an L4 files its study as chmm-cuda-nvidia-l4-tiny; `report` and `best` name it from any machine.
+    import optuna
+
+    from autotune.devices import filed_device_name
+    from autotune.stored import open_stored_study
+
+    assert filed_device_name("h100") == "h100" and filed_device_name("cuda-nvidia-l4") == "cuda-nvidia-l4"
+    for bad in ("tpu", "cuda", "cuda-", "CUDA-L4", "cuda-l4/../x"):
+        with pytest.raises(UnknownNameError, match="derived name"):
+            filed_device_name(bad)
+    storage = f"sqlite:///{tmp_path / 'autotune.db'}"
+    optuna.create_study(study_name="chmm-cuda-nvidia-l4-tiny", storage=storage)
+    stored = open_stored_study("chmm", "cuda-nvidia-l4", "tiny", storage=storage, studies=tmp_path)
+    assert stored.device == "cuda-nvidia-l4" and stored.study.study_name == "chmm-cuda-nvidia-l4-tiny"
