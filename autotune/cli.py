@@ -15,8 +15,8 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Seconds, device_option, fail, library_call, measure_options, parse_bytes, parse_gpus, size_option, studies_option,
-    workload_option, writable_folder,
+    Seconds, device_option, fail, library_call, measure_options, parse_bytes, size_option, studies_option,
+    worker_plan, workload_option, writable_folder,
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
@@ -108,15 +108,8 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     from autotune.storage import storage_kind
 
     writable_folder(studies, "--studies")
-    gpu_list = parse_gpus(gpus)
-    if gpu_list and workers is not None and workers != len(gpu_list):
-        fail(f"--workers {workers} and --gpus {gpus} disagree: --gpus starts one worker per GPU ({len(gpu_list)})")
-    n_workers = len(gpu_list) if gpu_list else (workers or 1)
+    gpu_list, n_workers = worker_plan(workers, gpus, storage, workload)
     kind = storage_kind(storage) if storage else "sqlite"
-    if n_workers > 1 and kind == "sqlite":
-        fail(f"{n_workers} workers cannot share an SQLite study (it locks under concurrent writers); use a journal "
-              f"file, e.g. --storage studies/{workload.rpartition(':')[2].lower()}.journal (one machine), or a "
-              f"database server, e.g. --storage postgresql://user:password@host/db (several machines)")
     settings = SearchSettings(
         workload, device, size, storage=storage, study_name=study_name,
         studies=str(studies) if studies is not None else None, isolation=isolation, trial_timeout=trial_timeout,
@@ -185,8 +178,10 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
 # -- simulate ---------------------------------------------------------------------------
 
 @cli.command()
-@click.option("--recorded", "recorded_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--recorded", "recorded_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A recorded space: a Kernel Tuner cache file (.json or .json.gz).")
+@click.option("--study", "study_name", help="Or a study of autotune's, replayed as the space of the configs it measured.")
+@click.option("--storage", help="Storage of --study [default: $AUTOTUNE_STORAGE, else sqlite:///<studies>/autotune.db].")
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=100, show_default=True,
               help="Configs evaluated per simulated search.")
 @click.option("--repeats", type=click.IntRange(min=1), default=20, show_default=True,
@@ -197,8 +192,8 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
               help=f"Search strategy (repeatable, to compare): {', '.join(SAMPLERS)} "
                    "[default: the default of `search`].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (one strategy only).")
-def simulate(recorded_path: Path, trials: int, repeats: int, seed: int, samplers: tuple[str, ...],
-             as_json: bool) -> None:
+def simulate(recorded_path: Path | None, study_name: str | None, storage: str | None, trials: int, repeats: int,
+             seed: int, samplers: tuple[str, ...], as_json: bool) -> None:
     """Replay searches on a recorded space and score them against its true optimum.
 
     The search loop of `autotune search` (sampler, repeats, restrictions,
@@ -210,8 +205,9 @@ def simulate(recorded_path: Path, trials: int, repeats: int, seed: int, samplers
       autotune simulate --recorded ../shared/recorded/pnpoly_RTX_3090.json.gz
       autotune simulate --recorded conv.json.gz --trials 50 --sampler tpe --sampler random
       autotune simulate --recorded pnpoly.json.gz --trials 100 --repeats 20 --json
+      autotune simulate --study chmm-cpu-tiny --storage sqlite:///studies/autotune.db
     """
-    from autotune.recorded import load_recorded
+    from autotune.recorded import load_recorded, load_recorded_study
     from autotune.simulate import repeats_json, run_repeats, summary
 
     names = list(dict.fromkeys(samplers)) or [DEFAULT]
@@ -220,11 +216,16 @@ def simulate(recorded_path: Path, trials: int, repeats: int, seed: int, samplers
         fail(f"--sampler {unknown[0]!r} is not a search strategy; use one of: {', '.join(SAMPLERS)}")
     if as_json and len(names) > 1:
         fail("--json prints one strategy's repeats: give at most one --sampler")
-    recorded = library_call(load_recorded, recorded_path)
+    if (recorded_path is None) == (study_name is None and storage is None):
+        fail("give --recorded FILE (a Kernel Tuner cache) or --study NAME [--storage URL] (a study of autotune's)")
+    recorded = (library_call(load_recorded, recorded_path) if recorded_path is not None
+                else library_call(load_recorded_study, storage, study_name))
     progress = None if as_json else (lambda line: click.echo(f"autotune: {line}", err=True))
+    if progress and recorded_path is None:  # a partial study is a smaller space, with the best it found as optimum
+        progress(f"{recorded.source}: {len(recorded.entries)} configs measured, the space its searches replay")
     results = {name: run_repeats(recorded, name, trials, repeats, seed, progress) for name in names}
     if as_json:
-        click.echo(json.dumps(repeats_json(recorded, str(recorded_path), names[0], results[names[0]]), indent=1))
+        click.echo(json.dumps(repeats_json(recorded, recorded.source, names[0], results[names[0]]), indent=1))
     else:
         click.echo(simulation_table(recorded, {n: summary(recorded, r) for n, r in results.items()}, repeats))
 

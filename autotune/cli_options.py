@@ -17,7 +17,7 @@ import click
 from autotune.exceptions import AutotuneError
 
 __all__ = ["Seconds", "device_option", "fail", "library_call", "measure_options", "parse_bytes", "parse_gpus", "size_option",
-           "studies_option", "workload_option", "writable_folder"]
+           "studies_option", "worker_plan", "workload_option", "writable_folder"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
@@ -68,6 +68,21 @@ def parse_gpus(gpus: str | None) -> list[int] | None:
     if not found or any(g < 0 for g in found) or len(set(found)) != len(found):
         fail(f"--gpus {gpus!r} is not a list of distinct GPU indices; use e.g. --gpus 0,1,2,3")
     return found
+
+
+def worker_plan(workers: int | None, gpus: str | None, storage: str | None, workload: str) -> tuple[list[int] | None, int]:
+    """``--gpus`` as indices and the number of workers ``search`` starts, or one line and exit status 2."""
+    from autotune.storage import storage_kind
+
+    gpu_list = parse_gpus(gpus)
+    if gpu_list and workers is not None and workers != len(gpu_list):
+        fail(f"--workers {workers} and --gpus {gpus} disagree: --gpus starts one worker per GPU ({len(gpu_list)})")
+    n_workers = len(gpu_list) if gpu_list else (workers or 1)
+    if n_workers > 1 and (storage_kind(storage) if storage else "sqlite") == "sqlite":
+        fail(f"{n_workers} workers cannot share an SQLite study (it locks under concurrent writers); use a journal "
+             f"file, e.g. --storage studies/{workload.rpartition(':')[2].lower()}.journal (one machine), or a "
+             f"database server, e.g. --storage postgresql://user:password@host/db (several machines)")
+    return gpu_list, n_workers
 
 
 def writable_folder(path: Path | None, option: str) -> None:

@@ -18,13 +18,16 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.exceptions import AutotuneError
 from autotune.runner import TrialResult
 from autotune.space import SearchSpace
 
-__all__ = ["Recorded", "load_recorded"]
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["Recorded", "cache_entry", "load_recorded", "load_recorded_study", "recorded_study", "space_document"]
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,11 @@ def load_recorded(path: str | Path) -> Recorded:
     if not isinstance(data, dict) or not all(k in data for k in ("tune_params", "tune_params_keys", "cache")):
         raise AutotuneError(f"{path}: not a Kernel Tuner cache file (it needs tune_params, tune_params_keys "
                             "and cache)")
+    return _from_cache(path, data)
+
+
+def _from_cache(path: Path | str, data: Mapping[str, Any]) -> Recorded:
+    """A Kernel Tuner cache's mapping as a recorded space (``path`` names it in errors)."""
     order = tuple(data["tune_params_keys"])
     unlisted = [name for name in order if name not in data["tune_params"]]
     if unlisted:
@@ -206,7 +214,7 @@ def load_recorded(path: str | Path) -> Recorded:
     # A space of autotune's own (benchmarks/record_space.py) keeps its conditions, defaults and baseline.
     space = SearchSpace.from_dict(data.get("autotune_space") or {
         "schema_version": 1,
-        "workload": data.get("kernel_name", path.name),
+        "workload": data.get("kernel_name", Path(path).name),
         "description": f"recorded on {data.get('device_name', 'an unnamed device')}",
         "parameters": {name: {"choices": list(data["tune_params"][name])} for name in order},
         "defaults": {name: first[name] for name in order},
@@ -219,3 +227,125 @@ def load_recorded(path: str | Path) -> Recorded:
     space = SearchSpace(space.parameters.values(), space.defaults, space.baseline, space.source, space.workload,
                         space.description, constraints=[*space.constraints, RecordedKeys(allowed, order)])
     return Recorded(str(path), space, order, entries, objective, direction)
+
+
+# -- autotune's own spaces: written by benchmarks/record_space.py, or read from a study ------------------------
+
+
+def cache_entry(config: Mapping[str, Any], result: TrialResult) -> dict[str, Any]:
+    """A config's cache entry: its knob values, time (ms per item) or failure, and what measuring it cost."""
+    out: dict[str, Any] = dict(config)
+    if result.status == "ok" and result.throughput:
+        out["time"] = 1000.0 / result.throughput
+        out["times"] = [1000.0 * t / result.items_per_run for t in result.times]
+    else:
+        out["time"] = "IncorrectConfig" if result.status == "incorrect" else "RuntimeFailedConfig"
+        out["error"] = result.error or (result.check or {}).get("message")
+    out["benchmark_time"] = 1000.0 * (result.wall_seconds or 0.0)
+    return out
+
+
+def space_document(space: SearchSpace, grids: Mapping[str, list[Any]]) -> dict[str, Any]:
+    """The recorded knobs as a space file's mapping: their grids, conditions, constraints, defaults and baseline.
+
+    A Kernel Tuner cache cannot say that a knob is unused under a condition;
+    without this a reader sees a flat product in which most combinations are
+    absent (restricted), and a sampler spends its asks on them.
+    """
+    parameters: dict[str, Any] = {}
+    for name, values in grids.items():
+        condition = space.parameters[name].condition
+        parameters[name] = {"choices": list(values), **({"condition": condition.text} if condition else {})}
+    return {"schema_version": 1, "workload": space.workload, "parameters": parameters,
+            "constraints": [c.text for c in space.constraints],
+            "defaults": {name: space.defaults[name] for name in grids},
+            "baseline": {name: space.baseline[name] for name in grids if name in space.baseline}}
+
+
+def load_recorded_study(storage: str | None = None, study_name: str | None = None) -> Recorded:
+    """A study of ``storage`` (``$AUTOTUNE_STORAGE``, else the studies' database) as a recorded space; see
+    :func:`recorded_study`. Without ``study_name``, the one study the storage holds."""
+    import os
+
+    from autotune.config import studies_dir
+    from autotune.storage import STORAGE_ENV, redact_storage
+    from autotune.stored import open_study
+
+    storage = storage or os.environ.get(STORAGE_ENV) or f"sqlite:///{studies_dir() / 'autotune.db'}"
+    study = open_study(storage, study_name)
+    return recorded_study(study, f"{redact_storage(storage)} study {study.study_name}")
+
+
+def recorded_study(study: "optuna.Study", source: str) -> Recorded:
+    """A study of autotune's as a recorded space: every config it measured, with its outcome.
+
+    A study that measured every config of its space is that space. A partial
+    one replays as the space of the configs it measured: one it never measured
+    is not a config here, as a combination absent from a Kernel Tuner cache is
+    not, and its optimum is the best config it found. The workload's space
+    file (named by the study) gives the knobs' conditions, constraints,
+    defaults and baseline; each knob takes the values measured, and its
+    default and baseline value (a config of them that was never measured is
+    restricted like any other).
+    """
+    from autotune.trials import counted, result_of
+
+    configs = [(t.user_attrs["config"], result_of(t)) for t in counted(study.get_trials(deepcopy=False))
+               if isinstance(t.user_attrs.get("config"), dict)]
+    if not configs:
+        raise AutotuneError(f"{source}: the study has measured no config yet")
+    space = _space_of_study(study, [config for config, _ in configs])
+    # The knobs `benchmarks/record_space.py` records: those with more than one value in the space file.
+    order = tuple(p.name for p in space.tunable) if space is not None else tuple(configs[0][0])
+    cache: dict[str, Any] = {}
+    for config, result in configs:
+        cache.setdefault(key_of(config, order), cache_entry(config, result))  # a config measured twice: the first
+    seen = {name: {entry[name] for entry in cache.values()} for name in order}
+    attrs = study.user_attrs
+    data: dict[str, Any] = {
+        "device_name": attrs.get("device_name") or attrs.get("device", "an unnamed device"),
+        "kernel_name": f"{attrs.get('workload', study.study_name)} ({attrs.get('size', '?')})", "objective": "time",
+        "tune_params_keys": list(order), "cache": cache}
+    if space is None:  # a space file that is gone or has changed: the configs' knobs, flat, as a Kernel Tuner cache
+        data["tune_params"] = {name: sorted(values, key=_by_value) for name, values in seen.items()}
+    else:
+        data["tune_params"] = {name: _ordered(space.parameters[name], seen[name] | {space.defaults[name]}
+                                              | ({space.baseline[name]} if name in space.baseline else set()))
+                               for name in order}
+        data["autotune_space"] = space_document(space, data["tune_params"])
+    return _from_cache(source, data)
+
+
+def _space_of_study(study: "optuna.Study", configs: list[Mapping[str, Any]]) -> SearchSpace | None:
+    """The space file the study was searched in (the one it names, else its workload's), if its knobs are the configs'."""
+    from autotune.registry import space_path
+
+    candidates = []
+    if study.user_attrs.get("space"):
+        candidates.append(Path(study.user_attrs["space"]))
+    try:
+        candidates.append(space_path(study.user_attrs.get("workload", "")))
+    except AutotuneError:
+        pass
+    for path in candidates:
+        try:
+            space = SearchSpace.from_file(path)
+        except (AutotuneError, OSError):
+            continue
+        params = space.parameters
+        if all(set(config) == set(params) and all(params[name].type != "categorical" or value in params[name].choices
+                                                  for name, value in config.items()) for config in configs):
+            return space
+    return None
+
+
+def _ordered(param: Any, values: set[Any]) -> list[Any]:
+    """A knob's values in the space's order: its choices' order, or by size for a range."""
+    if param.type == "categorical":
+        return [v for v in param.choices if v in values]
+    return sorted(values)
+
+
+def _by_value(value: Any) -> tuple[int, Any]:
+    """Numbers by size, then anything else by its text (None included)."""
+    return (0, value) if isinstance(value, (int, float)) else (1, str(value))

@@ -21,7 +21,7 @@ from autotune.storage import open_storage, redact_storage, storage_failure, stor
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["EXPORT_MARK", "StoredStudy", "open_stored_study"]
+__all__ = ["EXPORT_MARK", "StoredStudy", "open_study", "open_stored_study"]
 
 #: Studies of this name pattern were made by earlier versions to elect a shared study's exporter;
 #: they are not results, and are left out of a storage's study names.
@@ -41,20 +41,26 @@ class StoredStudy:
 def open_stored_study(workload: str, device: str = "auto", size: str | None = None, *, storage: str | None = None,
                       study_name: str | None = None, studies: str | Path | None = None) -> StoredStudy:
     """The study of ``workload`` on ``device`` at ``size`` in ``storage``, read-only, with its export."""
-    import optuna
-
     cls = get_workload_class(workload)
     size = size or cls.default_size
     if size not in cls.sizes:
         raise UnknownNameError(f"size of workload {cls.name!r}", size, cls.sizes)
     device = resolve_device("auto").profile.name if device == "auto" else filed_device_name(device)
     root = Path(studies) if studies is not None else studies_dir()
-    storage = storage or f"sqlite:///{root / 'autotune.db'}"
+    study_name = study_name or f"{cls.name}-{device}-{size}"
+    study = open_study(storage or f"sqlite:///{root / 'autotune.db'}", study_name)
+    return StoredStudy(study, _export_of(config_path(cls.name, device, size, root), study_name), root, cls.name,
+                       device, size)
+
+
+def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
+    """The study ``study_name`` of ``storage``, read-only (without a name, the one study it holds)."""
+    import optuna
+
     if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).is_file():
         raise StorageError(f"no study storage at {storage}; run `autotune search` first, or pass --storage")
     if storage_kind(storage) == "journal" and not Path(storage).is_file():
         raise StorageError(f"no journal file at {storage}; run `autotune search --storage {storage}` first")
-    study_name = study_name or f"{cls.name}-{device}-{size}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         opened = open_storage(storage, read_only=True)
@@ -63,11 +69,13 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
         if storage_kind(storage) == "sqlite":  # a file without Optuna's tables: nothing to report, nothing written
             raise StorageError(f"{redact_storage(storage)} holds no studies; run `autotune search` first") from None
         raise storage_failure(storage, exc) from None
+    if study_name is None and len(names) != 1:
+        held = f"{len(names)} studies ({', '.join(sorted(names))})" if names else "no studies"
+        raise StorageError(f"{redact_storage(storage)} holds {held}; name one with --study")
+    study_name = study_name or names[0]
     if study_name not in names:
         raise UnknownNameError("study", study_name, names, hint=f"in {redact_storage(storage)}")
-    study = optuna.load_study(study_name=study_name, storage=opened)
-    return StoredStudy(study, _export_of(config_path(cls.name, device, size, root), study_name), root, cls.name,
-                       device, size)
+    return optuna.load_study(study_name=study_name, storage=opened)
 
 
 def _export_of(path: Path, study_name: str) -> dict[str, Any] | None:

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from autotune.config import Config  # noqa: E402
 from autotune.parameters import Parameter  # noqa: E402
-from autotune.recorded import key_of  # noqa: E402
+from autotune.recorded import cache_entry, key_of, space_document  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
 from autotune.space import SearchSpace  # noqa: E402
 
@@ -90,36 +90,6 @@ def configs(space: SearchSpace, leave_out: dict[str, list[Any]] | None = None,
     return grids, list(seen.values())
 
 
-def entry(config: Config, result: Any) -> dict[str, Any]:
-    """A config's cache entry: its knob values, time (ms per item) or failure, and what measuring it cost."""
-    out: dict[str, Any] = dict(config)
-    if result.status == "ok" and result.throughput:
-        out["time"] = 1000.0 / result.throughput
-        out["times"] = [1000.0 * t / result.items_per_run for t in result.times]
-    else:
-        out["time"] = "IncorrectConfig" if result.status == "incorrect" else "RuntimeFailedConfig"
-        out["error"] = result.error or (result.check or {}).get("message")
-    out["benchmark_time"] = 1000.0 * (result.wall_seconds or 0.0)
-    return out
-
-
-def space_of(space: SearchSpace, grids: dict[str, list[Any]]) -> dict[str, Any]:
-    """The recorded knobs as a space file's mapping: their grids, conditions, defaults and baseline.
-
-    A Kernel Tuner cache cannot say that a knob is unused under a condition;
-    without this a reader sees a flat product in which most combinations are
-    absent (restricted), and a sampler spends its asks on them.
-    """
-    parameters: dict[str, Any] = {}
-    for name, values in grids.items():
-        condition = space.parameters[name].condition
-        parameters[name] = {"choices": values, **({"condition": condition.text} if condition else {})}
-    return {"schema_version": 1, "workload": space.workload, "parameters": parameters,
-            "constraints": [c.text for c in space.constraints],
-            "defaults": {name: space.defaults[name] for name in grids},
-            "baseline": {name: space.baseline[name] for name in grids}}
-
-
 def write(path: Path, settings: SearchSettings, device: str, grids: dict[str, list[Any]],
           cache: dict[str, Any], space: dict[str, Any]) -> None:
     data = {"device_name": f"{device} ({platform.processor() or platform.machine()})",
@@ -158,13 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         todo = todo[: args.limit] if args.limit is not None else todo
         print(f"{len(todo)} configs of {args.workload} ({args.size}) on {tuner.device.name}; "
               f"grid: {json.dumps(grids)}", file=sys.stderr, flush=True)
-        space = space_of(tuner.space, grids)
+        space = space_document(tuner.space, grids)
         cache: dict[str, Any] = {}
         started = time.perf_counter()
         for index, config in enumerate(todo, 1):
             result = tuner.run_config(config)
             key = key_of(config, tuple(grids))
-            cache[key] = entry(config, result)
+            cache[key] = cache_entry(config, result)
             shown = cache[key]["time"]
             shown = f"{shown:.4g} ms" if isinstance(shown, float) else shown
             print(f"[{index}/{len(todo)}] {key}: {shown}", file=sys.stderr, flush=True)

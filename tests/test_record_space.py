@@ -2,7 +2,7 @@
 
 import pytest
 
-from autotune.recorded import load_recorded
+from autotune.recorded import cache_entry, load_recorded, space_document
 from autotune.runner import TrialResult
 from autotune.settings import SearchSettings
 from autotune.space import SearchSpace
@@ -55,11 +55,11 @@ def test_the_cache_reads_back_as_a_recorded_space_with_failures(tmp_path):
         else:
             result = TrialResult(status="ok", config=dict(config), items_per_run=10, throughput=100.0 + index,
                                  times=[0.1, 0.1], wall_seconds=1.5)
-        cache[",".join(str(config[name]) for name in grids)] = record.entry(config, result)
+        cache[",".join(str(config[name]) for name in grids)] = cache_entry(config, result)
     missing = configs[2]  # a config the file lacks breaks a restriction
     del cache[",".join(str(missing[name]) for name in grids)]
     out = tmp_path / "space.json.gz"
-    record.write(out, SearchSettings("chmm", "cpu", "tiny"), "cpu", grids, cache, record.space_of(space, grids))
+    record.write(out, SearchSettings("chmm", "cpu", "tiny"), "cpu", grids, cache, space_document(space, grids))
     recorded = load_recorded(out)
     assert len(recorded.entries) == len(configs) - 1
     # Read back as the conditional space it was: every recorded config allowed, the baseline first.
@@ -79,3 +79,83 @@ def test_a_value_left_out_is_in_no_config():
     record = _module()
     grids, configs = record.configs(SearchSpace.from_dict(SPACE), {"fast": [True]})
     assert grids["fast"] == [False] and all(not c["fast"] for c in configs)
+
+
+def _study_of(space_file, configs, fate, storage):
+    """A study as `search` leaves it: the workload's space file named, each config's figures in its trial."""
+    import optuna
+
+    from autotune.config import Config
+    from autotune.trials import to_attrs
+
+    study = optuna.create_study(study_name="toy-cpu-tiny", storage=storage, directions=["maximize"])
+    for key, value in {"workload": "toy", "device": "cpu", "size": "tiny", "space": str(space_file)}.items():
+        study.set_user_attr(key, value)
+    for index, config in enumerate(configs):
+        trial = study.ask()
+        result = fate(index, config)
+        for key, value in to_attrs(result, Config(config), "search", None).items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, [result.throughput] if result.status == "ok" else None,
+                   state=None if result.status == "ok" else optuna.trial.TrialState.FAIL)
+    return study
+
+
+def _fate(index, config):
+    if index == 1:
+        return TrialResult(status="incorrect", config=dict(config), check={"message": "too far"})
+    return TrialResult(status="ok", config=dict(config), items_per_run=10, throughput=100.0 + (index * 37) % 23,
+                       times=[0.1, 0.1], wall_seconds=1.5)
+
+
+def test_a_study_that_measured_every_config_replays_as_the_recorded_file_of_the_same_space(tmp_path):
+    # Issue 16: "a study with every config measured is a recorded space too". Both routes give one space.
+    import yaml
+
+    from autotune.recorded import recorded_study
+    from autotune.simulate import simulate
+
+    record, space = _module(), SearchSpace.from_dict(SPACE)
+    space_file = tmp_path / "toy.yaml"
+    space_file.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    grids, configs = record.configs(space)
+    cache = {",".join(str(c[name]) for name in grids): cache_entry(c, _fate(i, c)) for i, c in enumerate(configs)}
+    out = tmp_path / "space.json.gz"
+    record.write(out, SearchSettings("chmm", "cpu", "tiny"), "cpu", grids, cache, space_document(space, grids))
+    from_file = load_recorded(out)
+    from_study = recorded_study(_study_of(space_file, [dict(c) for c in configs], _fate, None), "study")
+    assert from_study.entries.keys() == from_file.entries.keys() and from_study.optimum == from_file.optimum
+    assert [from_study.entries[k]["time"] for k in cache] == [from_file.entries[k]["time"] for k in cache]
+    assert from_study.space.baseline == from_file.space.baseline
+    assert not from_study.space.is_active("chunk", {"kind": "loop"})  # the conditions of the space file
+    for seed in (0, 1):
+        assert simulate(from_study, 12, seed=seed).best_so_far == simulate(from_file, 12, seed=seed).best_so_far
+
+
+def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_wrong(tmp_path):
+    from autotune.exceptions import AutotuneError
+    from autotune.recorded import load_recorded_study
+    from autotune.simulate import simulate
+
+    import yaml
+
+    space = SearchSpace.from_dict(SPACE)
+    space_file = tmp_path / "toy.yaml"
+    space_file.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    configs = [dict(c) for c in _module().configs(space)[1][:7]]
+    storage = f"sqlite:///{tmp_path / 'autotune.db'}"
+    _study_of(space_file, configs, _fate, storage)
+    recorded = load_recorded_study(storage)  # the one study the storage holds
+    assert recorded.source == f"{storage} study toy-cpu-tiny" and len(recorded.entries) == 7
+    measured = {",".join(str(c[n]) for n in recorded.order) for c in configs}
+    assert set(recorded.entries) == measured
+    assert recorded.optimum == min(e["time"] for e in recorded.entries.values() if isinstance(e["time"], float))
+    replay = simulate(recorded, 20, seed=0)
+    assert replay.evaluations == 7  # every measured config once, then the space is spent; nothing else is a config
+    # The space file gone or changed: the configs' knobs, flat, as a Kernel Tuner cache without its conditions.
+    space_file.unlink()
+    assert len(load_recorded_study(storage, "toy-cpu-tiny").entries) == 7
+    with pytest.raises(AutotuneError, match="unknown study 'nope'; valid: toy-cpu-tiny"):
+        load_recorded_study(storage, "nope")
+    with pytest.raises(AutotuneError, match="no study storage at"):
+        load_recorded_study(f"sqlite:///{tmp_path / 'none.db'}")
