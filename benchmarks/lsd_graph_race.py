@@ -9,11 +9,15 @@ run's check error (lsd's tolerance in fp32 is 2e-6):
 
 - ``as-is``: the knob as it is (wrong, if the race is still there);
 - ``sync-after``: ``torch.cuda.synchronize()`` after each replay;
+- ``stream-sync-after``: only the current stream waited for after each replay; right here and wrong with
+  ``sync-after`` would mean work on another stream (the whole device) is what the sync orders;
 - ``sync-before``: the same before each replay;
 - ``eager-after``: the eager model after each replay, no sync (the probe's extra work without its sync);
 - ``keep-alive``: every input and output of a replay kept referenced to the end of the run, so the
   allocator cannot hand their memory out again;
 - ``blocking-copies``: every ``.to(..., non_blocking=True)`` made blocking;
+- ``cudnn-off``: cuDNN disabled, so the convolutions run PyTorch's own kernels: right here
+  would put the race in cuDNN's (its workspace, or a stream of its own);
 - ``launch-blocking``: ``as-is`` in a child process with ``CUDA_LAUNCH_BLOCKING=1``.
 
 Needs a CUDA device; about a minute on the H100, the wheel install aside::
@@ -87,10 +91,12 @@ KEPT: list[torch.Tensor] = []
 VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     "as-is": contextlib.nullcontext,
     "sync-after": lambda: _around_replay(after=lambda *_: torch.cuda.synchronize()),
+    "stream-sync-after": lambda: _around_replay(after=lambda *_: torch.cuda.current_stream().synchronize()),
     "sync-before": lambda: _around_replay(before=lambda *_: torch.cuda.synchronize()),
     "eager-after": lambda: _around_replay(after=lambda eps, x, t, out: eps(x, t)),
     "keep-alive": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out))),
     "blocking-copies": _blocking_copies,
+    "cudnn-off": lambda: torch.backends.cudnn.flags(enabled=False),
 }
 CHILD_VARIANTS = {"launch-blocking": {"CUDA_LAUNCH_BLOCKING": "1"}}
 

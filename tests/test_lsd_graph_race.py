@@ -49,3 +49,10 @@ def test_without_cuda_it_is_a_one_line_error():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "lsd_graph_race.py")], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().endswith("needs a CUDA device; cuda_graph exists only there")
+
+
+def test_cudnn_off_turns_cudnn_off_and_back_on():
+    before = torch.backends.cudnn.enabled
+    with lsd_graph_race.VARIANTS["cudnn-off"]():
+        assert not torch.backends.cudnn.enabled
+    assert torch.backends.cudnn.enabled == before
