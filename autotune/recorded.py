@@ -7,7 +7,8 @@ recorded keys (a combination absent from the cache is not a config), and the
 recorded outcome of every config: its objective (time, unless the file names
 another), or the failure that a string there names. ``benchmarks/recorded/``
 holds such files of autotune's own workloads too, written by
-``benchmarks/record_space.py``.
+``benchmarks/record_space.py``, and a study that ``search`` wrote is read
+as one too (:func:`recorded_study`: the configs it measured are the space).
 """
 
 from __future__ import annotations
