@@ -179,3 +179,20 @@ def test_training_step_lowers_the_loss(space):
         losses.append(loss.item())
     assert losses[-1] < 0.8 * losses[0]
     assert workload.items_per_run(config) == workload.params["global_batch"] * 48
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_reduce_overhead_with_gradients_accumulated_over_micro_batches_agrees_with_the_reference():
+    # latentwire's backward raised under reduce-overhead on an H100 (a gradient that was the backward graph's
+    # output, overwritten by the next replay); ten accumulates the same way. workloads._torch.own_gradients.
+    from autotune.devices import resolve_device
+
+    space = load_space("ten").for_device(resolve_device("auto").profile)
+    workload = TenWorkload("tiny", device="cuda")
+    reference = workload.to_reference(workload.build(space.reference)())
+    config = space.validate({**dict(space.defaults), "compile": "reduce-overhead", "batch_size": 2})
+    run = workload.build(config)
+    run()
+    check = workload.check(workload.to_reference(run()), reference, config)
+    assert check.passed, check

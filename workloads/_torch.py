@@ -14,7 +14,8 @@ from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence, T
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["AUTOCAST", "SDPA_BACKENDS", "attention_backend", "autocast", "cached", "maybe_compile", "restart"]
+__all__ = ["AUTOCAST", "SDPA_BACKENDS", "attention_backend", "autocast", "cached", "maybe_compile", "own_gradients",
+           "restart"]
 
 T = TypeVar("T")
 
@@ -47,6 +48,28 @@ def attention_backend(name: str) -> ContextManager[Any]:
 def maybe_compile(module: Callable[..., T], mode: str) -> Callable[..., T]:
     """``module`` under ``torch.compile`` in the compile knob's mode, or as it is for ``none``."""
     return module if mode == "none" else torch.compile(module, mode=mode)
+
+
+def own_gradients(params: Iterable[torch.Tensor], mode: str) -> None:
+    """Under ``reduce-overhead``, each parameter's gradient copied out of the CUDA graph's memory as it arrives.
+
+    A parameter without a ``.grad`` takes the tensor its backward produced as
+    its gradient, not a copy (autograd's AccumulateGrad keeps a tensor nothing
+    else holds; a test in ``tests/test_latentwire.py`` shows it on the CPU). Under
+    ``reduce-overhead`` that tensor is an output of the backward's CUDA graph,
+    which its next replay overwrites: accumulating over micro-batches then
+    reads overwritten memory. On an H100 (2026-11-23) latentwire's backward
+    raised "accessing tensor output of CUDAGraphs that has been overwritten by
+    a subsequent run", pointing at the line that adds ``enc_pos``, a
+    parameter; PyTorch tracks it as pytorch/pytorch#169545 and reports
+    silently wrong accumulated gradients in #96693. A hook that clones each
+    gradient gives the parameter a tensor of its own; the copy's time counts
+    in the knob's throughput. Other modes run no CUDA graph and get no hook.
+    """
+    if mode != "reduce-overhead":
+        return
+    for param in params:
+        param.register_hook(torch.clone)
 
 
 def restart(params: Sequence[torch.Tensor], initial: Iterable[torch.Tensor], optimizer: torch.optim.Optimizer,

@@ -44,7 +44,7 @@ from autotune.check import Check
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
 from workloads import _training
-from workloads._torch import attention_backend, autocast, maybe_compile, restart
+from workloads._torch import attention_backend, autocast, maybe_compile, own_gradients, restart
 from workloads._training import micro_batch
 
 __all__ = ["TOLERANCES", "ChatTokenizer", "LatentWireModel", "LatentWireWorkload", "make_examples"]
@@ -348,6 +348,7 @@ class LatentWireWorkload(Workload):
         flavour = {"for_loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
         optimizer = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, **flavour[config["optimizer"]])
         forward: Callable[..., torch.Tensor] = maybe_compile(model, config["compile"])
+        own_gradients(params, config["compile"])  # gradients accumulate over micro-batches
 
         effective = p["effective_batch"]
         micro = micro_batch(config, effective, "effective batch")

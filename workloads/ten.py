@@ -48,7 +48,7 @@ from autotune.check import Check
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
 from workloads import _training
-from workloads._torch import autocast, cached, maybe_compile, restart
+from workloads._torch import autocast, cached, maybe_compile, own_gradients, restart
 from workloads._training import micro_batch
 
 __all__ = ["TOLERANCES", "TenLM", "TenWorkload", "markov_sequences"]
@@ -334,6 +334,7 @@ class TenWorkload(Workload):
         n_tokens = targets.numel()
         scaler = torch.amp.GradScaler(device.type, init_scale=2.0**12, enabled=config["precision"] == "fp16")
         forward: Callable[[torch.Tensor], torch.Tensor] = maybe_compile(model, config["compile"])
+        own_gradients(params, config["compile"])  # gradients accumulate over micro-batches
 
         def step() -> dict[str, torch.Tensor]:
             # Every run starts from the same weights and a fresh optimizer, so that runs are repeatable.
