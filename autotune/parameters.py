@@ -158,6 +158,24 @@ class Parameter:
         moved = int(round(moved)) if self.type == "int" else moved
         return min(max(moved, self.low), self.high)
 
+    def alternatives(self, value: Any) -> list[Any]:
+        """Every value one move from ``value``: the other choices of unordered ones, the values on each side of
+        ordered numeric choices or of a range (a step, or a factor of 2 on a log scale)."""
+        if self.type == "categorical":
+            numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.choices)
+            if not numeric:
+                return [c for c in self.choices if not _same(c, value)]
+            ordered = sorted(self.choices)
+            index = next((i for i, c in enumerate(ordered) if _same(c, value)), 0)
+            return [ordered[i] for i in (index - 1, index + 1) if 0 <= i < len(ordered)]
+        if self.log:
+            moved = [value / 2.0, value * 2.0]
+        else:
+            step = self.step or (1 if self.type == "int" else (float(self.high) - float(self.low)) / 10)
+            moved = [value - step, value + step]
+        moved = [int(round(v)) if self.type == "int" else v for v in moved]
+        return [v for v in dict.fromkeys(min(max(v, self.low), self.high) for v in moved) if v != value]
+
     def suggest(self, trial: "optuna.Trial") -> Any:
         if self.type == "categorical":
             return trial.suggest_categorical(self.name, list(self.choices))

@@ -305,6 +305,23 @@ class SearchSpace:
             values[param.name] = param.neighbour(values[param.name], rng)
         return self.complete(values)
 
+    def repairs(self, config: Mapping[str, Any]) -> list[Config]:
+        """The allowed configs one knob move from ``config`` (see ``Parameter.alternatives``), in knob order.
+
+        Where a restricted ask is mended with the least change: the sampler's
+        choices that broke nothing are kept (numba asked with bfloat16, which
+        numba cannot run, becomes numba with float32 or the loop with bfloat16).
+        """
+        active = self.active(config)
+        found: dict[str, Config] = {}
+        for param in self.tunable:
+            if active.get(param.name):
+                for value in param.alternatives(config[param.name]):
+                    candidate = self.complete({**config, param.name: value})
+                    if self.violated(candidate) is None:
+                        found.setdefault(candidate.key, candidate)
+        return list(found.values())
+
     def sample(self, rng: random.Random) -> Config:
         """A config drawn at random (uniform choices; log-uniform where the range is log)."""
         return self._choose(lambda param: param.draw(rng))

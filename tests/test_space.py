@@ -212,3 +212,45 @@ def test_a_bad_constraint_is_one_error_that_names_it(constraints, fragment):
         SearchSpace.from_dict({"schema_version": 1, "parameters": {"x": {"choices": [8, 16]}},
                                "constraints": constraints, "defaults": {"x": 8}, "baseline": {}})
     assert fragment in str(info.value)
+
+
+def test_one_move_from_a_value_and_the_allowed_configs_one_move_from_a_restricted_one():
+    s = space({**SPACE, "constraints": ["kernel != 'scan' or dtype in ['float32', 'float64']"]})
+    p = s.parameters
+    assert p["dtype"].alternatives("bfloat16") == ["float64", "float32", "float16"]  # named: every other choice
+    assert p["chunk"].alternatives(256) == [128, 512] and p["chunk"].alternatives(16) == [32]  # log range: x2
+    assert p["lr"].alternatives(0.1) == [pytest.approx(0.2)]  # a step, clamped to the range
+    # The scan kernel runs float32 and float64 only: asked with bfloat16, it is mended by one move of either knob.
+    asked = s.complete({"dtype": "bfloat16", "kernel": "scan", "chunk": 256, "lr": 0.5, "graphs": False})
+    assert s.violated(asked) is not None
+    mended = s.repairs(asked)
+    assert all(s.violated(c) is None for c in mended)
+    assert {(c["kernel"], c["dtype"]) for c in mended} == {("scan", "float64"), ("scan", "float32"), ("loop", "bfloat16")}
+
+
+def test_a_neighbour_move_across_a_constraint_is_mended_not_dropped():
+    # From the loop kernel in bfloat16, scan alone breaks the constraint: mended, the move reaches scan in float32 or
+    # float64 (on a CPU with bfloat16, chmm's quick start once stayed on its loop kernel this way, never trying numba).
+    import random
+
+    from autotune.loop import _next_unseen
+
+    s = space({**SPACE, "constraints": ["kernel != 'scan' or dtype in ['float32', 'float64']"]})
+    best = s.complete({"dtype": "bfloat16", "kernel": "loop", "chunk": 256, "lr": 0.5, "graphs": False})
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    for key, value in {"status": "ok", "config": best.to_dict(), "throughput": 10.0}.items():
+        trial.set_user_attr(key, value)
+    study.tell(trial, 10.0)
+
+    class Tuner:
+        pass
+
+    tuner = Tuner()
+    tuner.space = s
+    rng = random.Random(0)
+    moves = [_next_unseen(tuner, study, {best.key: 0}, rng)[0] for _ in range(200)]
+    assert all(s.violated(c) is None and c.key != best.key for c in moves)
+    scans = [c for c in moves if c["kernel"] == "scan"]
+    # Mended: 55 of 200 moves reach scan (seed 0). Dropped, only two-knob moves that change both get there: 9.
+    assert len(scans) >= 30 and {c["dtype"] for c in scans} <= {"float32", "float64"}
