@@ -22,6 +22,7 @@ from autotune.trials import TrialRecord, best_throughput, measured_configs, resu
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
     from autotune.tuner import Tuner
 
@@ -57,7 +58,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
             trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
             known = measured_configs(trials)
             with Heartbeat(budget.storage, trial._trial_id, budget.heartbeat):
-                record = run_trial(tuner, study, trial, known, best_throughput(trials), guard)
+                record = run_trial(tuner, study, trial, trials, known, best_throughput(trials), guard)
             repeats = repeats + 1 if record is not None and record.duplicate_of is not None else 0
             if record is None or repeats >= REPEAT_LIMIT:
                 fresh, role = _next_unseen(tuner, study, known, rng)
@@ -80,8 +81,8 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
     return records
 
 
-def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", known: dict[str, int],
-              best: float, guard: Retry) -> TrialRecord | None:
+def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", trials: list["FrozenTrial"],
+              known: dict[str, int], best: float, guard: Retry) -> TrialRecord | None:
     """Suggest, measure (or reuse a repeat's figures), record and tell one trial; None for a restricted config."""
     config = tuner.space.suggest(trial)
     role = trial.user_attrs.get("role", "search")
@@ -92,9 +93,9 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", know
     duplicate_of = known.get(config.key)
     if duplicate_of is not None:
         # Measured already: reuse its figures rather than spend the time again (see REPEAT_LIMIT).
-        # One trial read without copying the study: `study.trials` deep-copies every trial, which made a
-        # search of n trials O(n^2) per trial late in a space, where repeats are most asks (280 s for 1,000).
-        result = result_of(study.get_trials(deepcopy=False)[duplicate_of], config)
+        # Read from the trials already fetched (``known`` came from them), never `study.trials`: that deep-copies
+        # every trial, which made a search of n trials O(n^2) per trial late in a space (280 s for 1,000).
+        result = result_of(trials[duplicate_of], config)
     else:
         try:
             # The baseline is always measured in full: every ratio is taken against it.

@@ -143,38 +143,42 @@ class Parameter:
         """A value next to ``value``: the adjacent number of ordered numeric choices or of a range (a step, or a
         factor of 2 on a log scale), another choice of unordered ones."""
         if self.type == "categorical":
-            numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.choices)
-            if not numeric:
+            ordered = self._ordered_choices(value)
+            if ordered is None:
                 others = [c for c in self.choices if not _same(c, value)]
                 return rng.choice(others) if others else value
-            ordered = sorted(self.choices)
-            index = next((i for i, c in enumerate(ordered) if _same(c, value)), 0)
-            return ordered[min(max(index + rng.choice((-1, 1)), 0), len(ordered) - 1)]
+            choices, index = ordered
+            return choices[min(max(index + rng.choice((-1, 1)), 0), len(choices) - 1)]
         if self.log:
-            moved = value * 2.0 if rng.random() < 0.5 else value / 2.0
-        else:
-            step = self.step or (1 if self.type == "int" else (float(self.high) - float(self.low)) / 10)
-            moved = value + rng.choice((-1, 1)) * step
-        moved = int(round(moved)) if self.type == "int" else moved
-        return min(max(moved, self.low), self.high)
+            return self._on_range(value * 2.0 if rng.random() < 0.5 else value / 2.0)
+        return self._on_range(value + rng.choice((-1, 1)) * self._step())
 
     def alternatives(self, value: Any) -> list[Any]:
-        """Every value one move from ``value``: the other choices of unordered ones, the values on each side of
-        ordered numeric choices or of a range (a step, or a factor of 2 on a log scale)."""
+        """Every value one move from ``value`` (each value :meth:`neighbour` may give, other than ``value``)."""
         if self.type == "categorical":
-            numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.choices)
-            if not numeric:
+            ordered = self._ordered_choices(value)
+            if ordered is None:
                 return [c for c in self.choices if not _same(c, value)]
-            ordered = sorted(self.choices)
-            index = next((i for i, c in enumerate(ordered) if _same(c, value)), 0)
-            return [ordered[i] for i in (index - 1, index + 1) if 0 <= i < len(ordered)]
-        if self.log:
-            moved = [value / 2.0, value * 2.0]
-        else:
-            step = self.step or (1 if self.type == "int" else (float(self.high) - float(self.low)) / 10)
-            moved = [value - step, value + step]
-        moved = [int(round(v)) if self.type == "int" else v for v in moved]
-        return [v for v in dict.fromkeys(min(max(v, self.low), self.high) for v in moved) if v != value]
+            choices, index = ordered
+            return [choices[i] for i in (index - 1, index + 1) if 0 <= i < len(choices)]
+        moved = [value / 2.0, value * 2.0] if self.log else [value - self._step(), value + self._step()]
+        return [v for v in dict.fromkeys(self._on_range(v) for v in moved) if v != value]
+
+    def _ordered_choices(self, value: Any) -> tuple[list[Any], int] | None:
+        """Numeric choices in order and ``value``'s place among them; None for named choices, which have no order."""
+        if not all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.choices):
+            return None
+        ordered = sorted(self.choices)
+        return ordered, next((i for i, c in enumerate(ordered) if _same(c, value)), 0)
+
+    def _step(self) -> Any:
+        """One move on a linear range: its step, else 1 for an int and a tenth of the range for a float."""
+        return self.step or (1 if self.type == "int" else (float(self.high) - float(self.low)) / 10)
+
+    def _on_range(self, value: Any) -> Any:
+        """``value`` rounded for an int range and clamped to the range."""
+        value = int(round(value)) if self.type == "int" else value
+        return min(max(value, self.low), self.high)
 
     def suggest(self, trial: "optuna.Trial") -> Any:
         if self.type == "categorical":

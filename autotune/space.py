@@ -308,9 +308,9 @@ class SearchSpace:
     def repairs(self, config: Mapping[str, Any]) -> list[Config]:
         """The allowed configs one knob move from ``config`` (see ``Parameter.alternatives``), in knob order.
 
-        Where a restricted ask is mended with the least change: the sampler's
-        choices that broke nothing are kept (numba asked with bfloat16, which
-        numba cannot run, becomes numba with float32 or the loop with bfloat16).
+        How the loop mends a neighbour move that breaks a constraint with the
+        least change (numba with bfloat16, which numba cannot run, becomes
+        numba with float32 or float64, or another kernel with bfloat16).
         """
         active = self.active(config)
         found: dict[str, Config] = {}

@@ -266,7 +266,8 @@ class Tuner:
         and does not count."""
         started = time.perf_counter()
         study = self.open_study()
-        self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({len(study.get_trials(deepcopy=False))} trials so far)")
+        self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} "
+                      f"({len(study.get_trials(deepcopy=False))} trials so far)")
         warm = self.runner.warm_up()
         if warm:
             self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
