@@ -285,10 +285,10 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
       autotune best -w chmm -s tiny --json
     """
     from autotune.tuned import load_config
-    from autotune.devices import filed_device_name, resolve_device
+    from autotune.devices import LOCAL_NAMES, filed_device_name, resolve_device
 
-    if device == "auto":
-        device = library_call(resolve_device, "auto").profile.name
+    if device in LOCAL_NAMES:
+        device = library_call(resolve_device, device).profile.name
     else:
         library_call(filed_device_name, device)
     cfg = library_call(load_config, workload, device, size, strict=True, studies=studies)

@@ -116,7 +116,8 @@ def workload_option(f: Callable) -> Callable:
 
 def device_option(f: Callable) -> Callable:
     return click.option("--device", "-d", default="auto", show_default=True,
-                        help="Device profile: cpu, v100, a100, h100, h200, rtx3090, rtx5000-ada, mps, or auto.")(f)
+                        help="Device profile (cpu, v100, a100, h100, h200, rtx3090, rtx5000-ada, mps), auto (the first "
+                             "accelerator here, else the CPU) or cuda (the first CUDA GPU here).")(f)
 
 
 def size_option(f: Callable) -> Callable:

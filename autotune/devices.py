@@ -23,6 +23,7 @@ __all__ = [
     "PROFILES",
     "DetectedDevice",
     "DeviceProfile",
+    "LOCAL_NAMES",
     "detect",
     "filed_device_name",
     "get_profile",
@@ -138,12 +139,17 @@ class DetectedDevice:
     details: dict = field(default_factory=dict, compare=False, hash=False)
 
 
+#: Names of a device of this machine rather than of a profile: ``auto`` (the first accelerator, else the CPU)
+#: and ``cuda`` (the first CUDA GPU, as torch users name it). A study is filed under the profile they resolve to.
+LOCAL_NAMES = ("auto", "cuda")
+
+
 def get_profile(name: str) -> DeviceProfile:
     """The profile called ``name``; raises :class:`UnknownNameError` listing the valid ones."""
     try:
         return PROFILES[name]
     except KeyError:
-        raise UnknownNameError("device", name, [*PROFILES, "auto"]) from None
+        raise UnknownNameError("device", name, [*PROFILES, *LOCAL_NAMES]) from None
 
 
 def _cpu_name() -> str:
@@ -194,7 +200,7 @@ def filed_device_name(name: str) -> str:
     """
     if name in PROFILES or re.fullmatch(r"cuda-[a-z0-9]+(?:-[a-z0-9]+)*", name):
         return name
-    raise UnknownNameError("device", name, [*PROFILES, "auto"],
+    raise UnknownNameError("device", name, [*PROFILES, *LOCAL_NAMES],
                            hint="A GPU without a profile goes by its derived name, as `autotune devices` shows it "
                                 "(cuda-nvidia-l4)")
 
@@ -320,14 +326,22 @@ def _software_capabilities() -> frozenset[str]:
 
 
 def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice:
-    """The device to tune for: ``auto`` takes the first accelerator, else the CPU.
+    """The device to tune for: ``auto`` takes the first accelerator, else the CPU; ``cuda`` the first CUDA GPU.
 
     Naming a profile this machine does not have raises
     :class:`DeviceUnavailableError` with what was found instead.
     """
     found = detect(use_torch)
+    summary = ", ".join(f"{d.profile.name} ({d.name})" for d in found)
+    choices = ", ".join(dict.fromkeys(d.profile.name for d in found))
     if name == "auto":
         return found[0]
+    if name == "cuda":
+        for device in found:
+            if device.profile.kind == "cuda":
+                return device
+        raise DeviceUnavailableError(f"--device cuda names a CUDA GPU and this machine has none; found: {summary}. "
+                                     f"Use --device auto or one of: {choices}")
     for device in found:  # a GPU without a named profile goes by its derived name (cuda-nvidia-l4)
         if device.profile.name == name and name not in PROFILES:
             return device
@@ -335,8 +349,5 @@ def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice
     for device in found:
         if device.profile.name == profile.name:
             return device
-    summary = ", ".join(f"{d.profile.name} ({d.name})" for d in found)
-    raise DeviceUnavailableError(
-        f"device {name!r} ({profile.description}) is not on this machine; found: {summary}. "
-        f"Use --device auto or one of: {', '.join(dict.fromkeys(d.profile.name for d in found))}"
-    )
+    raise DeviceUnavailableError(f"device {name!r} ({profile.description}) is not on this machine; found: {summary}. "
+                                 f"Use --device auto or one of: {choices}")

@@ -45,7 +45,7 @@ def test_cpu_is_always_detected_last():
 
 
 def test_unknown_profile_lists_the_valid_ones():
-    with pytest.raises(UnknownNameError, match="valid: a100, auto, cpu, h100"):
+    with pytest.raises(UnknownNameError, match="valid: a100, auto, cpu, cuda, h100"):
         get_profile("tpu")
 
 
@@ -58,6 +58,31 @@ def test_missing_device_is_one_line_naming_what_was_found():
         resolve_device("v100")
     message = str(info.value)
     assert "\n" not in message and "found: cpu" in message and "--device auto" in message
+
+
+def test_cuda_names_the_first_cuda_gpu_here_and_is_filed_under_its_profile(tmp_path, monkeypatch):
+    # `--device cuda`, as torch users write it: the first CUDA GPU found, filed under its profile's name.
+    from autotune import devices
+    from autotune.devices import DetectedDevice, _profile_for_cuda_name
+    from autotune.config import SCHEMA_VERSION, config_path, write_tuned_config
+    from autotune.tuned import load_config
+
+    cpu = detect()[-1]
+    gpus = [DetectedDevice(_profile_for_cuda_name("NVIDIA L4", None), "NVIDIA L4", index=0),
+            DetectedDevice(PROFILES["h100"], "NVIDIA H100 80GB HBM3", index=1)]
+    monkeypatch.setattr(devices, "detect", lambda use_torch=True: [*gpus, cpu])
+    assert resolve_device("cuda").name == "NVIDIA L4" and resolve_device("cuda").profile.name == "cuda-nvidia-l4"
+    export = config_path("chmm", "cuda-nvidia-l4", "tiny", tmp_path)
+    write_tuned_config({"schema_version": SCHEMA_VERSION, "workload": "chmm", "device": "cuda-nvidia-l4",
+                        "size": "tiny", "config": {"dtype": "float64"}}, export)
+    assert load_config("chmm", device="cuda", studies=tmp_path).source == str(export)
+
+    monkeypatch.setattr(devices, "detect", lambda use_torch=True: [cpu])
+    assert resolve_device("auto").profile.name == "cpu"
+    with pytest.raises(DeviceUnavailableError) as info:
+        resolve_device("cuda")
+    message = str(info.value)
+    assert "\n" not in message and "has none" in message and "found: cpu" in message and "--device auto" in message
 
 
 def test_h200_does_not_match_a_gh200_and_unnamed_gpus_get_one_name_on_both_paths():
