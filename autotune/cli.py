@@ -208,7 +208,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
       autotune simulate --study chmm-cpu-tiny --storage sqlite:///studies/autotune.db
     """
     from autotune.recorded import load_recorded, load_recorded_study
-    from autotune.simulate import repeats_json, run_repeats, summary
+    from autotune.simulate import budgets_for, repeats_json, run_repeats, summary
 
     names = list(dict.fromkeys(samplers)) or [DEFAULT]
     unknown = [n for n in names if n not in SAMPLERS]
@@ -227,7 +227,8 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
     if as_json:
         click.echo(json.dumps(repeats_json(recorded, recorded.source, names[0], results[names[0]]), indent=1))
     else:
-        click.echo(simulation_table(recorded, {n: summary(recorded, r) for n, r in results.items()}, repeats))
+        summaries = {n: summary(recorded, r, budgets_for(trials)) for n, r in results.items()}
+        click.echo(simulation_table(recorded, summaries, repeats))
 
 
 # -- report -----------------------------------------------------------------------------

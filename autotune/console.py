@@ -268,18 +268,23 @@ def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _and(items: list[str]) -> str:
+    """"20", "20 and 30", "20, 50 and 100"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeats: int) -> str:
-    """`autotune simulate`: each strategy's mean score (and spread) at 20, 50 and 100 evaluations, and at their time."""
+    """`autotune simulate`: each strategy's mean score (and spread) at each budget of its summary, and at its time."""
+    budgets = [key for key in next(iter(summaries.values())) if key.isdigit()]  # "20", "50"... as summary made them
     lines = [f"{recorded.source}: optimum {recorded.optimum:.4g} ({recorded.objective}, {recorded.direction}d); "
              f"score 0 = random search, 1 = the optimum; mean ± sd over {repeats} repeats",
-             f"  {'strategy':<18} {'at 20':>13} {'at 50':>13} {'at 100':>13} {'ms/evaluation':>14}"]
+             f"  {'strategy':<18} " + " ".join(f"{'at ' + m:>13}" for m in budgets) + f" {'ms/evaluation':>14}"]
     for name, figures in summaries.items():
-        for label, keys in (("", ("20", "50", "100")), ("  by time", ("time 20", "time 50", "time 100"))):
+        for label, keys in (("", budgets), ("  by time", [f"time {m}" for m in budgets])):
             cells = [f"{figures[m]['mean']:>6.2f} ± {figures[m]['std']:<4.2f}" if figures[m]["mean"] is not None
                      else "-" for m in keys]
             cost = f"{1000 * figures['seconds_per_evaluation']:>14.1f}" if not label else ""
-            lines.append(f"  {label or name:<18} {cells[0]:>13} {cells[1]:>13} "
-                         f"{cells[2]:>13} {cost}".rstrip())
-    lines.append("  (by time: at the time that 20, 50 and 100 evaluations take on average, by the recorded costs; "
+            lines.append(f"  {label or name:<18} " + " ".join(f"{cell:>13}" for cell in cells) + f" {cost}".rstrip())
+    lines.append(f"  (by time: at the time that {_and(budgets)} evaluations take on average, by the recorded costs; "
                  "a search that ran out of evaluations first is scored on all of them, a lower bound)")
     return "\n".join(lines)

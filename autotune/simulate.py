@@ -173,6 +173,12 @@ def _score(recorded: Recorded, found: float | None, b: float) -> float:
     return (b - found) / (b - recorded.optimum)
 
 
+def budgets_for(trials: int) -> tuple[int, ...]:
+    """The budgets a table scores a search of ``trials`` evaluations at: 20, 50 and 100 where it reaches them, and
+    ``trials`` itself (``--trials 30`` -> 20 and 30; 200 -> 20, 50, 100 and 200)."""
+    return tuple(sorted({m for m in (20, 50, 100) if m <= trials} | {trials}))
+
+
 def summary(recorded: Recorded, repeats: list[Repeat], budgets: tuple[int, ...] = (20, 50, 100)) -> dict[str, Any]:
     """Mean and standard deviation of the score at each budget of evaluations (``"50"``) and of time (``"time 50"``:
     the time of 50 average evaluations, see :func:`time_score`), and the strategy's own seconds per evaluation."""

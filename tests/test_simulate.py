@@ -11,7 +11,7 @@ import pytest
 
 from autotune.exceptions import AutotuneError
 from autotune.recorded import direction_of, load_recorded
-from autotune.simulate import Repeat, expected_random_best, score, simulate, time_score
+from autotune.simulate import Repeat, budgets_for, expected_random_best, score, simulate, time_score
 
 
 def _cache(tmp_path, name="tiny.json", **header):
@@ -146,6 +146,23 @@ def test_simulate_command_prints_recorded_times_as_json(tmp_path):
     assert all(r["evaluations"] == 5 and len(r["best_so_far"]) == 5 for r in data["repeats"])
     # Every config of this file cost 25 ms to evaluate (compile + benchmark).
     assert all(r["seconds_so_far"] == pytest.approx([0.025 * i for i in range(1, 6)]) for r in data["repeats"])
+
+
+def test_the_table_scores_at_the_budgets_a_search_reaches_and_at_its_own():
+    assert budgets_for(5) == (5,) and budgets_for(30) == (20, 30) and budgets_for(100) == (20, 50, 100)
+    assert budgets_for(200) == (20, 50, 100, 200)
+
+
+def test_simulate_command_prints_a_table_at_the_trials_it_was_given(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
+                           "--trials", "5", "--repeats", "2", "--sampler", "tpe", "--sampler", "random"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    header, *rows = [line for line in done.stdout.splitlines() if line.startswith("  ") and "(by time" not in line]
+    assert header.split() == ["strategy", "at", "5", "ms/evaluation"]
+    assert [row.split()[0] for row in rows] == ["tpe", "by", "random", "by"]
+    assert not any(" - " in row + " " for row in rows), done.stdout  # every cell scored: no budget past --trials
+    assert "the time that 5 evaluations take" in done.stdout
 
 
 @pytest.mark.parametrize("content, fragment", [
