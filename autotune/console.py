@@ -259,7 +259,7 @@ def devices_json(found: list[Any], profiles: dict[str, Any]) -> dict[str, Any]:
 
 def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:
     """`autotune devices`: what was found here (auto takes the first), then every profile."""
-    lines = ["Detected (auto picks the first):"]
+    lines = ["Detected (--device auto picks the first, --device cuda the first CUDA GPU):"]
     lines += [f"  {d.profile.name:<12} {d.name}  {format_bytes(d.memory_bytes)}"
               + "".join(f"  {k}={v}" for k, v in d.details.items()) for d in found]
     lines += ["", "Profiles:"]
