@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping
 from autotune.exceptions import InvalidConfigError
 from autotune.export import SCHEMA_VERSION, ExportDocument, write_json
 
-__all__ = ["SCHEMA_VERSION", "Config", "config_path", "studies_dir", "write_tuned_config"]
+__all__ = ["SCHEMA_VERSION", "Config", "config_path", "default_storage", "studies_dir", "write_tuned_config"]
 
 _DEFAULT_STUDIES = "studies"
 
@@ -89,6 +89,11 @@ class Config(Mapping[str, Any]):
 def studies_dir() -> Path:
     """Where studies and exported configs live: ``$AUTOTUNE_STUDIES`` or ``./studies``."""
     return Path(os.environ.get("AUTOTUNE_STUDIES") or _DEFAULT_STUDIES)
+
+
+def default_storage(root: Path | None = None) -> str:
+    """The study storage when none is named: ``<studies>/autotune.db`` (SQLite)."""
+    return f"sqlite:///{(root if root is not None else studies_dir()) / 'autotune.db'}"
 
 
 def config_path(workload: str, device: str, size: str, root: Path | None = None) -> Path:

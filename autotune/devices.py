@@ -332,16 +332,13 @@ def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice
     :class:`DeviceUnavailableError` with what was found instead.
     """
     found = detect(use_torch)
-    summary = ", ".join(f"{d.profile.name} ({d.name})" for d in found)
-    choices = ", ".join(dict.fromkeys(d.profile.name for d in found))
     if name == "auto":
         return found[0]
     if name == "cuda":
         for device in found:
             if device.profile.kind == "cuda":
                 return device
-        raise DeviceUnavailableError(f"--device cuda names a CUDA GPU and this machine has none; found: {summary}. "
-                                     f"Use --device auto or one of: {choices}")
+        raise _not_here("--device cuda names a CUDA GPU and this machine has none", found)
     for device in found:  # a GPU without a named profile goes by its derived name (cuda-nvidia-l4)
         if device.profile.name == name and name not in PROFILES:
             return device
@@ -349,5 +346,11 @@ def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice
     for device in found:
         if device.profile.name == profile.name:
             return device
-    raise DeviceUnavailableError(f"device {name!r} ({profile.description}) is not on this machine; found: {summary}. "
-                                 f"Use --device auto or one of: {choices}")
+    raise _not_here(f"device {name!r} ({profile.description}) is not on this machine", found)
+
+
+def _not_here(what: str, found: list[DetectedDevice]) -> DeviceUnavailableError:
+    """``what``, then the devices this machine has and the names that pick them."""
+    summary = ", ".join(f"{d.profile.name} ({d.name})" for d in found)
+    choices = ", ".join(dict.fromkeys(d.profile.name for d in found))
+    return DeviceUnavailableError(f"{what}; found: {summary}. Use --device auto or one of: {choices}")

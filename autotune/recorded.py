@@ -268,11 +268,11 @@ def load_recorded_study(storage: str | None = None, study_name: str | None = Non
     :func:`recorded_study`. Without ``study_name``, the one study the storage holds."""
     import os
 
-    from autotune.config import studies_dir
+    from autotune.config import default_storage
     from autotune.storage import STORAGE_ENV, redact_storage
     from autotune.stored import open_study
 
-    storage = storage or os.environ.get(STORAGE_ENV) or f"sqlite:///{studies_dir() / 'autotune.db'}"
+    storage = storage or os.environ.get(STORAGE_ENV) or default_storage()
     study = open_study(storage, study_name)
     return recorded_study(study, f"{redact_storage(storage)} study {study.study_name}")
 

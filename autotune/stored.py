@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.config import config_path, studies_dir
+from autotune.config import config_path, default_storage, studies_dir
 from autotune.devices import LOCAL_NAMES, filed_device_name, resolve_device
 from autotune.exceptions import InvalidConfigError, StorageError, UnknownNameError
 from autotune.export import read_document
@@ -48,7 +48,7 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     device = resolve_device(device).profile.name if device in LOCAL_NAMES else filed_device_name(device)
     root = Path(studies) if studies is not None else studies_dir()
     study_name = study_name or f"{cls.name}-{device}-{size}"
-    study = open_study(storage or f"sqlite:///{root / 'autotune.db'}", study_name)
+    study = open_study(storage or default_storage(root), study_name)
     return StoredStudy(study, _export_of(config_path(cls.name, device, size, root), study_name), root, cls.name,
                        device, size)
 

@@ -30,14 +30,20 @@ __all__ = ["SIZE_PREFERENCE", "TunedConfig", "load_config"]
 SIZE_PREFERENCE = ("full", "small", "tiny")
 
 
+def _export_names(device: str, size: str | None) -> list[str]:
+    """The names an export of one device may have: ``search`` writes ``<device>-<size>.json``; older ones lack the size."""
+    return [f"{device}-{size}.json"] if size is not None else [f"{device}-*.json", f"{device}.json"]
+
+
 def _exports(folder: Path, device: str, size: str | None) -> list[Path]:
     """The exported configs of one device in ``folder``, in the order ``load_config`` prefers them."""
     if size is not None:
-        return [folder / f"{device}-{size}.json"]
-    found = sorted(folder.glob(f"{device}-*.json")) if folder.is_dir() else []
+        return [folder / name for name in _export_names(device, size)]
+    sized, unsized = _export_names(device, size)
+    found = sorted(folder.glob(sized)) if folder.is_dir() else []
     rank = {name: i for i, name in enumerate(SIZE_PREFERENCE)}
     found.sort(key=lambda p: (rank.get(p.stem[len(device) + 1:], len(rank)), p.name))
-    return found + [folder / f"{device}.json"]
+    return found + [folder / unsized]
 
 
 class TunedConfig(Mapping[str, Any]):
@@ -157,10 +163,8 @@ def load_config(
     for path in candidates:
         if path.is_file():
             return TunedConfig(_validated(read_document(path), workload, path), str(path))
-    # Name the pattern searched, not only the files that happened to be tried: `search` writes `<device>-<size>.json`.
-    looked = ", ".join(str(path) for folder in folders
-                       for path in ([folder / f"{device}-{size}.json"] if size else
-                                    [folder / f"{device}-*.json", folder / f"{device}.json"]))
+    # Name the pattern searched, not only the files that happened to be tried.
+    looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))
     if strict:
         raise ConfigNotFoundError(
             f"no tuned config for workload {workload!r} on device {device!r} (looked in {looked}); "

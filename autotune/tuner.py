@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from autotune.config import Config, config_path, studies_dir
+from autotune.config import Config, config_path, default_storage, studies_dir
 from autotune.devices import DetectedDevice, resolve_device
 from autotune.environment import busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
@@ -129,7 +129,7 @@ class Tuner:
         self.space: SearchSpace = SearchSpace.from_file(self.workload_class.space_path()).for_device(self.device)
         self.reference_config = self.space.reference
         self.studies = Path(studies) if studies is not None else studies_dir()
-        self.storage = storage or f"sqlite:///{self.studies / 'autotune.db'}"
+        self.storage = storage or default_storage(self.studies)
         self.study_name = study_name or f"{self.workload_class.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload_class.name / f"{self.size}-v{self.workload_class.version}"
         self.runner = Runner(isolation, trial_timeout)
