@@ -286,12 +286,9 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
       autotune best -w chmm -s tiny --json
     """
     from autotune.tuned import load_config
-    from autotune.devices import LOCAL_NAMES, filed_device_name, resolve_device
+    from autotune.devices import filed_under
 
-    if device in LOCAL_NAMES:
-        device = library_call(resolve_device, device).profile.name
-    else:
-        library_call(filed_device_name, device)
+    device = library_call(filed_under, device)
     cfg = library_call(load_config, workload, device, size, strict=True, studies=studies)
     if as_json:
         click.echo(json.dumps(cfg.document, indent=2))

@@ -26,6 +26,7 @@ __all__ = [
     "LOCAL_NAMES",
     "detect",
     "filed_device_name",
+    "filed_under",
     "get_profile",
     "resolve_device",
 ]
@@ -190,6 +191,12 @@ def derived_profile_name(name: str) -> str:
     "NVIDIA L4" -> ``cuda-nvidia-l4``.
     """
     return "cuda-" + (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu")
+
+
+def filed_under(name: str) -> str:
+    """The device name a study of ``--device name`` is filed under: the profile of this machine's device for
+    ``auto`` and ``cuda``, else ``name`` as :func:`filed_device_name` checks it (the device need not be here)."""
+    return resolve_device(name).profile.name if name in LOCAL_NAMES else filed_device_name(name)
 
 
 def filed_device_name(name: str) -> str:

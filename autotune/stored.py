@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.config import config_path, default_storage, studies_dir
-from autotune.devices import LOCAL_NAMES, filed_device_name, resolve_device
+from autotune.devices import filed_under
 from autotune.exceptions import InvalidConfigError, StorageError, UnknownNameError
 from autotune.export import read_document
 from autotune.registry import get_workload_class
@@ -45,7 +45,7 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     size = size or cls.default_size
     if size not in cls.sizes:
         raise UnknownNameError(f"size of workload {cls.name!r}", size, cls.sizes)
-    device = resolve_device(device).profile.name if device in LOCAL_NAMES else filed_device_name(device)
+    device = filed_under(device)
     root = Path(studies) if studies is not None else studies_dir()
     study_name = study_name or f"{cls.name}-{device}-{size}"
     study = open_study(storage or default_storage(root), study_name)
