@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import optuna
 
-from autotune.portfolio import TakingTurns
+from autotune.portfolio import HandingOver, TakingTurns
 
 
 class Fixed(optuna.samplers.RandomSampler):
@@ -28,3 +28,48 @@ def test_trials_alternate_and_every_sampler_hears_every_trial():
     study.optimize(lambda trial: trial.suggest_int("x", 0, 3), n_trials=5)
     assert [t.params["x"] for t in study.trials] == [1, 2, 1, 2, 1]
     assert first.heard == second.heard == [0, 1, 2, 3, 4]
+
+
+def _measured(trial):
+    """An objective whose trials count toward a budget, as the loop's measured trials do."""
+    trial.set_user_attr("status", "ok")
+    return trial.suggest_int("x", 0, 3)
+
+
+def test_the_second_sampler_plans_every_trial_once_enough_configs_are_measured():
+    first, then = Fixed(1), Fixed(2)
+    study = optuna.create_study(sampler=HandingOver(first, then, after=3))
+    study.optimize(_measured, n_trials=5)
+    assert [t.params["x"] for t in study.trials] == [1, 1, 1, 2, 2]
+    assert first.heard == then.heard == [0, 1, 2, 3, 4]
+
+
+def test_a_repeat_or_a_restricted_ask_does_not_bring_the_hand_over_nearer():
+    def objective(trial):
+        x = _measured(trial)
+        if trial.number in (1, 2):
+            trial.set_user_attr("duplicate_of" if trial.number == 1 else "restricted", 0)
+        return x
+
+    study = optuna.create_study(sampler=HandingOver(Fixed(1), Fixed(2), after=3))
+    study.optimize(objective, n_trials=6)
+    # Trials 0, 3 and 4 are the three measured configs; trial 5 is the first the second sampler plans.
+    assert [t.params["x"] for t in study.trials] == [1, 1, 1, 1, 1, 2]
+
+
+def test_tpe_linear_searches_as_tpe_until_it_hands_over_and_differently_after():
+    """On the held-out recorded space: the same configs as TPE for the first HAND_OVER, then the model's."""
+    from pathlib import Path
+
+    from autotune.recorded import load_recorded
+    from autotune.samplers import HAND_OVER
+    from autotune.simulate import simulate
+
+    recorded = load_recorded(Path(__file__).resolve().parent.parent / "benchmarks" / "held_out"
+                             / "convolution_RTX_2080_Ti.json.gz")
+    trials = HAND_OVER + 10
+    tpe = simulate(recorded, trials, seed=3, sampler="tpe")
+    handing_over = simulate(recorded, trials, seed=3, sampler="tpe-linear")
+    assert handing_over.best_so_far[:HAND_OVER] == tpe.best_so_far[:HAND_OVER]
+    assert handing_over.seconds_so_far[:HAND_OVER] == tpe.seconds_so_far[:HAND_OVER]
+    assert handing_over.seconds_so_far != tpe.seconds_so_far
