@@ -80,8 +80,8 @@ def cli() -> None:
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
               help="Seed of the sampler, for a repeatable sequence of trials.")
 @click.option("--sampler", default=None,
-              help=f"Search strategy: {', '.join(SAMPLERS)} [default: {DEFAULT}; for 100 trials or more, "
-                   "linear scored best on recorded GPU spaces: benchmarks/search_quality.md].")
+              help=f"Search strategy: {', '.join(SAMPLERS)} [default: {DEFAULT}: TPE for the first 30 configs, "
+                   "then a linear model; scored on recorded GPU spaces in benchmarks/search_quality.md].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines; only the final table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
 def search(workload: str, device: str, size: str | None, trials: int, storage: str | None, study_name: str | None,
