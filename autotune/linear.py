@@ -22,8 +22,9 @@ Measured on the recorded spaces through autotune's loop over 50 repeats
 at 50 evaluations on the three GPU spaces (0.46 against 0.45), better at 100
 (0.72 against 0.60), and far better on our own conditional space, chmm at
 tiny (0.92 against 0.13 at 50); but a real search of chmm with it took half
-as long again as with TPE for the same best config, so it is a choice, not
-the default.
+as long again as with TPE for the same best config, so alone it is a choice,
+not the default. The default, ``tpe-linear``, hands it the trials after TPE's
+first 30 configs (autotune.samplers.HAND_OVER).
 """
 
 from __future__ import annotations
