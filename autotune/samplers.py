@@ -109,10 +109,11 @@ SAMPLERS: dict[str, Callable[[int | None, bool, "SearchSpace"], "optuna.samplers
 #: The strategy of `search` and `simulate` unless --sampler names another. `tpe` was the default until
 #: 2026-11-25: `linear-tpe` tied it at 50 evaluations and led at 100 by 1.8 standard errors, short of the two
 #: that the rule for switching, set before the run, asked for; `linear` led at 100 and trailed at 50
-#: (benchmarks/search_quality.md, "The model-based strategies under today's loop"). `tpe-linear` passes that rule over the four recorded GPU spaces
-#: (the held-out one included), the default's seeds: the same at 20 (its trials are TPE's until the hand-over),
-#: 0.54 against 0.52 at 50 and 0.82 against 0.66 at 100, about 4 standard errors ("`tpe-linear` made the
-#: default"). A new study of 30 trials or fewer, such as the README's quick start, is TPE's to the config.
+#: (benchmarks/search_quality.md, "The model-based strategies under today's loop"). `tpe-linear` passes that
+#: rule over the four recorded GPU spaces (the held-out one included), the default's seeds: the same at 20
+#: (its trials are TPE's until the hand-over), 0.54 against 0.52 at 50 and 0.82 against 0.66 at 100, about 4
+#: standard errors ("`tpe-linear` made the default"). A new study of 30 trials or fewer, such as the README's
+#: quick start, is TPE's to the config.
 DEFAULT = "tpe-linear"
 
 
