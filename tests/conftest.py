@@ -10,6 +10,8 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 BROKEN = f"{TESTS / 'workloads' / 'broken.py'}:BrokenWorkload"
+#: The recorded GPU space kept out of choosing a strategy (benchmarks/held_out/README.md).
+HELD_OUT = TESTS.parent / "benchmarks" / "held_out" / "convolution_RTX_2080_Ti.json.gz"
 FAST_MEASURER = {"min_time": 0.05, "min_runs": 3, "max_warmup_runs": 2}
 
 

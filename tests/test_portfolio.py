@@ -59,14 +59,12 @@ def test_a_repeat_or_a_restricted_ask_does_not_bring_the_hand_over_nearer():
 
 def test_tpe_linear_searches_as_tpe_until_it_hands_over_and_differently_after():
     """On the held-out recorded space: the same configs as TPE for the first HAND_OVER, then the model's."""
-    from pathlib import Path
-
     from autotune.recorded import load_recorded
     from autotune.samplers import HAND_OVER
     from autotune.simulate import simulate
+    from tests.conftest import HELD_OUT
 
-    recorded = load_recorded(Path(__file__).resolve().parent.parent / "benchmarks" / "held_out"
-                             / "convolution_RTX_2080_Ti.json.gz")
+    recorded = load_recorded(HELD_OUT)
     trials = HAND_OVER + 10
     tpe = simulate(recorded, trials, seed=3, sampler="tpe")
     handing_over = simulate(recorded, trials, seed=3, sampler="tpe-linear")

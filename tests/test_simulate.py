@@ -5,7 +5,6 @@ import json
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -255,8 +254,9 @@ def test_the_simulate_command_says_the_direction_it_took(tmp_path):
 
 def test_the_held_out_space_reads_as_its_readme_says_and_a_search_replays_on_it():
     """benchmarks/held_out/README.md gives its size and optimum; a tiny search evaluates only its recorded configs."""
-    recorded = load_recorded(Path(__file__).resolve().parent.parent / "benchmarks" / "held_out"
-                             / "convolution_RTX_2080_Ti.json.gz")
+    from tests.conftest import HELD_OUT
+
+    recorded = load_recorded(HELD_OUT)
     assert len(recorded.entries) == 6768
     assert len(recorded.times) == 5256
     assert recorded.optimum == pytest.approx(0.9003, abs=1e-4) and recorded.direction == "minimize"
