@@ -91,9 +91,8 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
            sampler: str | None, quiet: bool, as_json: bool) -> None:
     """Tune WORKLOAD on DEVICE: run trials, re-measure the best beside the baseline, export.
 
-    The study lives in the storage (SQLite under the studies directory by
-    default); running the same command again adds trials to it. The winner
-    is written to <studies>/<workload>/<device>-<size>.json for `autotune.load_config`.
+    The study lives in the storage (SQLite under the studies directory by default); running the same command again
+    adds trials to it. The winner is written to <studies>/<workload>/<device>-<size>.json for `autotune.load_config`.
 
     \b
     Examples:
@@ -221,6 +220,10 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
     recorded = (library_call(load_recorded, recorded_path) if recorded_path is not None
                 else library_call(load_recorded_study, storage, study_name))
     progress = None if as_json else (lambda line: click.echo(f"autotune: {line}", err=True))
+    if trials > len(recorded.entries):  # past that, a search asks only for configs it has (for minutes)
+        click.echo(f"autotune: --trials {trials} is more than the {len(recorded.entries)} configs of "
+                   f"{recorded.source}: a search evaluates {len(recorded.entries)} at most", err=True)
+        trials = len(recorded.entries)
     if progress and recorded_path is None:  # a partial study is a smaller space, with the best it found as optimum
         progress(f"{recorded.source}: {len(recorded.entries)} configs measured, the space its searches replay")
     results = {name: run_repeats(recorded, name, trials, repeats, seed, progress) for name in names}

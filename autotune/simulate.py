@@ -77,11 +77,13 @@ class _Simulation:
 
 
 def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None,
-             objectives: int | None = None) -> Repeat:
+             objectives: int | None = None,
+             on_trial: Callable[[TrialRecord, int, int], None] | None = None) -> Repeat:
     """One search of ``trials`` evaluations on a recorded space, as ``autotune search`` would run it.
 
     ``objectives=2`` makes the study of two objectives (throughput, peak memory) that autotune made
-    before; the default is the study ``search`` makes now.
+    before; the default is the study ``search`` makes now. ``on_trial(record, done, total)`` hears of
+    each evaluation, as ``search``'s progress line does.
     """
     import time
 
@@ -89,7 +91,7 @@ def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = N
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     started = time.perf_counter()
-    simulation = _Simulation(recorded, seed)
+    simulation = _Simulation(recorded, seed, on_trial)
     directions = OBJECTIVES if objectives is None else ["maximize", "minimize"][:objectives]
     study = optuna.create_study(directions=directions, sampler=make_sampler(sampler, seed, recorded.space))
     space = recorded.space
@@ -201,11 +203,26 @@ def _mean_and_spread(scores: list[float]) -> dict[str, float | None]:
 
 
 def run_repeats(recorded: Recorded, sampler: str, trials: int, repeats: int, seed: int,
-                progress: Callable[[str], None] | None = None) -> list[Repeat]:
-    """``repeats`` simulated searches with seeds ``seed``, ``seed + 1``, ..."""
+                progress: Callable[[str], None] | None = None, every_seconds: float = 10.0) -> list[Repeat]:
+    """``repeats`` simulated searches with seeds ``seed``, ``seed + 1``, ...
+
+    ``progress`` hears of each repeat done and, within a repeat that runs long (thousands of
+    evaluations with a model-based sampler take minutes), of its evaluations every ``every_seconds``.
+    """
+    import time
+
     done = []
     for index in range(repeats):
-        done.append(simulate(recorded, trials, seed + index, sampler))
+        said = time.monotonic()
+
+        def evaluated(record: TrialRecord, count: int, total: int) -> None:
+            nonlocal said
+            if time.monotonic() - said >= every_seconds:
+                said = time.monotonic()
+                progress(f"{sampler}: repeat {index + 1}/{repeats}: {count}/{total} evaluations")  # type: ignore[misc]
+
+        done.append(simulate(recorded, trials, seed + index, sampler,
+                             on_trial=None if progress is None else evaluated))
         if progress is not None:
             progress(f"{sampler}: repeat {index + 1}/{repeats} done")
     return done

@@ -10,7 +10,7 @@ import pytest
 
 from autotune.exceptions import AutotuneError
 from autotune.recorded import direction_of, load_recorded
-from autotune.simulate import Repeat, budgets_for, expected_random_best, score, simulate, time_score
+from autotune.simulate import Repeat, budgets_for, expected_random_best, run_repeats, score, simulate, time_score
 
 
 def _cache(tmp_path, name="tiny.json", **header):
@@ -162,6 +162,29 @@ def test_simulate_command_prints_a_table_at_the_trials_it_was_given(tmp_path):
     assert [row.split()[0] for row in rows] == ["tpe", "by", "random", "by"]
     assert not any(" - " in row + " " for row in rows), done.stdout  # every cell scored: no budget past --trials
     assert "the time that 5 evaluations take" in done.stdout
+
+
+def test_more_trials_than_the_space_has_configs_are_said_and_taken_as_all_of_them(tmp_path):
+    # 10 configs: a search of 50 would spend 250 asks on configs it has, for nothing.
+    done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
+                           "--trials", "50", "--repeats", "2", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "--trials 50 is more than the 10 configs of" in done.stderr and "evaluates 10 at most" in done.stderr
+    assert all(r["evaluations"] <= 10 for r in json.loads(done.stdout)["repeats"])
+    table = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
+                            "--trials", "50", "--repeats", "1"], capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0 and "at 10" in table.stdout and "at 50" not in table.stdout, table.stdout
+
+
+def test_a_long_repeat_says_how_far_it_has_got(tmp_path):
+    lines = []
+    run_repeats(load_recorded(_cache(tmp_path)), "tpe", 5, 2, seed=0, progress=lines.append, every_seconds=0)
+    assert lines[:6] == [f"tpe: repeat 1/2: {i}/5 evaluations" for i in range(1, 6)] + ["tpe: repeat 1/2 done"]
+    second = [int(line.split(": ")[2].split("/")[0]) for line in lines[6:-1]]  # a repeat says its count again
+    assert lines[-1] == "tpe: repeat 2/2 done" and second == sorted(second) and second[-1] == 5, lines
+    quiet = []
+    run_repeats(load_recorded(_cache(tmp_path)), "tpe", 5, 2, seed=0, progress=quiet.append)  # every 10 s
+    assert quiet == ["tpe: repeat 1/2 done", "tpe: repeat 2/2 done"]
 
 
 @pytest.mark.parametrize("content, fragment", [
