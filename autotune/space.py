@@ -245,7 +245,7 @@ class SearchSpace:
     def parse_assignments(self, assignments: Iterable[str], base: Mapping[str, Any] | None = None) -> Config:
         """``["dtype=float64", "update_c=grouped"]`` applied over ``base`` (the defaults)."""
         values = dict(base if base is not None else self.defaults)
-        given = []
+        assignments, given = list(assignments), []
         for item in assignments:
             name, sep, text = item.partition("=")
             name = name.strip()
@@ -265,6 +265,9 @@ class SearchSpace:
                     f"--set {name}={_show(values[name])} has no effect here: {name} applies only when "
                     f"{condition.text if condition else 'active'}; set that too"
                 )
+        broken = self.violated(config)
+        if broken is not None:  # not a config of the space: a search never measures it, and it would fail or mislead
+            raise InvalidConfigError(f"--set {' '.join(assignments)}: the config breaks the space's constraint \"{broken}\"")
         return config
 
     def _choose(self, draw: Callable[[Parameter], Any]) -> Config:

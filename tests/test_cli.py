@@ -43,6 +43,8 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["report", "--workload", "chmm", "--device", "cuda-nvidia-l4"], "no study storage at"),
         (["run", "--workload", "chmm", "--set", "messages=loop", "--set", "chunk_size=128"],
          "chunk_size=128 has no effect here: chunk_size applies only when messages in ['scan', 'chained']"),
+        (["run", "--workload", "chmm", "--set", "messages=numba", "--set", "dtype=float16"],
+         "--set messages=numba dtype=float16: the config breaks the space's constraint \"messages != 'numba' or dtype"),
         (["run", "--workload", "chmm", "--set", "messages=chained"],
          "messages='chained' needs cuda, which this device lacks; choose one of: loop,"),
         (["search", "--workload", "chmm", "--memory-budget", "1e400"], "is not a size between"),

@@ -201,6 +201,15 @@ def test_constraints_restrict_combinations_with_arithmetic():
     assert space.violated(space.defaults.replace(x=16, pad=1)) is None
 
 
+def test_a_config_set_by_hand_that_breaks_a_constraint_is_refused():
+    # `autotune run --set` is the one way in besides a sampler: a restricted config would run and fail, or mislead.
+    s = space({**SPACE, "constraints": ["kernel != 'scan' or dtype in ['float32', 'float64']"]})
+    with pytest.raises(InvalidConfigError, match="--set kernel=scan dtype=float16: the config breaks the space's "
+                                                 "constraint \"kernel != 'scan'"):
+        s.parse_assignments(iter(["kernel=scan", "dtype=float16"]))
+    assert s.parse_assignments(["kernel=scan", "dtype=float32"])["kernel"] == "scan"
+
+
 @pytest.mark.parametrize("constraints, fragment", [
     (["x * z > 1"], "names z, which is not a parameter"),
     (["x >"], "constraints[0]"),
