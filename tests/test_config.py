@@ -94,8 +94,10 @@ def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
         (b'{"schema_version": 1, "workload": "chmm"}', "not an exported config"),
         (b'{"schema_version": 1, "config": {"dtype": "float8"}}', "dtype=float8 is not allowed"),
         (b'{"schema_version": 1, "config": {"colour": "red"}}', "colour"),
+        (b'{"schema_version": 1, "config": {"messages": "numba", "dtype": "float16"}}',
+         "config breaks the space's constraint \"messages != 'numba'"),
     ],
-    ids=["empty", "truncated", "binary", "list", "no-config", "bad-value", "unknown-knob"],
+    ids=["empty", "truncated", "binary", "list", "no-config", "bad-value", "unknown-knob", "restricted"],
 )
 def test_a_bad_export_is_one_error_that_names_the_file(tmp_path, content, fragment):
     path = config_path("chmm", "cpu", "small", tmp_path)
