@@ -216,14 +216,18 @@ def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str) -> "go.Fig
 
 
 def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what: str) -> tuple["go.Figure | None", str | None]:
-    """An Optuna plot, or a clear message when the study cannot support it."""
+    """An Optuna plot, or a clear message when the study cannot support it; what Optuna warns of while drawing
+    it (too few trials of a knob's value for its importance, say) is a note under it, not a warning in the terminal."""
     if have < needs:
         return None, f"{what} needs at least {needs} completed trials; this study has {have}."
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             # PED-ANOVA warns that it favours low targets on every call; _slowness accounts for it.
             warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes")
-            return draw(), None
+            figure = draw()
+        notes = dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning))
+        return figure, " ".join(notes) or None
     except (ValueError, RuntimeError, ZeroDivisionError) as exc:
         return None, f"{what} could not be computed: {exc}"
 
@@ -362,7 +366,7 @@ td, th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-al
 table.header td:first-child { font-weight: bold; }
 tr.status-incorrect td { background: #fde8e8; } tr.status-ok td { background: #fff; }
 tr.status-oom td, tr.status-timeout td, tr.status-crash td, tr.status-error td { background: #eee; }
-p.empty { color: #555; font-style: italic; border-left: 4px solid #ccc; padding-left: 0.8em; }
+p.empty, p.note { color: #555; font-style: italic; border-left: 4px solid #ccc; padding-left: 0.8em; }
 """
 
 
@@ -390,6 +394,8 @@ def render_html(info: ReportInfo) -> str:
         if figure is not None:
             parts.append(figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{section_id}",
                                         config={"displaylogo": False}))
+            if message:
+                parts.append(f"<p class='note' id='note-{section_id}'>{html.escape(message)}</p>")
         else:
             parts.append(f"<p class='empty' id='empty-{section_id}'>{html.escape(message or '')}</p>")
         parts.append(info.extra_html.get(section_id, ""))

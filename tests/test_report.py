@@ -18,7 +18,7 @@ DTYPE = CategoricalDistribution(["float32", "float16"])
 
 
 def add_trial(study, kernel, dtype, status, throughput=None, memory=None, error=None):
-    trial = study.ask({"kernel": KERNEL, "dtype": dtype and DTYPE})
+    trial = study.ask({"kernel": KERNEL, **({"dtype": DTYPE} if dtype else {})})  # no dtype: a knob inactive
     attrs = {"status": status, "config": {"kernel": kernel, "dtype": dtype}, "config_key": f"{kernel}-{dtype}",
              "throughput": throughput, "peak_memory_bytes": memory, "error": error, "wall_seconds": 2.0,
              "median_seconds": 1.0 / throughput if throughput else None, "iqr_seconds": 0.01 if throughput else None}
@@ -115,6 +115,17 @@ def test_full_report_has_every_figure():
     assert "process died from SIGSEGV" in page
     # the claims table under the waterfall: the guide's words, the measurement and the verdict
     assert "<table id='claims'>" in page and "fix 1: 2-3x" in page and "verdict-confirmed" in page
+
+
+def test_what_optuna_warns_of_while_drawing_is_a_note_under_the_figure_not_a_terminal_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # `autotune report` printed PED-ANOVA's warning raw, with its source line
+        info = build_report(make_study(*KNOWN, ("numba", None, "ok", 25.0, 350)), DOCUMENT)
+    figure, message = {section_id: (f, m) for section_id, _, f, m in info.sections}["importance"]
+    assert figure is not None and "`dtype` have less than 2 trials" in message  # inactive in one trial only
+    assert "<p class='note' id='note-importance'>Some regimes for parameter" in render_html(info)
 
 
 def test_without_an_explanation_the_report_says_how_to_get_one():
