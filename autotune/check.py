@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Check", "relative_error"]
+__all__ = ["Check", "share_of_tolerance", "relative_error"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Check:
         if not metrics:
             raise ValueError("a check needs at least one metric")
         clean = {name: (_finite_or_inf(err), float(tol)) for name, (err, tol) in metrics.items()}
-        metric = max(clean, key=lambda name: clean[name][0] / clean[name][1] if clean[name][1] > 0 else math.inf)
+        metric = max(clean, key=lambda name: share_of_tolerance(*clean[name]))
         error, tolerance = clean[metric]
         passed = all(err <= tol for err, tol in clean.values())
         return cls(error, tolerance, passed, metric, clean)
@@ -41,6 +41,20 @@ class Check:
         data["error"] = None if math.isinf(self.error) else self.error
         data["metrics"] = {k: [None if math.isinf(e) else e, t] for k, (e, t) in self.metrics.items()}
         return data
+
+
+def share_of_tolerance(error: float | None, tolerance: float) -> float:
+    """``error / tolerance``: how far an error has gone toward its tolerance (over 1: past it; None: unbounded).
+
+    A tolerance can be 0: a statistical bound of 5 standard errors is 0 when the output equals the
+    reference bit for bit (vlm_mc's baseline, whose config the reference is computed with). An error of
+    0 meets it (share 0); any other error is infinitely past it.
+    """
+    if error is None:
+        return math.inf
+    if tolerance > 0:
+        return error / tolerance
+    return 0.0 if error <= 0 else math.inf
 
 
 def _finite_or_inf(value: float) -> float:

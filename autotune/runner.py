@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune._forkserver import ForkServer
+from autotune.check import share_of_tolerance
 from autotune.measure import Measurement, Measurer
 
 __all__ = ["STATUSES", "Runner", "TrialRequest", "TrialResult"]
@@ -229,7 +230,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         return checks[-1].passed
 
     measurement = Measurer(**request.measurer).measure(run, result.items_per_run, workload.synchronize, on_output)
-    worst = max(checks, key=lambda c: (not c.passed, c.error / c.tolerance if c.tolerance else math.inf))
+    worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()
     result.times = measurement.times
     result.warmup_seconds = measurement.first_run_seconds

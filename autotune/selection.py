@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from autotune.check import share_of_tolerance
 from autotune.config import Config
 from autotune.measure import Measurement
 from autotune.runner import TrialResult
@@ -68,7 +69,7 @@ class Candidate:
         checks = [r.check for r in self.results if r.check]
         if not checks:
             return None
-        return max(checks, key=lambda c: (not c["passed"], (c["error"] if c["error"] is not None else math.inf) / c["tolerance"]))
+        return max(checks, key=lambda c: (not c["passed"], share_of_tolerance(c["error"], c["tolerance"])))
 
     def figures(self) -> dict[str, Any] | None:
         m = self.measurement

@@ -84,6 +84,18 @@ def test_run_json_shape(tmp_path):
     assert set(data["check"]) >= {"error", "tolerance", "passed"} and data["check"]["passed"] is True
 
 
+@pytest.mark.parametrize("workload", ["vlm_mc", "lsd", pytest.param("ten", marks=pytest.mark.slow),
+                                      pytest.param("latentwire", marks=pytest.mark.slow)])
+def test_a_search_of_each_seed_workload_exports_its_winner(tmp_path, workload):
+    # The whole path, export included: vlm_mc's search once crashed after its last trial (a check bound of 0,
+    # met exactly by its baseline, divided by), with every trial stored and nothing exported. 5-14 s each.
+    done = run_cli("search", "-w", workload, "-d", "cpu", "-s", "tiny", "-n", "2", "--min-time", "0.05",
+                   "--remeasure-rounds", "1", "--seed", "0", "--json", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    exported = json.loads((tmp_path / "studies" / workload / "cpu-tiny.json").read_text())
+    assert exported["check"]["passed"] is True and exported["speedup"] > 0
+
+
 @pytest.mark.parametrize(
     "workload, unit, knobs",
     # One workload in the default run; the other three (30 s) with -m slow. test_contract runs every knob of each.

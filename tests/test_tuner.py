@@ -7,6 +7,7 @@ import optuna
 import pytest
 
 import autotune
+from autotune.check import Check
 from autotune.config import Config
 from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
@@ -99,6 +100,18 @@ def test_a_study_survives_every_failure_and_never_picks_a_wrong_answer(studies):
 def _candidate(throughput_times, memory, trial):
     result = TrialResult("ok", {"t": trial}, items_per_run=1, times=throughput_times, peak_memory_bytes=memory)
     return Candidate(Config({"t": trial}), trial, "candidate", [result])
+
+
+def test_a_zero_tolerance_met_exactly_binds_nothing_and_exports():
+    # vlm_mc's statistical bounds are 0 when an output equals the reference bit for bit (its baseline's does):
+    # a search of it at tiny crashed at export dividing 0 by 0, its trials stored but nothing written.
+    exact = Check.from_metrics({"mean_scale": (0.0, 0.0), "pixels": (2e-6, 1e-5)})
+    assert exact.passed and exact.metric == "pixels"
+    assert not Check.from_metrics({"mean_scale": (1e-12, 0.0), "pixels": (0.0, 1e-5)}).passed
+    assert Check.from_metrics({"mean_scale": (1e-12, 0.0), "pixels": (0.0, 1e-5)}).metric == "mean_scale"
+    results = [TrialResult("ok", {"t": 1}, items_per_run=1, times=[0.1] * 3, check=c.to_dict())
+               for c in (exact, Check.from_metrics({"mean_scale": (0.0, 0.0)}))]
+    assert Candidate(Config({"t": 1}), 1, "candidate", results).check["metric"] == "pixels"
 
 
 def test_noisy_medians_tie_only_within_their_notches():
