@@ -1,6 +1,7 @@
 """The command line as a user meets it: help, errors, and the JSON shapes scripts rely on."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -90,10 +91,15 @@ def test_a_search_of_each_seed_workload_exports_its_winner(tmp_path, workload):
     # The whole path, export included: vlm_mc's search once crashed after its last trial (a check bound of 0,
     # met exactly by its baseline, divided by), with every trial stored and nothing exported. 5-14 s each.
     done = run_cli("search", "-w", workload, "-d", "cpu", "-s", "tiny", "-n", "2", "--min-time", "0.05",
-                   "--remeasure-rounds", "1", "--seed", "0", "--json", cwd=tmp_path, timeout=300)
+                   "--remeasure-rounds", "1", "--seed", "0", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     exported = json.loads((tmp_path / "studies" / workload / "cpu-tiny.json").read_text())
     assert exported["check"]["passed"] is True and exported["speedup"] > 0
+    # "What each choice did": the verdicts line up under the longest value (vlm_mc's max-autotune-no-cudagraphs).
+    rows = done.stdout.split("how its trials ended):\n")[1].split("\n\n")[0].splitlines()
+    columns = {re.search(r" (winner|slower|incorrect|failed|not tried)\b", row).start() for row in rows
+               if not row.startswith("  other candidates")}
+    assert len(columns) == 1, done.stdout
 
 
 @pytest.mark.parametrize(
