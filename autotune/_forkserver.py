@@ -125,6 +125,11 @@ def main() -> None:
 # -- the client ---------------------------------------------------------------------
 
 
+#: The trials' environment unless the user's sets them: Inductor's max-autotune prints its kernel timings
+#: to the terminal, amid the progress lines (vlm_mc's compile knob). They change no choice it makes.
+QUIET = {"TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS": "0", "TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED": "0"}
+
+
 class ForkServer:
     """Client of a fork server process; one call at a time.
 
@@ -147,7 +152,7 @@ class ForkServer:
             [sys.executable, "-m", "autotune._forkserver", str(write_fd), *self.preload],
             stdin=subprocess.PIPE,
             pass_fds=(write_fd,),
-            env={**os.environ, "_AUTOTUNE_CLIENT_PID": str(os.getpid())},
+            env={**QUIET, **os.environ, "_AUTOTUNE_CLIENT_PID": str(os.getpid())},
             start_new_session=True,  # Ctrl-C in the terminal reaches the tuner, not the server
         )
         os.close(write_fd)

@@ -122,3 +122,29 @@ def test_a_cuda_runtime_error_is_oom_only_when_it_says_so(message, oom):
     from autotune.runner import _is_out_of_memory
 
     assert _is_out_of_memory(RuntimeError(message), "cuda") is oom
+
+
+def _inductor_settings():
+    return {name: os.environ.get(name) for name in ("TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS",
+                                                    "TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED")}
+
+
+def test_trials_do_not_print_inductors_kernel_timings_unless_the_user_asks(monkeypatch):
+    # vlm_mc's compile=max-autotune printed Inductor's tables amid the progress lines.
+    from autotune._forkserver import ForkServer
+
+    for name in _inductor_settings():
+        monkeypatch.delenv(name, raising=False)
+    server = ForkServer()
+    try:
+        seen, exitcode, timed_out = server.call(_inductor_settings, (), timeout=60)
+    finally:
+        server.close()
+    assert (exitcode, timed_out) == (0, False) and set(seen.values()) == {"0"}
+    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS", "1")
+    server = ForkServer()
+    try:
+        seen, _, _ = server.call(_inductor_settings, (), timeout=60)
+    finally:
+        server.close()
+    assert seen["TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS"] == "1"
