@@ -126,8 +126,10 @@ def main() -> None:
 
 
 #: The trials' environment unless the user's sets them: Inductor's max-autotune prints its kernel timings
-#: to the terminal, amid the progress lines (vlm_mc's compile knob). They change no choice it makes.
-QUIET = {"TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS": "0", "TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED": "0"}
+#: to the terminal, amid the progress lines (vlm_mc's compile knob), and warns that its own code uses a
+#: deprecated storage API. Neither changes a choice it makes, nor is anything a user could act on.
+QUIET = {"TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS": "0", "TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED": "0",
+         "PYTHONWARNINGS": "ignore:TypedStorage is deprecated"}
 
 
 class ForkServer:
