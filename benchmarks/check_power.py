@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from autotune.check import share_of_tolerance  # noqa: E402
 from tests.mutants import WORKLOADS, mutants_of  # noqa: E402
 from tests.mutants.harness import Bench, knob_values, precision_knob  # noqa: E402
 
@@ -50,7 +51,7 @@ def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[st
         runs += 1
         for name, (error, bound) in check.metrics.items():
             worst[name] = max(worst.get(name, 0.0), error)
-            ratio[name] = max(ratio.get(name, 0.0), error / bound if bound else (0.0 if error == 0 else math.inf))
+            ratio[name] = max(ratio.get(name, 0.0), share_of_tolerance(error, bound))
         if not check.passed:
             print(f"    honest run FAILED: {dict(values)} at {precision}: {check.metric} {check.error:.3g} > "
                   f"{check.tolerance:.3g}", file=sys.stderr)
@@ -78,7 +79,7 @@ def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | N
             if check.passed:
                 print(f"    MISSED {mutant.name!r} at {precision}: {mutant.missed_in.get(str(precision), 'undocumented')}",
                       file=sys.stderr)
-            ratio = check.error / check.tolerance if check.tolerance else math.inf
+            ratio = share_of_tolerance(check.error, check.tolerance)
             weakest = min(weakest, (ratio, mutant.name, check.metric))
         config = bench.config({precision_knob(name): precision})
         reference_check = bench.workload.check(bench.workload.build(config)(), bench.reference, config)
