@@ -350,7 +350,7 @@ def target_config(tuner: Any, path: Path | None) -> Config:
         return target_from_file(tuner.space, path)
     export = load_config(tuner.workload_class.name, tuner.device.name, tuner.size, strict=True,
                          studies=tuner.studies).export
-    return tuner.space.validate(export.config, "the exported config")
+    return tuner.space.allowed(export.config, "the exported config")
 
 
 def target_from_file(space: "SearchSpace", path: Path) -> Config:
@@ -360,7 +360,7 @@ def target_from_file(space: "SearchSpace", path: Path) -> Config:
         data = data["config"]
     if not isinstance(data, dict):
         raise InvalidConfigError(f"--config {path}: must hold a JSON object of knob values, or an exported config")
-    return space.validate(data, f"--config {path}")
+    return space.allowed(data, f"--config {path}")
 
 
 def explain_workload(tuner: Any, target: Config, rounds: int,

@@ -242,6 +242,15 @@ class SearchSpace:
                 )
         return self.complete(values)
 
+    def allowed(self, values: Mapping[str, Any], what: str = "config") -> Config:
+        """:meth:`validate`, and the config must keep the space's constraints: what a user hands in (``--set``,
+        ``--config``, an export) is a config a search could have measured, or a one-line error."""
+        config = self.validate(values, what)
+        broken = self.violated(config)
+        if broken is not None:  # a search never measures it; run, it would fail or mislead
+            raise InvalidConfigError(f"{what}: the config breaks the space's constraint \"{broken}\"")
+        return config
+
     def parse_assignments(self, assignments: Iterable[str], base: Mapping[str, Any] | None = None) -> Config:
         """``["dtype=float64", "update_c=grouped"]`` applied over ``base`` (the defaults)."""
         values = dict(base if base is not None else self.defaults)
@@ -265,10 +274,7 @@ class SearchSpace:
                     f"--set {name}={_show(values[name])} has no effect here: {name} applies only when "
                     f"{condition.text if condition else 'active'}; set that too"
                 )
-        broken = self.violated(config)
-        if broken is not None:  # not a config of the space: a search never measures it, and it would fail or mislead
-            raise InvalidConfigError(f"--set {' '.join(assignments)}: the config breaks the space's constraint \"{broken}\"")
-        return config
+        return self.allowed(config, f"--set {' '.join(assignments)}")
 
     def _choose(self, draw: Callable[[Parameter], Any]) -> Config:
         """A full config with ``draw(param)`` for every active parameter, in declared order."""

@@ -121,10 +121,7 @@ def _space_of(workload: str) -> SearchSpace:
 def _validated(document: ExportDocument, workload: str, path: Path) -> ExportDocument:
     """The document, once its knob values are checked against the workload's space (no value comes back unchecked)."""
     try:
-        space = _space_of(workload)
-        broken = space.violated(space.validate(document.config, what=f"{path}: config"))
-        if broken is not None:  # e.g. written before the constraint was: the search would never have measured it
-            raise InvalidConfigError(f"{path}: config breaks the space's constraint \"{broken}\"")
+        _space_of(workload).allowed(document.config, what=f"{path}: config")
     except AutotuneError as exc:
         raise InvalidConfigError(f"{exc}; re-run `autotune search` to write it anew") from None
     return document

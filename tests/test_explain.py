@@ -308,3 +308,13 @@ def test_later_rounds_know_each_configs_median_so_an_agreeing_first_run_skips_th
     # The first round of every config warms up as usual; each later one is told the first round's median.
     assert len(firsts) > 2 and all(len(warms) == 3 and warms[0] is None for warms in firsts.values())
     assert {warm for warms in firsts.values() for warm in warms[1:]} == {0.1, 0.05}
+
+
+def test_a_config_that_breaks_a_constraint_is_not_explained(tmp_path):
+    # Numba runs float32 and float64 only: explained, it ran 30 configs around a winner that cannot run.
+    (tmp_path / "restricted.json").write_text(json.dumps({"messages": "numba", "dtype": "float16"}))
+    done = run_cli("explain", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--studies", str(tmp_path / "studies"),
+                   "--config", "restricted.json", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--config restricted.json: the config breaks the space's constraint \"messages != 'numba'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "studies" / "chmm" / "explain").exists()
