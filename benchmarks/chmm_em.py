@@ -129,7 +129,7 @@ def tuned_config(args, space):
     if not path.is_file():
         sys.exit(f"no exported config at {path}: run `autotune search --workload chmm --device cpu` first, "
                  "or pass --config FILE or --set name=value")
-    return space.validate(json.loads(path.read_text())["config"], str(path))
+    return space.allowed(json.loads(path.read_text())["config"], str(path))
 
 
 def main() -> None:

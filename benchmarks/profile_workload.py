@@ -82,7 +82,7 @@ def main() -> None:
         tuned = space.parse_assignments(args.set)
     else:
         path = args.tuned or config_path(cls.name, device.name, args.size, ROOT / "studies")
-        tuned = space.validate(json.loads(path.read_text())["config"])
+        tuned = space.allowed(json.loads(path.read_text())["config"], str(path))
     cache = args.cache or Path(tempfile.mkdtemp(prefix=f"profile-{cls.name}-"))
     workload = cls(args.size, device.torch_device, cache)
     workload.prepare()
