@@ -135,10 +135,10 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         tuner.close()
     if result is None:
         click.echo(f"{tuner.study_name}: its trials are done; another process re-measures and exports the winner.")
-    elif as_json:
-        click.echo(json.dumps(result_json(result), indent=2))
     else:
-        click.echo(result_table(result))
+        click.echo(json.dumps(result_json(result), indent=2) if as_json else result_table(result))
+        if result.winner is None:
+            sys.exit(1)  # nothing exported: a script must not go on to load_config an older export
 
 
 def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus: list[int] | None,

@@ -176,7 +176,8 @@ def result_table(result: Any) -> str:
     if result.winner is None and result.counts.get("ok"):
         lines.append(f"{result.counts['ok']} configs passed their check, but none of them both passed again and fit "
                      "the memory budget when re-measured: nothing exported.")
-    elif result.winner is None:
+        return "\n".join(lines)
+    if result.winner is None:
         lines.append("No configuration passed its correctness check: nothing exported.")
         return "\n".join(lines)
     winner, baseline = result.winner, result.baseline

@@ -228,3 +228,18 @@ def test_two_searches_creating_one_new_database_at_once_both_succeed(tmp_path):
                for c in commands]
     outputs = [p.communicate(timeout=180) for p in running]
     assert [p.returncode for p in running] == [0, 0], [o[1][-1500:] for o in outputs]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_search_that_exports_nothing_says_so_and_exits_1(tmp_path, as_json):
+    # No config fits 1 KiB: the table once crashed on the missing winner (AttributeError), exit 1 and a traceback.
+    done = run_cli("search", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-n", "2", "--min-time", "0.05",
+                   "--remeasure-rounds", "1", "--seed", "0", "--memory-budget", "1KiB",
+                   *(["--json"] if as_json else []), cwd=tmp_path, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    if as_json:
+        assert json.loads(done.stdout)["winner"] is None
+    else:
+        assert "fit the memory budget when re-measured: nothing exported." in done.stdout
+        assert "Best config" not in done.stdout
+    assert not list((tmp_path / "studies").glob("*/*.json"))
