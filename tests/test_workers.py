@@ -36,6 +36,8 @@ def test_sqlite_refuses_several_workers_and_writes_nothing(tmp_path):
     (["--gpus", "0,x"], "--gpus '0,x' is not a list of distinct GPU indices"),
     (["--gpus", "0,0"], "distinct"),
     (["--gpus", "0,1", "--workers", "3"], "--workers 3 and --gpus 0,1 disagree"),
+    # Each worker would run on the CPU anyway, beside the others; once it did, with CUDA_VISIBLE_DEVICES set.
+    (["--gpus", "0,1"], "--gpus 0,1 starts one worker per CUDA GPU, but --device cpu is not one; use --workers N"),
 ])
 def test_bad_worker_options_are_one_line_errors(tmp_path, args, fragment):
     done = run_cli("search", "-w", STEADY, "-d", "cpu", "--storage", "s.journal", *args, cwd=tmp_path)
