@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from autotune.config import Config, studies_dir
-from autotune.devices import LOCAL_NAMES, resolve_device
+from autotune.devices import LOCAL_NAMES, filed_device_name, resolve_device
 from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
 from autotune.export import ExportDocument, read_document
 from autotune.registry import get_workload_class, space_path
@@ -138,7 +138,8 @@ def load_config(
     """The tuned configuration of ``workload`` for ``device`` (at ``size``, else the largest one exported).
 
     ``device`` is a profile name (``cpu``, ``h100``, a GPU's derived name) or
-    this machine's: ``auto`` (the first accelerator, else the CPU) or ``cuda``.
+    this machine's: ``auto`` (the first accelerator, else the CPU) or ``cuda``;
+    any other name raises :class:`~autotune.exceptions.UnknownNameError`.
 
     Looks in the studies directory (``studies``, else ``$AUTOTUNE_STUDIES``,
     else ``./studies``), then in the presets shipped with autotune; without
@@ -152,8 +153,8 @@ def load_config(
         dtype = cfg["dtype"]
         print(cfg.speedup, cfg.measured)
     """
-    if device in LOCAL_NAMES:
-        device = resolve_device(device, use_torch=False).profile.name
+    # A name that is no device ("h10") is an error, not the space's defaults with a warning.
+    device = resolve_device(device, use_torch=False).profile.name if device in LOCAL_NAMES else filed_device_name(device)
     root = Path(studies) if studies is not None else studies_dir()
     folders = [root / _export_folder(workload)]
     presets = _presets_root()

@@ -119,3 +119,14 @@ def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
     write_tuned_config(_document(workload="broken", config={"behaviour": "ok"}),
                        config_path("broken", "cpu", "tiny", tmp_path))
     assert load_config(BROKEN, device="cpu", studies=tmp_path, strict=True)["behaviour"] == "ok"
+
+
+def test_a_device_that_is_no_device_is_an_error_not_the_defaults(tmp_path):
+    # "h10" for "h100" returned the space's defaults with a warning: a typo that looks like a tuned config.
+    from autotune.exceptions import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="unknown device 'h10'; valid: a100, auto, cpu"):
+        load_config("chmm", device="h10", studies=tmp_path)
+    with pytest.warns(UserWarning, match="no tuned config for 'chmm' on 'cuda-nvidia-l4'"):
+        assert load_config("chmm", device="cuda-nvidia-l4", studies=tmp_path).source == "defaults"
+
