@@ -126,6 +126,10 @@ def search(workload: str, size: str, timeout: float, args: argparse.Namespace, w
             return {"workload": workload, "size": size, "error": f"killed after {limit:.0f} s",
                     "seconds": round(time.perf_counter() - started, 1)}
     seconds = round(time.perf_counter() - started, 1)
+    if done.returncode == 1 and done.stdout.lstrip().startswith("{"):
+        # The search ran and exported nothing (no config passed its check, or none fit): its counts say why.
+        counts = ", ".join(f"{status} {n}" for status, n in json.loads(done.stdout)["counts"].items())
+        return {"workload": workload, "size": size, "error": f"nothing exported; trials: {counts}", "seconds": seconds}
     if done.returncode != 0:
         tail = "\n".join(log.read_text().strip().splitlines()[-5:])
         return {"workload": workload, "size": size, "error": f"exit {done.returncode}: {tail}", "seconds": seconds}

@@ -54,6 +54,23 @@ def test_sizes_and_timeouts_are_given_for_all_workloads_or_for_one():
         per_workload(["chmm=small"], "lsd", str)
 
 
+def test_a_search_that_exports_nothing_is_a_row_that_says_why(tmp_path, monkeypatch):
+    # `search` exits 1 with its JSON when no config passed or fit: the row keeps the counts, not a log's tail.
+    import argparse
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_campaign
+
+    printed = json.dumps({"counts": {"incorrect": 7, "crash": 2}, "winner": None})
+    monkeypatch.setattr(gpu_campaign.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a[0], 1, stdout=printed))
+    args = argparse.Namespace(device="cpu", trials=3, min_time=0.05, trial_timeout=10.0, remeasure_top=1,
+                              remeasure_rounds=1)
+    result = gpu_campaign.search("chmm", "tiny", 3.0, args, tmp_path, tmp_path / "log.txt", seconds_left=300.0)
+    assert result["error"] == "nothing exported; trials: incorrect 7, crash 2"
+    assert gpu_campaign.summarise("chmm", result, tmp_path)["verdict"] == "no result"
+
+
 def test_a_claim_verdict_compares_the_measured_speedup_with_the_claimed_range():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from gpu_campaign import verdict
