@@ -71,7 +71,7 @@ def parse_gpus(gpus: str | None) -> list[int] | None:
 
 
 def worker_plan(workers: int | None, gpus: str | None, storage: str | None, workload: str,
-                device: str = "auto") -> tuple[list[int] | None, int]:
+                device: str) -> tuple[list[int] | None, int]:
     """``--gpus`` as indices and the number of workers ``search`` starts, or one line and exit status 2."""
     from autotune.devices import PROFILES
     from autotune.storage import storage_kind

@@ -193,10 +193,11 @@ def derived_profile_name(name: str) -> str:
     return "cuda-" + (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu")
 
 
-def filed_under(name: str) -> str:
+def filed_under(name: str, use_torch: bool = True) -> str:
     """The device name a study of ``--device name`` is filed under: the profile of this machine's device for
-    ``auto`` and ``cuda``, else ``name`` as :func:`filed_device_name` checks it (the device need not be here)."""
-    return resolve_device(name).profile.name if name in LOCAL_NAMES else filed_device_name(name)
+    ``auto`` and ``cuda``, else ``name`` as :func:`filed_device_name` checks it (the device need not be here).
+    ``use_torch=False`` finds this machine's device from the driver's files (``load_config`` imports no torch)."""
+    return resolve_device(name, use_torch).profile.name if name in LOCAL_NAMES else filed_device_name(name)
 
 
 def filed_device_name(name: str) -> str:

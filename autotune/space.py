@@ -245,7 +245,9 @@ class SearchSpace:
     def allowed(self, values: Mapping[str, Any], what: str = "config") -> Config:
         """:meth:`validate`, and the config must keep the space's constraints: what a user hands in (``--set``,
         ``--config``, an export) is a config a search could have measured, or a one-line error."""
-        config = self.validate(values, what)
+        return self._within_constraints(self.validate(values, what), what)
+
+    def _within_constraints(self, config: Config, what: str) -> Config:
         broken = self.violated(config)
         if broken is not None:  # a search never measures it; run, it would fail or mislead
             raise InvalidConfigError(f"{what}: the config breaks the space's constraint \"{broken}\"")
@@ -274,7 +276,7 @@ class SearchSpace:
                     f"--set {name}={_show(values[name])} has no effect here: {name} applies only when "
                     f"{condition.text if condition else 'active'}; set that too"
                 )
-        return self.allowed(config, f"--set {' '.join(assignments)}")
+        return self._within_constraints(config, f"--set {' '.join(assignments)}")
 
     def _choose(self, draw: Callable[[Parameter], Any]) -> Config:
         """A full config with ``draw(param)`` for every active parameter, in declared order."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from autotune.config import Config, studies_dir
-from autotune.devices import LOCAL_NAMES, filed_device_name, resolve_device
+from autotune.devices import filed_under
 from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
 from autotune.export import ExportDocument, read_document
 from autotune.registry import get_workload_class, space_path
@@ -154,7 +154,7 @@ def load_config(
         print(cfg.speedup, cfg.measured)
     """
     # A name that is no device ("h10") is an error, not the space's defaults with a warning.
-    device = resolve_device(device, use_torch=False).profile.name if device in LOCAL_NAMES else filed_device_name(device)
+    device = filed_under(device, use_torch=False)
     root = Path(studies) if studies is not None else studies_dir()
     folders = [root / _export_folder(workload)]
     presets = _presets_root()
