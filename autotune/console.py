@@ -156,12 +156,13 @@ def result_json(result: Any) -> dict[str, Any]:
     }
 
 
-def figures_row(label: str, figures: dict[str, Any] | None) -> str:
+def figures_row(label: str, figures: dict[str, Any] | None, failure: str | None = None) -> str:
+    why = f"  ({failure})" if failure else ""
     if not figures:
-        return f"  {label:<16} -"
+        return f"  {label:<16} -{why}"
     spread = f"±{100 * figures['relative_spread']:.1f}%" + (" (noisy)" if figures.get("noisy") else "")
     return (f"  {label:<16} {rate(figures['throughput'], figures['unit']):>24}  "
-            f"{format_bytes(figures['peak_memory_bytes']):>10}  {spread}")
+            f"{format_bytes(figures['peak_memory_bytes']):>10}  {spread}{why}")
 
 
 def result_table(result: Any) -> str:
@@ -177,6 +178,10 @@ def result_table(result: Any) -> str:
         lines.append(f"{result.counts['ok']} configs passed their check, but none of them both passed again and fit "
                      "the memory budget when re-measured: nothing exported.")
         return "\n".join(lines)
+    if result.winner is None and not result.counts.get("incorrect"):
+        lines.append("No configuration ran as far as its correctness check (each trial failed first; see its "
+                     "error above or in `autotune report`): nothing exported.")
+        return "\n".join(lines)
     if result.winner is None:
         lines.append("No configuration passed its correctness check: nothing exported.")
         return "\n".join(lines)
@@ -186,7 +191,8 @@ def result_table(result: Any) -> str:
         "",
         f"  {'':<16} {'throughput':>24}  {'peak memory':>10}  spread",
         figures_row(f"best #{winner.trial}", winner.figures()),
-        figures_row(f"baseline #{baseline.trial}" if baseline.trial is not None else "baseline", baseline.figures()),
+        figures_row(f"baseline #{baseline.trial}" if baseline.trial is not None else "baseline", baseline.figures(),
+                    baseline.failure),
         f"  {'speedup':<16} {speedup_text(result.speedup):>24}   "
         f"(re-measured side by side, {len(winner.results)} interleaved rounds)",
         f"  {'check':<16} {check_line(winner.check)}",

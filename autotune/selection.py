@@ -49,10 +49,19 @@ class Candidate:
     role: str  # "baseline" or "candidate"
     results: list[TrialResult] = field(default_factory=list)
     warm_seconds: float | None = None  # its median run in the search: a round's first run that agrees needs no warm-up
+    search_status: str | None = None  # how its trial in the search ended (None: it had none)
 
     @property
     def passed(self) -> bool:
         return bool(self.results) and all(r.status == "ok" for r in self.results)
+
+    @property
+    def failure(self) -> str | None:
+        """Why it has no figures to trust: a round that failed, or a timeout in the search (then it is not run)."""
+        failed = next((r.status for r in self.results if r.status != "ok"), None)
+        if failed is not None:
+            return f"{failed} when re-measured"
+        return "timeout in the search, not re-measured" if self.search_status == "timeout" else None
 
     @property
     def measurement(self) -> Measurement | None:
@@ -104,8 +113,10 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int) -> list[
         if len(chosen) >= top:
             break
     first = next((t for t in trials if t.user_attrs.get("config_key") == baseline.key), None)
-    warm = first.user_attrs.get("median_seconds") if first and first.user_attrs.get("status") == "ok" else None
-    return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm), *chosen]
+    status = first.user_attrs.get("status") if first else None
+    warm = first.user_attrs.get("median_seconds") if status == "ok" else None
+    return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm, search_status=status),
+            *chosen]
 
 
 def runs_per_round(runs: int, rounds: int) -> int:
@@ -115,10 +126,18 @@ def runs_per_round(runs: int, rounds: int) -> int:
 
 def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResult], rounds: int,
               on_stage: Callable[[str], None] = lambda message: None) -> None:
-    """Measure every candidate in rounds, interleaved, so drift hits them all alike."""
+    """Measure every candidate in rounds, interleaved, so drift hits them all alike.
+
+    A candidate that failed a round is not run again: it needs every round to
+    pass, so more rounds could not change that. Neither is one that timed out
+    in the search (a baseline slower than --trial-timeout): each round would
+    sit through the timeout again, three rounds of 600 s for nothing.
+    """
     for round_index in range(rounds):
         order = candidates[round_index % len(candidates):] + candidates[: round_index % len(candidates)]
         for candidate in order:
+            if candidate.failure is not None:
+                continue
             on_stage(
                 f"re-measuring round {round_index + 1}/{rounds}: "
                 f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip()

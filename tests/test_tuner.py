@@ -383,7 +383,46 @@ def test_the_candidates_carry_their_median_in_the_search():
     assert [(c.role, c.trial, c.warm_seconds) for c in chosen] == [("baseline", 0, 4.0), ("candidate", 3, 0.25),
                                                                    ("candidate", 1, 0.5)]
     # A baseline that failed in the search has no warm time to trust: its rounds warm up as usual.
-    assert candidates([trial(0, {"t": 0}, "crash", 4.0)], baseline, top=2)[0].warm_seconds is None
+    crashed = candidates([trial(0, {"t": 0}, "crash", 4.0)], baseline, top=2)[0]
+    assert crashed.warm_seconds is None and crashed.search_status == "crash"
+
+
+def test_a_candidate_that_fails_a_round_or_timed_out_in_the_search_is_not_run_again():
+    """Every round must pass for a candidate to win, so after a failure more rounds change nothing; a baseline
+    slower than --trial-timeout would sit through the timeout in each round (three rounds of 600 s)."""
+    from autotune.selection import remeasure
+
+    slow = Candidate(Config({"t": 0}), 0, "baseline", search_status="timeout")
+    flaky = Candidate(Config({"t": 1}), 1, "candidate", search_status="ok")
+    steady = Candidate(Config({"t": 2}), 2, "candidate", search_status="ok")
+    crashed = Candidate(Config({"t": 3}), 3, "baseline", search_status="crash")  # perhaps by chance: one more try
+    ran = []
+
+    def run(candidate):
+        ran.append(candidate.trial)
+        return TrialResult("crash" if candidate.trial in (1, 3) else "ok", candidate.config.to_dict())
+
+    remeasure([slow, flaky, steady, crashed], run, rounds=3)
+    assert sorted(ran) == [1, 2, 2, 2, 3]
+    assert slow.failure == "timeout in the search, not re-measured" and flaky.failure == "crash when re-measured"
+    assert steady.failure is None and steady.passed and not flaky.passed and not slow.passed
+
+
+def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_exported():
+    from types import SimpleNamespace
+
+    from autotune.console import result_table
+
+    slow = Candidate(Config({"t": 0}), 0, "baseline", search_status="timeout")
+    fast = Candidate(Config({"t": 1}), 1, "candidate")
+    result = SimpleNamespace(workload="w", size="tiny", device="cpu", study_name="s", trials=[], seconds=1.0,
+                             counts={"ok": 1, "timeout": 1}, winner=fast, baseline=slow, speedup=None, choices=[], candidates=[],
+                             export_path="x.json")
+    assert "\n  baseline #0      -  (timeout in the search, not re-measured)\n" in result_table(result)
+    result.winner, result.counts = None, {"oom": 2}
+    assert "No configuration ran as far as its correctness check" in result_table(result)
+    result.counts = {"oom": 1, "incorrect": 1}
+    assert "No configuration passed its correctness check" in result_table(result)
 
 
 def test_runs_per_round_pool_to_at_least_the_runs_asked():
