@@ -116,10 +116,16 @@ _CUDA_OOM_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_
                    "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY")
 
 
+def _address_space_capped() -> bool:
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+
+
 def _is_out_of_memory(exc: BaseException, torch_device: str) -> bool:
     """Out of memory, decided by exception type (and, on CPU, the allocator that raised)."""
     if isinstance(exc, MemoryError):  # Python and NumPy
         return True
+    if isinstance(exc, ImportError) and "failed to map segment" in str(exc) and _address_space_capped():
+        return True  # the loader could not map a library under --memory-limit (RLIMIT_AS)
     torch = sys.modules.get("torch")
     if torch is None:
         return False
@@ -247,9 +253,27 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
                         f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
 
 
+def _mapped_bytes() -> int:
+    """This process's address space now (Linux; 0 where /proc is missing)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[0]) * resource.getpagesize()
+    except OSError:
+        return 0
+
+
 def _run_in_child(request: TrialRequest) -> dict[str, Any]:
-    if request.memory_limit_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (request.memory_limit_bytes, request.memory_limit_bytes))
+    limit = request.memory_limit_bytes
+    if limit:
+        mapped = _mapped_bytes()
+        if mapped >= limit:
+            # Forked from the server, a trial starts with torch mapped: under a cap below that, every
+            # allocation and every library a trial loads fails, as errors that do not say why.
+            return TrialResult(
+                status="oom", config=dict(request.config),
+                error=f"MemoryError: --memory-limit {limit / 2**20:.0f} MiB is below the {mapped / 2**20:.0f} MiB "
+                      "a trial maps before it starts (torch and its libraries); raise it",
+            ).to_dict()
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     return execute(request)
 
 

@@ -124,6 +124,27 @@ def test_a_cuda_runtime_error_is_oom_only_when_it_says_so(message, oom):
     assert _is_out_of_memory(RuntimeError(message), "cuda") is oom
 
 
+def test_a_memory_limit_below_what_a_trial_starts_with_is_an_oom_that_says_so(runner, cache):
+    """Forked from the server, a trial starts with torch mapped (629 MiB on this CPU): under a lower
+    --memory-limit it failed as an `error` ImportError from numpy, which did not say why."""
+    import dataclasses
+
+    result = runner.run(dataclasses.replace(_request(cache, "ok"), memory_limit_bytes=64 << 20))
+    assert result.status == "oom"
+    assert "--memory-limit 64 MiB is below the" in result.error and "raise it" in result.error
+
+
+def test_a_library_that_cannot_be_mapped_is_oom_only_under_a_memory_limit(monkeypatch):
+    import autotune.runner as runner_module
+
+    failure = ImportError("/x/_bounded_integers.so: failed to map segment from shared object")
+    monkeypatch.setattr(runner_module, "_address_space_capped", lambda: True)
+    assert runner_module._is_out_of_memory(failure, "cpu")
+    monkeypatch.setattr(runner_module, "_address_space_capped", lambda: False)
+    assert not runner_module._is_out_of_memory(failure, "cpu")  # e.g. a noexec mount: a plain error
+    assert not runner_module._is_out_of_memory(ImportError("No module named 'numba'"), "cpu")
+
+
 def _inductor_settings():
     return {name: os.environ.get(name) for name in ("TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS",
                                                     "TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED")}
