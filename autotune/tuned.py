@@ -114,14 +114,10 @@ def _export_folder(workload: str) -> str:
     return get_workload_class(workload).name if _is_file_workload(workload) else workload
 
 
-def _space_of(workload: str) -> SearchSpace:
-    return SearchSpace.from_file(space_path(workload))
-
-
-def _validated(document: ExportDocument, workload: str, path: Path) -> ExportDocument:
+def _validated(document: ExportDocument, space: SearchSpace, path: Path) -> ExportDocument:
     """The document, once its knob values are checked against the workload's space (no value comes back unchecked)."""
     try:
-        _space_of(workload).allowed(document.config, what=f"{path}: config")
+        space.allowed(document.config, what=f"{path}: config")
     except AutotuneError as exc:
         raise InvalidConfigError(f"{exc}; re-run `autotune search` to write it anew") from None
     return document
@@ -155,6 +151,8 @@ def load_config(
     """
     # A name that is no device ("h10") is an error, not the space's defaults with a warning.
     device = filed_under(device, use_torch=False)
+    # Its space first: an unknown name ("chmn") is that error, not "no tuned config" and a search to run.
+    space = SearchSpace.from_file(space_path(workload))
     root = Path(studies) if studies is not None else studies_dir()
     folders = [root / _export_folder(workload)]
     presets = _presets_root()
@@ -163,7 +161,7 @@ def load_config(
     candidates = [path for folder in folders for path in _exports(folder, device, size)]
     for path in candidates:
         if path.is_file():
-            return TunedConfig(_validated(read_document(path), workload, path), str(path))
+            return TunedConfig(_validated(read_document(path), space, path), str(path))
     # Name the pattern searched, not only the files that happened to be tried.
     looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))
     if strict:
@@ -171,7 +169,6 @@ def load_config(
             f"no tuned config for workload {workload!r} on device {device!r} (looked in {looked}); "
             f"run `autotune search --workload {workload} --device {device}`"
         )
-    space = _space_of(workload)
     warnings.warn(
         f"no tuned config for {workload!r} on {device!r} (looked in {looked}); using the search "
         "space's defaults",

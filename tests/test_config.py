@@ -6,7 +6,7 @@ import pytest
 
 from autotune.config import SCHEMA_VERSION, Config, config_path, write_tuned_config
 from autotune.tuned import TunedConfig, load_config
-from autotune.exceptions import ConfigNotFoundError, InvalidConfigError
+from autotune.exceptions import ConfigNotFoundError, InvalidConfigError, UnknownNameError
 
 
 def test_config_is_frozen_hashable_and_round_trips_json():
@@ -53,6 +53,13 @@ def test_without_a_file_defaults_with_a_warning_or_strict_error(tmp_path):
         load_config("chmm", device="cpu", studies=tmp_path, strict=True)
     with pytest.raises(ConfigNotFoundError, match=r"chmm/cpu-tiny\.json"):
         load_config("chmm", device="cpu", size="tiny", studies=tmp_path, strict=True)
+
+
+def test_an_unknown_workload_is_that_error_strict_or_not(tmp_path):
+    # Not "no tuned config ... run `autotune search --workload chmn`", a command that fails in turn.
+    for strict in (False, True):
+        with pytest.raises(UnknownNameError, match="unknown workload 'chmn'; valid: chmm"):
+            load_config("chmn", device="cpu", studies=tmp_path, strict=strict)
 
 
 def test_old_schema_is_refused(tmp_path):
