@@ -15,7 +15,7 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Seconds, device_option, fail, library_call, measure_options, parse_bytes, size_option, studies_option,
+    Seconds, StudyName, device_option, fail, library_call, measure_options, parse_bytes, size_option, studies_option,
     worker_plan, workload_option, writable_folder,
 )
 from autotune.stopping import stop_on_sigterm
@@ -55,7 +55,7 @@ def cli() -> None:
               help="Study storage: an SQLAlchemy URL (sqlite:///f.db, postgresql://user:pw@host/db) or a journal "
                    "file path (several workers on one machine); also read from $AUTOTUNE_STORAGE, which keeps a "
                    "password off the command line [default: sqlite:///<studies>/autotune.db].")
-@click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")
+@click.option("--study", "study_name", type=StudyName(), default=None, help="Study name [default: <workload>-<device>-<size>].")
 @studies_option
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes on the study (needs a journal file or a database server) [default: 1, "
@@ -179,7 +179,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
 @cli.command()
 @click.option("--recorded", "recorded_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A recorded space: a Kernel Tuner cache file (.json or .json.gz).")
-@click.option("--study", "study_name", help="Or a study of autotune's, replayed as the space of the configs it measured.")
+@click.option("--study", "study_name", type=StudyName(), help="Or a study of autotune's, replayed as the space of the configs it measured.")
 @click.option("--storage", help="Storage of --study [default: $AUTOTUNE_STORAGE, else sqlite:///<studies>/autotune.db].")
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=100, show_default=True,
               help="Configs evaluated per simulated search.")
@@ -244,7 +244,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
 @click.option("--storage", default=None, envvar=STORAGE_ENV,
               help="SQLAlchemy URL or journal file of the study storage; also read from $AUTOTUNE_STORAGE "
                    "[default: sqlite:///<studies>/autotune.db].")
-@click.option("--study", "study_name", default=None, help="Study name [default: <workload>-<device>-<size>].")
+@click.option("--study", "study_name", type=StudyName(), default=None, help="Study name [default: <workload>-<device>-<size>].")
 @studies_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="HTML file to write [default: <studies>/<workload>/<device>-<size>-report.html].")

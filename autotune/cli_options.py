@@ -14,9 +14,10 @@ from typing import Any, Callable
 
 import click
 
+from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 
-__all__ = ["Seconds", "device_option", "fail", "library_call", "measure_options", "parse_bytes", "parse_gpus", "size_option",
+__all__ = ["Seconds", "StudyName", "device_option", "fail", "library_call", "measure_options", "parse_bytes", "parse_gpus", "size_option",
            "studies_option", "worker_plan", "workload_option", "writable_folder"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
@@ -50,6 +51,18 @@ class Seconds(click.ParamType):
         if not math.isfinite(seconds) or seconds <= 0:
             self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
         return seconds
+
+
+class StudyName(click.ParamType):
+    """A study's name as storage keys it: "" would silently become the default name, "  " a study no one finds."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        if not value.strip() or value != value.strip():
+            self.fail(f"{value!r} is not a study name: it needs a character other than a space, and none at "
+                      "either end", param, ctx)
+        return value
 
 
 def fail(message: str) -> None:
@@ -142,6 +155,7 @@ def measure_options(f: Callable) -> Callable:
                      help="Seconds before a trial is killed and recorded as a timeout.")(f)
     f = click.option("--isolation", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True,
                      help="Run each trial in a fresh process (default), or in this one (debugging only).")(f)
-    f = click.option("--threads", type=click.IntRange(min=1), default=None,
+    # More threads than cores only time the OS scheduler: a bound, not a silent cap.
+    f = click.option("--threads", type=click.IntRange(min=1, max=cpu_threads()), default=None,
                      help="CPU threads for torch [default: every core this process may use].")(f)
     return f

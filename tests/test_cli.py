@@ -56,6 +56,10 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["search", "--workload", "chmm", "--min-time", "-1"], "not a positive, finite number of seconds"),
         (["run", "--workload", "chmm", "--min-time", "nan"], "not a positive, finite number of seconds"),
         (["search", "--workload", "chmm", "--seed", "-1"], "--seed"),
+        (["best", "--workload", "nope", "--device", "cpu"], "unknown workload 'nope'; valid: chmm"),
+        (["search", "--workload", "chmm", "--study", ""], "'' is not a study name"),
+        (["report", "--workload", "chmm", "--study", "  "], "'  ' is not a study name"),
+        (["search", "--workload", "chmm", "--threads", "100000"], "100000 is not in the range 1<=x<="),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, fragment):
