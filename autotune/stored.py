@@ -74,7 +74,8 @@ def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
         raise StorageError(f"{redact_storage(storage)} holds {held}; name one with --study")
     study_name = study_name or names[0]
     if study_name not in names:
-        raise UnknownNameError("study", study_name, names, hint=f"in {redact_storage(storage)}")
+        raise UnknownNameError("study", study_name, names, hint=f"Looked in {redact_storage(storage)}: run "
+                               "`autotune search` for it first, or pass --storage or --study")
     return optuna.load_study(study_name=study_name, storage=opened)
 
 

@@ -151,7 +151,7 @@ def test_search_then_best(tmp_path):
     page = (tmp_path / "out" / "report.html").read_text()
     assert page.count('class="plotly-graph-div"') == 5 and "chmm-cpu-tiny" in page
     missing = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--study", "nope", cwd=tmp_path)
-    assert missing.returncode == 2 and "unknown study 'nope'; valid: chmm-cpu-tiny" in missing.stderr
+    assert missing.returncode == 2 and "unknown study 'nope'; valid: chmm-cpu-tiny. Looked in sqlite:///" in missing.stderr
 
 
 def test_list_and_devices(tmp_path):
