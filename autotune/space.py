@@ -264,6 +264,8 @@ class SearchSpace:
                 raise InvalidConfigError(f"--set {item!r} must look like name=value")
             if name not in self.parameters:
                 raise UnknownNameError("parameter in --set", name, self.parameters)
+            if name in given:  # the last one would win silently: which did the user mean?
+                raise InvalidConfigError(f"--set {name} is given twice; give each knob once")
             values[name] = self.parameters[name].parse(text.strip())
             given.append(name)
         config = self.validate(values, "--set")

@@ -35,6 +35,8 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
         (["run", "--workload", "chmm", "--set", "dtype=float8"], "dtype='float8' is not allowed; choose one of: float64"),
         (["run", "--workload", "chmm", "--set", "colour=red"], "unknown parameter in --set 'colour'; valid: chunk_size, debug_asserts"),
         (["run", "--workload", "chmm", "--set", "dtype"], "must look like name=value"),
+        (["run", "--workload", "chmm", "--set", "dtype=float32", "--set", "dtype=float64"],
+         "--set dtype is given twice; give each knob once"),
         (["run", "--workload", "tests/nothing.py:Nope"], "does not exist"),
         (["best", "--workload", "chmm", "--device", "cpu"], "no tuned config for workload 'chmm'"),
         (["report", "--workload", "chmm", "--device", "cpu"], "no study storage at sqlite:///studies/autotune.db"),
