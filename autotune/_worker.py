@@ -31,7 +31,8 @@ def main(argv: list[str]) -> int:
     settings = SearchSettings.read(path, storage=os.environ.get(STORAGE_ENV))
     apply_cpu_pinning()
     stop_on_sigterm()
-    progress = Progress(settings.quiet, budget, bar=False, prefix=f"[w{index}] ")
+    progress = Progress(settings.quiet, budget, bar=False, prefix=f"[w{index}] ",
+                        memory_budget_bytes=settings.memory_budget_bytes)
     try:
         tuner = settings.tuner(on_trial=progress.trial, on_stage=progress.stage, worker_index=index)
     except AutotuneError as exc:

@@ -117,7 +117,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, time_budget=time_budget, seed=seed,
         threads=threads, heartbeat=heartbeat, grace_period=grace_period, quiet=quiet, sampler=sampler,
     )
-    progress = Progress(settings.quiet, trials)
+    progress = Progress(settings.quiet, trials, memory_budget_bytes=settings.memory_budget_bytes)
     tuner = library_call(settings.tuner, on_trial=progress.trial, on_stage=progress.stage)
     stop_on_sigterm()
     try:

@@ -61,12 +61,14 @@ class Progress:
     """Search progress on stderr: a bar on a terminal, one plain line per trial otherwise.
 
     The bar counts measured configs against ``--trials`` and shows the best
-    correct throughput so far, the last trial's status and the count per status.
+    correct throughput so far (of configs within ``--memory-budget``: one over
+    it can never win), the last trial's status and the count per status.
     """
 
     def __init__(self, quiet: bool, total: int | None, bar: bool | None = None, prefix: str = "",
-                 unit: str = "trial") -> None:
+                 unit: str = "trial", memory_budget_bytes: int | None = None) -> None:
         self.quiet = quiet
+        self.memory_budget_bytes = memory_budget_bytes
         self.prefix = prefix
         self.best: float | None = None
         self.counts: dict[str, int] = {}
@@ -106,7 +108,9 @@ class Progress:
 
     def trial(self, record: Any, index: int, total: int) -> None:
         result = record.result
-        if result.status == "ok" and result.throughput is not None:
+        over = (self.memory_budget_bytes is not None and result.status == "ok"
+                and (result.peak_memory_bytes or 0) > self.memory_budget_bytes)
+        if result.status == "ok" and result.throughput is not None and not over:
             self.best = max(self.best or 0.0, result.throughput)
         if record.duplicate_of is None:
             self.counts[result.status] = self.counts.get(result.status, 0) + 1
@@ -123,6 +127,7 @@ class Progress:
         width = len(str(total))
         figures = f"{rate(result.throughput, result.unit):>22}  {format_bytes(result.peak_memory_bytes):>10}"
         note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
+        note += f"  (over --memory-budget {format_bytes(self.memory_budget_bytes)}: it cannot win)" if over else ""
         if result.cut_short:
             note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"
                      else "  (cut short once warm: over 3x slower than the best)")
@@ -174,6 +179,10 @@ def result_table(result: Any) -> str:
         f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
         f"; in the study: {counts}; {result.seconds:.0f} s",
     ]
+    if result.winner is None and result.counts.get("ok") and not any(c.results for c in result.candidates):
+        lines.append(f"{result.counts['ok']} configs passed their check, but none fit the memory budget (each one's "
+                     "peak memory is above and in `autotune report`): nothing re-measured, nothing exported.")
+        return "\n".join(lines)
     if result.winner is None and result.counts.get("ok"):
         lines.append(f"{result.counts['ok']} configs passed their check, but none of them both passed again and fit "
                      "the memory budget when re-measured: nothing exported.")

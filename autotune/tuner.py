@@ -37,7 +37,7 @@ from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, ca
 from autotune.shared_study import FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
 from autotune.space import SearchSpace
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
-from autotune.trials import TrialRecord, counted, status_counts
+from autotune.trials import TrialRecord, counted, feasible, status_counts
 from autotune.registry import get_workload_class
 from autotune.workload import Workload
 
@@ -78,7 +78,6 @@ class SearchResult:
     document: dict[str, Any] | None
     seconds: float
     choices: list[ChoiceOutcome] = field(default_factory=list)
-
 
 
 class Tuner:
@@ -367,7 +366,8 @@ class Tuner:
         winner = baseline = None
         speedup = None
         document = export_path = None
-        if len(candidates) > 1 or (candidates and candidates[0].trial is not None):
+        # Re-measure when something may win: a baseline alone only if its trial was feasible (not wrong, not over budget).
+        if len(candidates) > 1 or any(feasible(t) for t in trials if t.number == candidates[0].trial):
             self.remeasure(candidates)
             winner = self.pick_winner(candidates, self.memory_budget_bytes)
             baseline = candidates[0]

@@ -198,6 +198,11 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     quiet = Progress(quiet=True, total=2)
     quiet.trial(records[0], 1, 2)
     assert capsys.readouterr().err == ""
+    # Over --memory-budget, a config cannot win: it is not "best", and its line says so.
+    budget = Progress(quiet=False, total=2, bar=False, memory_budget_bytes=2**19)
+    budget.trial(records[0], 1, 2)
+    err = capsys.readouterr().err
+    assert budget.best is None and "best -" in err and "(over --memory-budget 512.0 KiB: it cannot win)" in err
 
 
 @pytest.mark.parametrize("args", [
@@ -246,6 +251,6 @@ def test_a_search_that_exports_nothing_says_so_and_exits_1(tmp_path, as_json):
     if as_json:
         assert json.loads(done.stdout)["winner"] is None
     else:
-        assert "fit the memory budget when re-measured: nothing exported." in done.stdout
+        assert "but none fit the memory budget" in done.stdout and "nothing exported." in done.stdout
         assert "Best config" not in done.stdout
     assert not list((tmp_path / "studies").glob("*/*.json"))

@@ -9,6 +9,7 @@ import pytest
 import autotune
 from autotune.check import Check
 from autotune.config import Config
+from autotune.console import result_table
 from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
 from tests.conftest import BROKEN, FAST_MEASURER
@@ -151,6 +152,9 @@ def test_memory_budget_makes_big_configs_infeasible(studies):
     assert result.trials[0].result.status == "ok"
     assert result.winner is None and result.export_path is None
     assert not (studies / "chmm" / "cpu-tiny.json").exists()
+    # Nothing can win, so nothing is re-measured (three rounds of the baseline before), and the table says why.
+    assert [c.results for c in result.candidates] == [[]]
+    assert "2 configs passed their check, but none fit the memory budget" in result_table(result)
 
 
 def test_interrupt_keeps_completed_trials_and_resume_goes_on(studies, monkeypatch):
@@ -411,8 +415,6 @@ def test_a_candidate_that_fails_a_round_or_timed_out_in_the_search_is_not_run_ag
 def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_exported():
     from types import SimpleNamespace
 
-    from autotune.console import result_table
-
     slow = Candidate(Config({"t": 0}), 0, "baseline", search_status="timeout")
     fast = Candidate(Config({"t": 1}), 1, "candidate")
     result = SimpleNamespace(workload="w", size="tiny", device="cpu", study_name="s", trials=[], seconds=1.0,
@@ -423,6 +425,9 @@ def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_expo
     assert "No configuration ran as far as its correctness check" in result_table(result)
     result.counts = {"oom": 1, "incorrect": 1}
     assert "No configuration passed its correctness check" in result_table(result)
+    result.counts, result.candidates = {"ok": 2}, [slow, Candidate(Config({"t": 2}), 2, "candidate",
+                                                                 results=[TrialResult("crash", Config({"t": 2}))])]
+    assert "none of them both passed again and fit the memory budget when re-measured" in result_table(result)
 
 
 def test_runs_per_round_pool_to_at_least_the_runs_asked():
