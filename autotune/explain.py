@@ -348,8 +348,8 @@ def target_config(tuner: Any, path: Path | None) -> Config:
 
     if path is not None:
         return target_from_file(tuner.space, path)
-    export = load_config(tuner.workload_class.name, tuner.device.name, tuner.size, strict=True,
-                         studies=tuner.studies).export
+    # The workload as the user named it: a path/to/file.py:Class is no name load_config can find by its class name.
+    export = load_config(tuner.workload_spec, tuner.device.name, tuner.size, strict=True, studies=tuner.studies).export
     return tuner.space.allowed(export.config, "the exported config")
 
 

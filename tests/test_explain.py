@@ -258,9 +258,23 @@ def test_explain_on_a_real_workload_measures_the_fix_stores_it_and_the_report_sh
     assert stored["fixes"] == doc["fixes"] and stored["size"] == "tiny"
 
 
+def test_the_export_of_a_workload_file_is_explained(tmp_path):
+    # Looked up by its class's name, a file's workload was unknown: "no tuned config" before its export was read.
+    from autotune.config import config_path, write_tuned_config
+
+    studies = tmp_path / "studies"
+    write_tuned_config({"schema_version": 1, "workload": "steady", "device": "cpu", "size": "tiny",
+                        "config": {"work": 250}}, config_path("steady", "cpu", "tiny", studies))
+    done = run_cli("explain", "-w", STEADY, "-d", "cpu", "--rounds", "1", "--min-time", "0.05",
+                   "--studies", str(studies), "--json", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (fix,) = json.loads(done.stdout)["fixes"]
+    assert fix["knob"] == "work" and fix["to"] == 250
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["--config", "target.json", "--from-export"], "exclude each other"),
-    (["--from-export"], "no tuned config for workload 'steady'"),
+    (["--from-export"], "steady/cpu-tiny.json"),
     (["--config", "missing.json"], "missing.json"),
     (["--config", "bad.json"], "not valid JSON"),
     (["--config", "baseline.json"], "is the baseline"),
