@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.check import share_of_tolerance
 from autotune.config import Config
@@ -98,9 +98,18 @@ class Candidate:
         }
 
 
-def candidates(trials: list["FrozenTrial"], baseline: Config, top: int) -> list[Candidate]:
-    """The baseline, then the ``top`` fastest feasible configs of a study (each config once)."""
-    best = sorted((t for t in trials if feasible(t)), key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
+def candidates(trials: list["FrozenTrial"], baseline: Config, top: int,
+               allows: Callable[[Mapping[str, Any]], bool] = lambda config: True,
+               on_stage: Callable[[str], None] = lambda message: None) -> list[Candidate]:
+    """The baseline, then the ``top`` fastest feasible configs of a study (each config once) that the space
+    ``allows``: a study resumed after its space file changed holds configs the space no longer has, and the
+    export of one would be refused by ``load_config``."""
+    fits = [t for t in trials if feasible(t)]
+    best = sorted((t for t in fits if allows(t.user_attrs["config"])),
+                  key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
+    if len(best) < len(fits):
+        on_stage(f"warning: {len(fits) - len(best)} configs of the study are outside its space file now (it changed "
+                 "since they ran): they cannot win; a new --study starts afresh")
     chosen: list[Candidate] = []
     seen: set[str] = set()
     for t in best:

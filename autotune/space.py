@@ -247,6 +247,14 @@ class SearchSpace:
         ``--config``, an export) is a config a search could have measured, or a one-line error."""
         return self._within_constraints(self.validate(values, what), what)
 
+    def admits(self, values: Mapping[str, Any]) -> bool:
+        """Whether :meth:`allowed` takes ``values`` (a study's config from before its space file changed may not)."""
+        try:
+            self.allowed(values)
+        except (InvalidConfigError, UnknownNameError):
+            return False
+        return True
+
     def _within_constraints(self, config: Config, what: str) -> Config:
         broken = self.violated(config)
         if broken is not None:  # a search never measures it; run, it would fail or mislead

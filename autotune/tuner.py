@@ -104,11 +104,9 @@ class Tuner:
         studies: str | Path | None = None,
         isolation: str = "subprocess",
         trial_timeout: float = 600.0,
-        memory_budget_bytes: int | None = None,
-        memory_limit_bytes: int | None = None,
+        memory_budget_bytes: int | None = None, memory_limit_bytes: int | None = None,
         measurer: dict[str, Any] | None = None,
-        remeasure_top: int = 3,
-        remeasure_rounds: int = 3,
+        remeasure_top: int = 3, remeasure_rounds: int = 3,
         seed: int | None = None,
         sampler: "optuna.samplers.BaseSampler | str | None" = None,
         threads: int | None = None,
@@ -362,7 +360,8 @@ class Tuner:
 
     def finish(self, study: "optuna.Study", records: list[TrialRecord], started: float) -> SearchResult:
         trials = study.get_trials(deepcopy=False)
-        candidates = select(trials, self.space.baseline, self.remeasure_top)
+        candidates = select(trials, self.space.baseline, self.remeasure_top, allows=self.space.admits,
+                            on_stage=self.on_stage)
         winner = baseline = None
         speedup = None
         document = export_path = None

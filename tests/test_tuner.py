@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import optuna
 import pytest
@@ -389,6 +390,37 @@ def test_the_candidates_carry_their_median_in_the_search():
     # A baseline that failed in the search has no warm time to trust: its rounds warm up as usual.
     crashed = candidates([trial(0, {"t": 0}, "crash", 4.0)], baseline, top=2)[0]
     assert crashed.warm_seconds is None and crashed.search_status == "crash"
+    # A config the space no longer allows (its file changed since it ran) is no candidate, and a warning says so.
+    said = []
+    chosen = candidates(trials, baseline, top=2, allows=lambda config: config["t"] != 3, on_stage=said.append)
+    assert [c.trial for c in chosen] == [0, 1] and "1 configs of the study are outside its space file" in said[0]
+
+
+def test_a_study_resumed_after_its_space_file_changed_exports_a_config_the_space_allows(studies):
+    import shutil
+
+    from tests.conftest import BROKEN
+
+    folder = Path(BROKEN.split(":")[0]).parent
+    for name in ("steady.py", "steady.yaml"):
+        shutil.copy(folder / name, studies.parent / name)
+    spec = f"{studies.parent / 'steady.py'}:SteadyWorkload"
+
+    def search(n_trials):
+        tuner = Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, seed=0)
+        try:
+            return tuner.search(n_trials=n_trials)
+        finally:
+            tuner.close()
+
+    first = search(3)
+    assert first.winner.config["work"] < 600  # 500, the defaults, beats the baseline's 1000 at least
+    space = (studies.parent / "steady.yaml").read_text()
+    (studies.parent / "steady.yaml").write_text(
+        space.replace("low: 1", "low: 600").replace("work: 500", "work: 700").replace("work: 1\n", "work: 600\n"))
+    second = search(1)
+    assert second.winner.config["work"] >= 600
+    assert autotune.load_config(spec, device="cpu", size="tiny")["work"] == second.winner.config["work"]
 
 
 def test_a_candidate_that_fails_a_round_or_timed_out_in_the_search_is_not_run_again():
