@@ -180,6 +180,16 @@ class Parameter:
         value = int(round(value)) if self.type == "int" else value
         return min(max(value, self.low), self.high)
 
+    def distribution(self) -> Any:
+        """The Optuna distribution :meth:`suggest` asks for (a study refuses another for the same name)."""
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+        if self.type == "categorical":
+            return CategoricalDistribution(list(self.choices))
+        if self.type == "int":
+            return IntDistribution(int(self.low), int(self.high), step=int(self.step or 1), log=self.log)  # type: ignore[arg-type]
+        return FloatDistribution(self.low, self.high, step=self.step, log=self.log)  # type: ignore[arg-type]
+
     def suggest(self, trial: "optuna.Trial") -> Any:
         if self.type == "categorical":
             return trial.suggest_categorical(self.name, list(self.choices))

@@ -313,6 +313,29 @@ class SearchSpace:
             seen[name] = config[name] if active[name] else None
         return active
 
+    def check_study(self, study: "optuna.Study", where: str) -> None:
+        """Refuse a study whose trials sampled a knob in a way this space cannot (a categorical with other
+        choices, a range on another scale): Optuna would raise at the first ask, mid-search, with a traceback."""
+        from optuna.distributions import CategoricalDistribution, check_distribution_compatibility
+
+        recorded: dict[str, Any] = {}
+        for trial in study.get_trials(deepcopy=False):
+            for name, distribution in trial.distributions.items():
+                recorded.setdefault(name, distribution)
+        for name, before in recorded.items():
+            param = self.parameters.get(name)
+            if param is None or param.fixed:
+                continue  # never asked for again: its old values trouble no sampler
+            try:
+                check_distribution_compatibility(before, param.distribution())
+            except ValueError:
+                was = (", ".join(_show(c) for c in before.choices) if isinstance(before, CategoricalDistribution)
+                       else f"{type(before).__name__}{' (log scale)' if getattr(before, 'log', False) else ''}")
+                raise SearchSpaceError(
+                    f"{where} was searched with {name}: {was}; {self.source} now says {param.describe_allowed()}, "
+                    "which Optuna cannot take within one study: name a new study with --study, or restore the file"
+                ) from None
+
     def suggest(self, trial: "optuna.Trial") -> Config:
         """Sample a config for ``trial``; inactive and fixed parameters are not sampled."""
         return self._choose(lambda param: param.suggest(trial))

@@ -240,6 +240,7 @@ class Tuner:
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
             raise storage_failure(self.storage, exc) from None
+        self.space.check_study(study, f"study {self.study_name} in {redact_storage(self.storage)}")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["throughput", "peak_memory_bytes"][: len(study.directions)])

@@ -263,3 +263,26 @@ def test_a_neighbour_move_across_a_constraint_is_mended_not_dropped():
     scans = [c for c in moves if c["kernel"] == "scan"]
     # Mended: 55 of 200 moves reach scan (seed 0). Dropped, only two-knob moves that change both get there: 9.
     assert len(scans) >= 30 and {c["dtype"] for c in scans} <= {"float32", "float64"}
+
+
+def test_a_study_searched_over_a_space_optuna_cannot_resume_is_refused_before_any_trial():
+    # Without the check, Optuna raised "CategoricalDistribution does not support dynamic value space" at the
+    # first ask of the resumed search, a traceback after the reference was computed.
+    def study_with(params, distributions):
+        study = optuna.create_study(directions=["maximize"])
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, values=[1.0]))
+        return study
+
+    before = study_with({"kernel": "loop", "chunk": 64},
+                        {"kernel": optuna.distributions.CategoricalDistribution(["loop", "scan", "fused"]),
+                         "chunk": optuna.distributions.IntDistribution(16, 4096, log=True)})
+    with pytest.raises(SearchSpaceError, match="study s was searched with kernel: loop, scan, fused; test.yaml now "
+                                               "says loop, scan, .* name a new study with --study"):
+        space().check_study(before, "study s")
+    same = study_with({"kernel": "loop", "lr": 0.3},
+                      {"kernel": optuna.distributions.CategoricalDistribution(["loop", "scan"]),
+                       "lr": optuna.distributions.FloatDistribution(0.0, 5.0, step=0.1)})  # another range: fine
+    space().check_study(same, "study s")
+    rescaled = study_with({"chunk": 64}, {"chunk": optuna.distributions.IntDistribution(16, 4096)})
+    with pytest.raises(SearchSpaceError, match="searched with chunk: IntDistribution; .* int in \\[16, 4096\\] \\(log"):
+        space().check_study(rescaled, "study s")

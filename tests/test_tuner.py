@@ -10,6 +10,7 @@ import pytest
 import autotune
 from autotune.check import Check
 from autotune.config import Config
+from autotune.exceptions import SearchSpaceError
 from autotune.console import result_table
 from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
@@ -421,6 +422,14 @@ def test_a_study_resumed_after_its_space_file_changed_exports_a_config_the_space
     second = search(1)
     assert second.winner.config["work"] >= 600
     assert autotune.load_config(spec, device="cpu", size="tiny")["work"] == second.winner.config["work"]
+    # On a log scale now: Optuna cannot resume the study with it, so the search refuses at once, running nothing.
+    (studies.parent / "steady.yaml").write_text((studies.parent / "steady.yaml").read_text().replace(
+        "high: 1000", "high: 1000\n    log: true"))
+    with pytest.raises(SearchSpaceError, match="was searched with work: IntDistribution; .* now says int in "
+                                               "\\[600, 1000\\] \\(log scale\\)"):
+        search(1)
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=f"sqlite:///{studies / 'autotune.db'}")
+    assert len(study.trials) == len(first.trials) + len(second.trials)
 
 
 def test_a_candidate_that_fails_a_round_or_timed_out_in_the_search_is_not_run_again():
