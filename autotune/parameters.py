@@ -181,7 +181,8 @@ class Parameter:
         return min(max(value, self.low), self.high)
 
     def distribution(self) -> Any:
-        """The Optuna distribution :meth:`suggest` asks for (a study refuses another for the same name)."""
+        """The Optuna distribution :meth:`suggest` asks for: the one place its bounds are made (a study refuses
+        another for the same name; :meth:`SearchSpace.check_study` compares the two)."""
         from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
         if self.type == "categorical":
@@ -191,13 +192,13 @@ class Parameter:
         return FloatDistribution(self.low, self.high, step=self.step, log=self.log)  # type: ignore[arg-type]
 
     def suggest(self, trial: "optuna.Trial") -> Any:
-        if self.type == "categorical":
-            return trial.suggest_categorical(self.name, list(self.choices))
-        if self.type == "int":
-            return trial.suggest_int(
-                self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log  # type: ignore[arg-type]
-            )
-        return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)  # type: ignore[arg-type]
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        asked = self.distribution()
+        if isinstance(asked, CategoricalDistribution):
+            return trial.suggest_categorical(self.name, asked.choices)
+        suggest = trial.suggest_int if isinstance(asked, IntDistribution) else trial.suggest_float
+        return suggest(self.name, asked.low, asked.high, step=asked.step, log=asked.log)
 
 
 def _same(a: Any, b: Any) -> bool:

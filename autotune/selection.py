@@ -105,11 +105,12 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int,
     ``allows``: a study resumed after its space file changed holds configs the space no longer has, and the
     export of one would be refused by ``load_config``."""
     fits = [t for t in trials if feasible(t)]
-    best = sorted((t for t in fits if allows(t.user_attrs["config"])),
-                  key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
-    if len(best) < len(fits):
-        on_stage(f"warning: {len(fits) - len(best)} configs of the study are outside its space file now (it changed "
+    stale = {t.user_attrs["config_key"] for t in fits if not allows(t.user_attrs["config"])}  # configs, not trials
+    if stale:
+        on_stage(f"warning: {len(stale)} configs of the study are outside its space file now (it changed "
                  "since they ran): they cannot win; a new --study starts afresh")
+    best = sorted((t for t in fits if t.user_attrs["config_key"] not in stale),
+                  key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
     chosen: list[Candidate] = []
     seen: set[str] = set()
     for t in best:

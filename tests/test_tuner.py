@@ -400,8 +400,6 @@ def test_the_candidates_carry_their_median_in_the_search():
 def test_a_study_resumed_after_its_space_file_changed_exports_a_config_the_space_allows(studies):
     import shutil
 
-    from tests.conftest import BROKEN
-
     folder = Path(BROKEN.split(":")[0]).parent
     for name in ("steady.py", "steady.yaml"):
         shutil.copy(folder / name, studies.parent / name)
