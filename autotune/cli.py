@@ -15,8 +15,8 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Seconds, StudyName, device_option, fail, library_call, measure_options, parse_bytes, size_option, studies_option,
-    worker_plan, workload_option, writable_folder,
+    Seconds, StudyName, device_option, fail, library_call, measure_options, parse_bytes, run_group, size_option,
+    studies_option, worker_plan, workload_option, writable_folder,
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
@@ -434,17 +434,5 @@ def devices(as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: click's usage errors become one line and exit status 2."""
-    try:
-        cli.main(args=argv, prog_name="autotune", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("autotune: aborted", err=True)
-        sys.exit(130)
-    except click.exceptions.UsageError as exc:
-        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-        fail(exc.format_message() + hint)
-    except click.exceptions.ClickException as exc:
-        fail(exc.format_message())
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    sys.exit(0)
+    """The `autotune` entry point (pyproject's [project.scripts])."""
+    run_group(cli, argv)

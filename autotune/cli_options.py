@@ -70,6 +70,27 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
+def run_group(group: click.Group, argv: list[str] | None) -> None:
+    """Run the command line: click's usage errors become one line and exit status 2."""
+    try:
+        group.main(args=argv, prog_name="autotune", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("autotune: aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # `autotune` alone: the help, not an error line wrapped round it; still 2, as nothing ran.
+        click.echo(exc.ctx.get_help())
+        sys.exit(2)
+    except click.exceptions.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        fail(exc.format_message() + hint)
+    except click.exceptions.ClickException as exc:
+        fail(exc.format_message())
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    sys.exit(0)
+
+
 def parse_gpus(gpus: str | None) -> list[int] | None:
     """``--gpus 0,1,2,3`` -> [0, 1, 2, 3]: distinct indices, or one line and exit status 2."""
     if gpus is None:

@@ -19,6 +19,13 @@ def test_every_command_has_help_with_an_example(tmp_path, command):
     assert "Example" in done.stdout
 
 
+def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
+    done = run_cli(cwd=tmp_path, timeout=60)
+    assert done.returncode == 2
+    assert done.stdout.startswith("Usage: autotune") and "autotune search --workload chmm" in done.stdout
+    assert "error" not in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
