@@ -144,6 +144,41 @@ def test_single_process_sigterm_is_a_clean_stop(tmp_path):
     assert not any(t.state == optuna.trial.TrialState.RUNNING for t in study.trials)
 
 
+def test_a_first_trial_a_stop_interrupted_is_measured_when_the_search_resumes(tmp_path):
+    # The defaults were queued only in a new study: stopped mid-run, they were never measured again.
+    tag = f"firsts-{os.getpid()}"
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    def search(trials: int) -> list[str]:
+        return [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", str(trials),
+                "--min-time", "2", "--remeasure-rounds", "1"]
+
+    driver = subprocess.Popen(search(2), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    storage = f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}"
+    running = optuna.trial.TrialState.RUNNING
+    deadline = time.time() + 90
+    try:
+        while time.time() < deadline:
+            time.sleep(0.05)
+            try:
+                trials = optuna.load_study(study_name="steady-cpu-tiny", storage=storage).get_trials(deepcopy=False)
+            except Exception:  # noqa: BLE001 - the database or the study is not made yet
+                continue
+            if any(t.user_attrs.get("role") == "defaults" and t.state == running for t in trials):
+                break
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=60) == 130
+    finally:
+        driver.kill()
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=storage)
+    assert [t.user_attrs.get("lost") for t in study.trials if t.user_attrs.get("role") == "defaults"] == [True]
+    again = subprocess.run(search(1), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=storage)
+    measured = [t.params for t in study.trials if t.user_attrs.get("role") == "defaults" and t.state.name == "COMPLETE"]
+    assert measured == [{"work": 500}]
+    assert "defaults" in again.stderr
+
+
 @pytest.mark.postgres
 def test_database_lost_mid_study_stops_cleanly_and_keeps_every_finished_trial(tmp_path):
     # A server of its own, stopped while the workers run.
