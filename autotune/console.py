@@ -61,8 +61,8 @@ class Progress:
     """Search progress on stderr: a bar on a terminal, one plain line per trial otherwise.
 
     The bar counts measured configs against ``--trials`` and shows the best
-    correct throughput so far (of configs within ``--memory-budget``: one over
-    it can never win), the last trial's status and the count per status.
+    correct throughput in the study so far (of configs within ``--memory-budget``:
+    one over it can never win), the last trial's status and the count per status.
     """
 
     def __init__(self, quiet: bool, total: int | None, bar: bool | None = None, prefix: str = "",
@@ -108,6 +108,8 @@ class Progress:
 
     def trial(self, record: Any, index: int, total: int) -> None:
         result = record.result
+        if record.study_best:  # trials of earlier runs of the study, or of other workers
+            self.best = max(self.best or 0.0, record.study_best)
         over = (self.memory_budget_bytes is not None and result.status == "ok"
                 and (result.peak_memory_bytes or 0) > self.memory_budget_bytes)
         if result.status == "ok" and result.throughput is not None and not over:

@@ -67,6 +67,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 repeats = 0
             if record is None:
                 continue  # a restricted config: not a trial of the budget
+            record.study_best = best_throughput(trials, may_win=True)  # a resumed search shows the study's best
             if record.role in FIRST_ROLES:
                 tuner.first_measured()
             records.append(record)

@@ -38,6 +38,7 @@ class TrialRecord:
     result: TrialResult
     role: str = "search"  # "baseline" and "defaults" for the two enqueued first; "random" after a repeat
     duplicate_of: int | None = None
+    study_best: float = 0.0  # the best throughput that may win among the study's trials before this one
 
 
 def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int | None) -> dict[str, Any]:
@@ -106,10 +107,10 @@ def feasible(trial: "FrozenTrial") -> bool:
             and all(value <= 0 for value in trial.constraints.values()))
 
 
-def best_throughput(trials: Iterable["FrozenTrial"]) -> float:
-    """The best throughput of a correct trial so far (0 before any)."""
-    return max((t.user_attrs.get("throughput") or 0.0 for t in trials if t.user_attrs.get("status") == "ok"),
-               default=0.0)
+def best_throughput(trials: Iterable["FrozenTrial"], may_win: bool = False) -> float:
+    """The best throughput of a correct trial so far (0 before any); of a :func:`feasible` one with ``may_win``."""
+    return max((t.user_attrs.get("throughput") or 0.0 for t in trials
+                if (feasible(t) if may_win else t.user_attrs.get("status") == "ok")), default=0.0)
 
 
 def measured_configs(trials: Iterable["FrozenTrial"]) -> dict[str, int]:

@@ -210,6 +210,11 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     budget.trial(records[0], 1, 2)
     err = capsys.readouterr().err
     assert budget.best is None and "best -" in err and "(over --memory-budget 512.0 KiB: it cannot win)" in err
+    # A resumed search (or a worker beside others) shows the study's best, not only its own trials'.
+    resumed = Progress(quiet=False, total=2, bar=False)
+    records[1].study_best = 900.0
+    resumed.trial(records[1], 1, 2)
+    assert "best 900 items/s" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args", [

@@ -47,12 +47,16 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     cfg = autotune.load_config("chmm", device="auto")
     assert dict(cfg) == document["config"] and cfg.speedup == document["speedup"]
 
-    # The same command again adds trials to the same study.
-    again = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1)
+    # The same command again adds trials to the same study; its progress starts from the study's best.
+    resumed = []
+    again = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1,
+                  on_trial=lambda record, i, n: resumed.append(record))
     try:
         again.search(n_trials=2)
     finally:
         again.close()
+    best_before = max(r.result.throughput for r in measured if r.result.status == "ok")
+    assert resumed and resumed[0].study_best == best_before
     study = optuna.load_study(study_name="chmm-cpu-tiny", storage=f"sqlite:///{studies / 'autotune.db'}")
     # A restricted config (numba kernels in 16-bit break chmm's constraint) is asked but never a trial.
     restricted = [t for t in study.trials if "restricted" in t.user_attrs]
