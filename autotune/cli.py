@@ -127,7 +127,9 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
             result = library_call(tuner.search, trials)
     except KeyboardInterrupt:
         progress.close()
-        click.echo("\nautotune: interrupted; every completed trial is stored. Run the same command again to resume.",
+        # Workers resume to the study's trial budget; one process measures --trials more on every run.
+        again = "resume" if kind != "sqlite" else f"go on: it measures {trials} more configs (--trials)"
+        click.echo(f"\nautotune: interrupted; every completed trial is stored. Run the same command again to {again}.",
                    err=True)
         sys.exit(130)
     finally:
