@@ -260,11 +260,15 @@ def workload_text(cls: Any, space: Any) -> str:
     lines = [f"{cls.name}  (unit: {cls.unit}; sizes: {', '.join(cls.sizes)}; default {cls.default_size})"]
     if space.description:
         lines.append(f"  {space.description}")
-    for row in space.describe():
+    rows = space.describe()
+    # Columns as wide as their widest entry, so that a long value (lsd's compile modes) shifts no other row.
+    width = {key: max(len(str(row[key])) for row in rows) for key in ("name", "values", "default", "baseline")}
+    for row in rows:
         extra = [f"when {row['condition']}"] if row["condition"] else []
         extra += [f"needs {row['requires']}"] if row["requires"] else []
-        lines.append(f"  {row['name']:<16} {row['values']:<44} default {row['default']:<12} baseline {row['baseline']:<12}"
-                     + (f" ({'; '.join(extra)})" if extra else ""))
+        line = (f"  {row['name']:<{width['name']}}  {row['values']:<{width['values']}}  "
+                f"default {row['default']:<{width['default']}}  baseline {row['baseline']:<{width['baseline']}}")
+        lines.append((line + (f"  ({'; '.join(extra)})" if extra else "")).rstrip())
     return "\n".join(lines)
 
 

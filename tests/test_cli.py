@@ -170,6 +170,11 @@ def test_list_and_devices(tmp_path):
     assert "(needs numba: cpu, numba; chained: cuda)" in listing.stdout
     for line in ("ten  (unit: tokens", "vlm_mc  (unit: images", "latentwire  (unit: tokens", "lsd  (unit: frames"):
         assert line in listing.stdout, line
+    # Each workload's columns line up, however long a value (lsd's compile modes, its grad_mode default).
+    for block in listing.stdout.strip().split("\n\n"):
+        knobs = block.splitlines()[2:]  # after the name and the description
+        assert len({line.index(" default ") for line in knobs}) == 1, block
+        assert len({line.index(" baseline ") for line in knobs}) == 1, block
     found = run_cli("devices", "--json", cwd=tmp_path)
     data = json.loads(found.stdout)
     assert data["detected"][-1]["profile"] == "cpu" and "v100" in data["profiles"]
