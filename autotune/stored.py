@@ -42,9 +42,7 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
                       study_name: str | None = None, studies: str | Path | None = None) -> StoredStudy:
     """The study of ``workload`` on ``device`` at ``size`` in ``storage``, read-only, with its export."""
     cls = get_workload_class(workload)
-    size = size or cls.default_size
-    if size not in cls.sizes:
-        raise UnknownNameError(f"size of workload {cls.name!r}", size, cls.sizes)
+    size = cls.size_named(size)
     device = filed_under(device)
     root = Path(studies) if studies is not None else studies_dir()
     study_name = study_name or f"{cls.name}-{device}-{size}"

@@ -162,12 +162,15 @@ def load_config(
     for path in candidates:
         if path.is_file():
             return TunedConfig(_validated(read_document(path), space, path), str(path))
+    if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config" (imports the workload)
+        get_workload_class(workload).size_named(size)
     # Name the pattern searched, not only the files that happened to be tried.
     looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))
     if strict:
         raise ConfigNotFoundError(
-            f"no tuned config for workload {workload!r} on device {device!r} (looked in {looked}); "
-            f"run `autotune search --workload {workload} --device {device}`"
+            f"no tuned config for workload {workload!r} on device {device!r}{f' at size {size!r}' if size else ''} "
+            f"(looked in {looked}); run `autotune search --workload {workload} --device {device}"
+            f"{f' --size {size}' if size else ''}`"
         )
     warnings.warn(
         f"no tuned config for {workload!r} on {device!r} (looked in {looked}); using the search "

@@ -118,9 +118,7 @@ class Tuner:
     ) -> None:
         self.workload_spec = workload
         self.workload_class: type[Workload] = get_workload_class(workload)
-        self.size = size or self.workload_class.default_size
-        if self.size not in self.workload_class.sizes:
-            raise UnknownNameError(f"size of workload {self.workload_class.name!r}", self.size, self.workload_class.sizes)
+        self.size = self.workload_class.size_named(size)
         self.detected: DetectedDevice = resolve_device(device)
         self.device = self.detected.profile
         self.space: SearchSpace = SearchSpace.from_file(self.workload_class.space_path()).for_device(self.device)

@@ -55,13 +55,18 @@ class Workload(abc.ABC):
     version: ClassVar[int] = 1
 
     def __init__(self, size: str | None = None, device: str = "cpu", cache_dir: str | Path | None = None) -> None:
-        size = size or self.default_size
-        if size not in self.sizes:
-            raise UnknownNameError(f"size of workload {self.name!r}", size, self.sizes)
-        self.size = size
+        self.size = size = self.size_named(size)
         self.params: Mapping[str, Any] = self.sizes[size]
         self.device = device
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+
+    @classmethod
+    def size_named(cls, size: str | None) -> str:
+        """``size``, checked against the workload's sizes (None: its default)."""
+        size = size or cls.default_size
+        if size not in cls.sizes:
+            raise UnknownNameError("size", size, cls.sizes, hint=f"Those are the sizes of workload {cls.name!r}")
+        return size
 
     @classmethod
     def space_path(cls) -> Path:
