@@ -182,8 +182,10 @@ def result_table(result: Any) -> str:
         f"; in the study: {counts}; {result.seconds:.0f} s",
     ]
     if result.winner is None and result.counts.get("ok") and not any(c.results for c in result.candidates):
-        lines.append(f"{result.counts['ok']} configs passed their check, but none fit the memory budget (each one's "
-                     "peak memory is above and in `autotune report`): nothing re-measured, nothing exported.")
+        # Over --memory-budget, or outside a space file changed since they ran: neither may win (selection.py).
+        lines.append(f"{result.counts['ok']} configs passed their check, but none may win: each is over the memory "
+                     "budget or outside the space file as it is now (see `autotune report`): nothing re-measured, "
+                     "nothing exported.")
         return "\n".join(lines)
     if result.winner is None and result.counts.get("ok"):
         lines.append(f"{result.counts['ok']} configs passed their check, but none of them both passed again and fit "
