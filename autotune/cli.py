@@ -120,15 +120,17 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     progress = Progress(settings.quiet, trials, memory_budget_bytes=settings.memory_budget_bytes)
     tuner = library_call(settings.tuner, on_trial=progress.trial, on_stage=progress.stage)
     stop_on_sigterm()
+    # --gpus runs workers even on SQLite: one per GPU, each shown only its own (never this process's cuda:0).
+    shared = kind != "sqlite" or gpu_list is not None
     try:
-        if kind != "sqlite":
+        if shared:
             result = _shared_search(tuner, settings, trials, n_workers, gpu_list, progress)
         else:
             result = library_call(tuner.search, trials)
     except KeyboardInterrupt:
         progress.close()
         # Workers resume to the study's trial budget; one process measures --trials more on every run.
-        again = "resume" if kind != "sqlite" else f"go on: it measures {trials} more configs (--trials)"
+        again = "resume" if shared else f"go on: it measures {trials} more configs (--trials)"
         click.echo(f"\nautotune: interrupted; every completed trial is stored. Run the same command again to {again}.",
                    err=True)
         sys.exit(130)
@@ -150,8 +152,14 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
 
     from autotune.shared_study import release_dead_owners
     from autotune.storage import redact_storage
-    from autotune.workers import plan_workers, run_workers
+    from autotune.devices import detect
+    from autotune.workers import check_gpus, plan_workers, run_workers
 
+    if gpus is not None:  # before the study is touched: a refused --gpus writes nothing
+        cuda_count = sum(found.profile.kind == "cuda" for found in detect())
+        why = check_gpus(gpus, settings.device, tuner.device, cuda_count)
+        if why:
+            fail(why)
     budget = library_call(tuner.claim_budget, trials)
     plans, warning = plan_workers(n_workers, gpus)
     if warning:

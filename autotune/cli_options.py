@@ -107,16 +107,11 @@ def parse_gpus(gpus: str | None) -> list[int] | None:
 def worker_plan(workers: int | None, gpus: str | None, storage: str | None, workload: str,
                 device: str) -> tuple[list[int] | None, int]:
     """``--gpus`` as indices and the number of workers ``search`` starts, or one line and exit status 2."""
-    from autotune.devices import PROFILES
     from autotune.storage import storage_kind
 
     gpu_list = parse_gpus(gpus)
     if gpu_list and workers is not None and workers != len(gpu_list):
         fail(f"--workers {workers} and --gpus {gpus} disagree: --gpus starts one worker per GPU ({len(gpu_list)})")
-    if gpu_list and device in PROFILES and PROFILES[device].kind != "cuda":
-        # Each worker would run on the CPU anyway, beside the others, each timing the rest's load.
-        fail(f"--gpus {gpus} starts one worker per CUDA GPU, but --device {device} is not one; "
-             f"use --workers N for workers on the {device}")
     n_workers = len(gpu_list) if gpu_list else (workers or 1)
     if n_workers > 1 and (storage_kind(storage) if storage else "sqlite") == "sqlite":
         fail(f"{n_workers} workers cannot share an SQLite study (it locks under concurrent writers); use a journal "

@@ -18,9 +18,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-__all__ = ["WorkerPlan", "plan_workers", "run_workers", "apply_cpu_pinning"]
+if TYPE_CHECKING:
+    from autotune.devices import DeviceProfile
+
+__all__ = ["WorkerPlan", "apply_cpu_pinning", "check_gpus", "gpu_environment", "plan_workers", "run_workers"]
 
 #: Environment variable that hands a worker its CPU cores.
 CPUS_ENV = "AUTOTUNE_WORKER_CPUS"
@@ -40,10 +43,36 @@ def _available_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
+def gpu_environment(index: int) -> dict[str, str]:
+    """The environment that shows a process GPU ``index`` alone, numbered as torch numbers this process's GPUs.
+
+    Under ``CUDA_VISIBLE_DEVICES=2,3``, ``--gpus 0`` is physical GPU 2: the index picks from that list (ordinals
+    or UUIDs), as torch's ``cuda:0`` would; set to ``0`` it would be another GPU than the one asked for.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return {"CUDA_VISIBLE_DEVICES": str(index)}
+    return {"CUDA_VISIBLE_DEVICES": [entry.strip() for entry in visible.split(",")][index]}
+
+
+def check_gpus(gpus: list[int], device: str, profile: "DeviceProfile", cuda_count: int) -> str | None:
+    """Why ``--gpus`` cannot be honoured (``device`` is no CUDA GPU here, an index past its GPUs), or None."""
+    asked = ",".join(map(str, gpus))
+    if profile.kind != "cuda":
+        # Each worker would run on that device anyway, beside the others, each timing the rest's load.
+        named = device if device == profile.name else f"{device} (the {profile.name} here)"
+        return f"--gpus {asked} starts one worker per CUDA GPU, but --device {named} is not one; use --workers N"
+    missing = [g for g in gpus if g >= cuda_count]
+    if missing:
+        return (f"--gpus {asked}: no GPU {','.join(map(str, missing))} here; this process sees {cuda_count} CUDA "
+                f"GPU(s), numbered from 0 (after CUDA_VISIBLE_DEVICES)")
+    return None
+
+
 def plan_workers(workers: int, gpus: list[int] | None, cpus: list[int] | None = None) -> tuple[list[WorkerPlan], str | None]:
     """One plan per worker, and a warning when workers must share devices (their timings then interfere)."""
     if gpus:
-        return [WorkerPlan(i, {"CUDA_VISIBLE_DEVICES": str(g)}, f"GPU {g}") for i, g in enumerate(gpus)], None
+        return [WorkerPlan(i, gpu_environment(g), f"GPU {g}") for i, g in enumerate(gpus)], None
     cpus = cpus if cpus is not None else _available_cpus()
     if workers <= 1:
         return [WorkerPlan(0, {}, "every core")], None

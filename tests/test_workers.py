@@ -45,6 +45,30 @@ def test_bad_worker_options_are_one_line_errors(tmp_path, args, fragment):
     assert not (tmp_path / "s.journal").exists()
 
 
+def test_gpus_on_a_machine_or_device_without_them_is_refused_before_anything_is_written(tmp_path):
+    # SQLite and one GPU ran one process on the first GPU, whatever --gpus said; here, on the CPU, it ran there.
+    done = run_cli("search", "-w", STEADY, "--gpus", "1", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--gpus 1 starts one worker per CUDA GPU, but --device auto (the cpu here) is not one" in done.stderr
+    assert not (tmp_path / "studies").exists()
+
+
+def test_gpus_are_counted_after_cuda_visible_devices(monkeypatch):
+    from autotune.devices import PROFILES
+    from autotune.workers import check_gpus, gpu_environment
+
+    assert check_gpus([0, 1], "h100", PROFILES["h100"], cuda_count=2) is None
+    assert "--gpus 1,2: no GPU 2 here; this process sees 2 CUDA GPU(s)" in check_gpus([1, 2], "cuda", PROFILES["h100"], 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpu_environment(1) == {"CUDA_VISIBLE_DEVICES": "1"}
+    # Under CUDA_VISIBLE_DEVICES=2,3 torch's cuda:0 is GPU 2, and so is --gpus 0 (it was GPU 0, one not given).
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert [plan.env for plan in plan_workers(2, [0, 1])[0]] == [{"CUDA_VISIBLE_DEVICES": "2"},
+                                                                 {"CUDA_VISIBLE_DEVICES": "3"}]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8a1b,GPU-77ce")
+    assert gpu_environment(1) == {"CUDA_VISIBLE_DEVICES": "GPU-77ce"}
+
+
 def test_unreachable_database_at_start_is_a_clear_error_without_the_password(tmp_path):
     done = run_cli("search", "-w", STEADY, "-d", "cpu", "--storage",
                    "postgresql+psycopg2://tuner:hunter2@127.0.0.1:1/autotune", cwd=tmp_path)
@@ -54,7 +78,8 @@ def test_unreachable_database_at_start_is_a_clear_error_without_the_password(tmp
     assert len(lines) == 1 and lines[0].count("cannot open storage") == 1, done.stderr  # said once, on one line
 
 
-def test_workers_get_their_own_devices():
+def test_workers_get_their_own_devices(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # set on a GPU machine, it renumbers the GPUs
     plans, warning = plan_workers(4, [0, 1, 2, 3])
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in plans] == ["0", "1", "2", "3"] and warning is None
     plans, warning = plan_workers(2, None, cpus=[0, 1, 2, 3])
