@@ -15,7 +15,7 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Seconds, StudyName, device_option, fail, library_call, measure_options, parse_bytes, run_group, size_option,
+    Seconds, Size, StudyName, device_option, fail, library_call, measure_options, run_group, size_option,
     studies_option, worker_plan, workload_option, writable_folder,
 )
 from autotune.stopping import stop_on_sigterm
@@ -65,8 +65,8 @@ def cli() -> None:
               help="Seconds between a worker's heartbeats on a database server.")
 @click.option("--grace-period", type=click.IntRange(min=2), default=60, show_default=True,
               help="Seconds without a heartbeat before a trial's worker counts as dead; its trial is re-run once.")
-@click.option("--memory-budget", default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
-@click.option("--memory-limit", default=None,
+@click.option("--memory-budget", type=Size(), default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
+@click.option("--memory-limit", type=Size(), default=None,
               help="Cap on a trial's CPU address space, e.g. 16GiB (RLIMIT_AS): beyond it a trial is oom, not a "
                    "swamped machine. Must exceed what a trial maps at start (~630 MiB with torch), else all are oom.")
 @measure_options
@@ -86,7 +86,7 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
 def search(workload: str, device: str, size: str | None, trials: int, storage: str | None, study_name: str | None,
            studies: Path | None, workers: int | None, gpus: str | None, heartbeat: int, grace_period: int,
-           memory_budget: str | None, memory_limit: str | None, min_time: float, trial_timeout: float, isolation: str,
+           memory_budget: int | None, memory_limit: int | None, min_time: float, trial_timeout: float, isolation: str,
            threads: int | None, remeasure_top: int, remeasure_rounds: int, time_budget: float | None, seed: int | None,
            sampler: str | None, quiet: bool, as_json: bool) -> None:
     """Tune WORKLOAD on DEVICE: run trials, re-measure the best beside the baseline, export.
@@ -112,8 +112,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     settings = SearchSettings(
         workload, device, size, storage=storage, study_name=study_name,
         studies=str(studies) if studies is not None else None, isolation=isolation, trial_timeout=trial_timeout,
-        memory_budget_bytes=parse_bytes(memory_budget) if memory_budget else None,
-        memory_limit_bytes=parse_bytes(memory_limit) if memory_limit else None, min_time=min_time,
+        memory_budget_bytes=memory_budget, memory_limit_bytes=memory_limit, min_time=min_time,
         remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, time_budget=time_budget, seed=seed,
         threads=threads, heartbeat=heartbeat, grace_period=grace_period, quiet=quiet, sampler=sampler,
     )

@@ -24,18 +24,24 @@ _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
 
 
-def parse_bytes(text: str) -> int:
-    """``"4GiB"``, ``"500MB"``, ``"1e9"`` -> bytes."""
-    match = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*", text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise click.BadParameter(f"{text!r} is not a size; use e.g. 4GiB, 512MB or a number of bytes")
-    try:
-        value = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 1 or value > 2**62:
-        raise click.BadParameter(f"{text!r} is not a size between 1 byte and 4 EiB; use e.g. 4GiB or 512MB")
-    return int(value)
+class Size(click.ParamType):
+    """A size in bytes: ``"4GiB"``, ``"500MB"``, ``"1e9"``; an error names the option it was given to."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        match = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*", value)
+        if not match or match.group(2).lower() not in _UNITS:
+            self.fail(f"{value!r} is not a size; use e.g. 4GiB, 512MB or a number of bytes", param, ctx)
+        try:
+            size = float(match.group(1)) * _UNITS[match.group(2).lower()]
+        except ValueError:
+            size = math.nan
+        if not math.isfinite(size) or size < 1 or size > 2**62:
+            self.fail(f"{value!r} is not a size between 1 byte and 4 EiB; use e.g. 4GiB or 512MB", param, ctx)
+        return int(size)
 
 
 class Seconds(click.ParamType):

@@ -72,6 +72,8 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["search", "--workload", "chmm", "--study", ""], "'' is not a study name"),
         (["report", "--workload", "chmm", "--study", "  "], "'  ' is not a study name"),
         (["search", "--workload", "chmm", "--threads", "100000"], "100000 is not in the range 1<=x<="),
+        (["search", "--workload", "chmm", "--memory-budget", "0"], "'--memory-budget': '0' is not a size between"),
+        (["search", "--workload", "chmm", "--memory-limit", "5XB"], "'--memory-limit': '5XB' is not a size; use"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, fragment):
