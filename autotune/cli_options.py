@@ -17,8 +17,8 @@ import click
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 
-__all__ = ["Seconds", "StudyName", "device_option", "fail", "library_call", "measure_options", "parse_bytes", "parse_gpus", "size_option",
-           "studies_option", "worker_plan", "workload_option", "writable_folder"]
+__all__ = ["Seconds", "Size", "StudyName", "device_option", "fail", "library_call", "measure_options", "parse_gpus",
+           "run_group", "size_option", "studies_option", "worker_plan", "workload_option", "writable_folder"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
