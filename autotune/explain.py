@@ -357,6 +357,9 @@ def target_from_file(space: "SearchSpace", path: Path) -> Config:
     """``--config FILE``: an exported document (its ``config``) or a plain mapping of knob values."""
     data = read_json(path, f"--config {path}")
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
+        if data.get("workload") not in (None, space.workload):  # else the first knob of the other one is "unknown"
+            raise InvalidConfigError(f"--config {path} is an export of workload {data['workload']!r}, "
+                                     f"not {space.workload!r}")
         data = data["config"]
     if not isinstance(data, dict):
         raise InvalidConfigError(f"--config {path}: must hold a JSON object of knob values, or an exported config")

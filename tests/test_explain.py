@@ -332,3 +332,12 @@ def test_a_config_that_breaks_a_constraint_is_not_explained(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "--config restricted.json: the config breaks the space's constraint \"messages != 'numba'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "studies" / "chmm" / "explain").exists()
+
+
+def test_the_export_of_another_workload_is_refused_by_name(tmp_path):
+    from autotune.explain import target_from_file
+    from autotune.registry import space_path
+
+    (tmp_path / "steady.json").write_text(json.dumps({"schema_version": 1, "workload": "steady", "config": {"work": 5}}))
+    with pytest.raises(InvalidConfigError, match="steady.json is an export of workload 'steady', not 'chmm'$"):
+        target_from_file(SearchSpace.from_file(space_path("chmm")), tmp_path / "steady.json")
