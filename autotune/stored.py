@@ -21,7 +21,7 @@ from autotune.storage import open_storage, redact_storage, storage_failure, stor
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["EXPORT_MARK", "StoredStudy", "open_study", "open_stored_study"]
+__all__ = ["EXPORT_MARK", "StoredStudy", "check_made_for", "open_study", "open_stored_study"]
 
 #: Studies of this name pattern were made by earlier versions to elect a shared study's exporter;
 #: they are not results, and are left out of a storage's study names.
@@ -47,6 +47,9 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     root = Path(studies) if studies is not None else studies_dir()
     study_name = study_name or f"{cls.name}-{device}-{size}"
     study = open_study(storage or default_storage(root), study_name)
+    check_made_for(study, f"study {study.study_name}", workload=cls.name)
+    # A study named with --study reports the device and size it measured, whatever -d and -s default to.
+    device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)
     return StoredStudy(study, _export_of(config_path(cls.name, device, size, root), study_name), root, cls.name,
                        device, size)
 
@@ -75,6 +78,18 @@ def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
         raise UnknownNameError("study", study_name, names, hint=f"Looked in {redact_storage(storage)}: run "
                                "`autotune search` for it first, or pass --storage or --study")
     return optuna.load_study(study_name=study_name, storage=opened)
+
+
+def check_made_for(study: "optuna.Study", where: str, **asked: str) -> None:
+    """Refuse a study that another workload, device or size made: its trials measured something else.
+
+    A search that reused another's study name (``--study``) added its trials beside the other's, and its
+    sampler, firsts and winner were drawn from a mixture. A study made before these were recorded passes.
+    """
+    other = {key: study.user_attrs[key] for key, value in asked.items() if study.user_attrs.get(key, value) != value}
+    if other:
+        raise StorageError(f"{where} is a study of {', '.join(f'{k} {v}' for k, v in other.items())}, not "
+                           f"{', '.join(f'{k} {asked[k]}' for k in other)}; name another with --study")
 
 
 def _export_of(path: Path, study_name: str) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, ca
 from autotune.shared_study import FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
 from autotune.space import SearchSpace
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
+from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
 from autotune.registry import get_workload_class
 from autotune.workload import Workload
@@ -238,17 +239,14 @@ class Tuner:
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
             raise storage_failure(self.storage, exc) from None
-        self.space.check_study(study, f"study {self.study_name} in {redact_storage(self.storage)}")
+        where = f"study {self.study_name} in {redact_storage(self.storage)}"
+        made_for = {"workload": self.workload_class.name, "device": self.device.name, "size": self.size}
+        check_made_for(study, where, **made_for)
+        self.space.check_study(study, where)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["throughput", "peak_memory_bytes"][: len(study.directions)])
-        for key, value in {
-            "workload": self.workload_class.name,
-            "device": self.device.name,
-            "size": self.size,
-            "unit": self.workload_class.unit,
-            "space": str(self.space.source),
-        }.items():
+        for key, value in {**made_for, "unit": self.workload_class.unit, "space": str(self.space.source)}.items():
             if study.user_attrs.get(key) != value:
                 study.set_user_attr(key, value)
         return study

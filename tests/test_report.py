@@ -155,3 +155,18 @@ def test_empty_study():
     info = build_report(make_study(), None)
     assert all(figure is None for _, _, figure, _ in info.sections)
     assert "No finished trials" in render_html(info)
+
+
+def test_a_study_named_with_study_is_reported_as_what_it_measured(tmp_path):
+    from autotune.exceptions import StorageError
+    from autotune.stored import open_stored_study
+
+    storage = f"sqlite:///{tmp_path / 'autotune.db'}"
+    study = optuna.create_study(storage=storage, study_name="mine", directions=["maximize"])
+    for key, value in {"workload": "chmm", "device": "cpu", "size": "tiny"}.items():
+        study.set_user_attr(key, value)
+    # -s defaults to small: the study measured tiny, and its page says so (it said small).
+    stored = open_stored_study("chmm", "cpu", storage=storage, study_name="mine", studies=tmp_path)
+    assert (stored.workload, stored.device, stored.size) == ("chmm", "cpu", "tiny")
+    with pytest.raises(StorageError, match="study mine is a study of workload chmm, not workload ten"):
+        open_stored_study("ten", "cpu", storage=storage, study_name="mine", studies=tmp_path)

@@ -10,7 +10,7 @@ import pytest
 import autotune
 from autotune.check import Check
 from autotune.config import Config
-from autotune.exceptions import SearchSpaceError
+from autotune.exceptions import SearchSpaceError, StorageError
 from autotune.console import result_table
 from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
@@ -502,3 +502,25 @@ def test_a_busy_cpu_is_reported_before_anything_is_timed(studies, monkeypatch):
     assert not any("warning" in line for line in said)
     measured = busy_cores(0.05)
     assert measured is None or 0.0 <= measured <= (os.cpu_count() or 1) + 1e-9
+
+
+def test_a_study_of_another_workload_or_size_is_refused_and_left_as_it_was(studies):
+    # A search that reused another's study name added its trials beside the other's, sampled from both.
+    def search(workload, size, n_trials=1):
+        tuner = Tuner(workload, "cpu", size, study_name="shared-name", measurer=FAST_MEASURER, remeasure_rounds=1)
+        try:
+            return tuner.search(n_trials=n_trials)
+        finally:
+            tuner.close()
+
+    search(BROKEN, "tiny")
+    storage = f"sqlite:///{studies / 'autotune.db'}"
+    before = len(optuna.load_study(study_name="shared-name", storage=storage).trials)
+    steady = f"{Path(BROKEN.split(':')[0]).parent / 'steady.py'}:SteadyWorkload"
+    with pytest.raises(StorageError, match="shared-name in sqlite:///.* is a study of workload broken, not workload "
+                                           "steady; name another with --study$"):
+        search(steady, "tiny")
+    with pytest.raises(StorageError, match="is a study of size tiny, not size small; name another"):
+        search(BROKEN, "small")
+    study = optuna.load_study(study_name="shared-name", storage=storage)
+    assert len(study.trials) == before and study.user_attrs["workload"] == "broken"
