@@ -110,8 +110,7 @@ class Progress:
         result = record.result
         if record.study_best:  # trials of earlier runs of the study, or of other workers
             self.best = max(self.best or 0.0, record.study_best)
-        over = (self.memory_budget_bytes is not None and result.status == "ok"
-                and (result.peak_memory_bytes or 0) > self.memory_budget_bytes)
+        over = result.status == "ok" and not record.fits_memory
         if result.status == "ok" and result.throughput is not None and not over:
             self.best = max(self.best or 0.0, result.throughput)
         if record.duplicate_of is None:

@@ -113,8 +113,8 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", tria
             raise
         known[config.key] = trial.number
     guard(lambda: _record(trial, to_attrs(result, config, role, duplicate_of)), "recording a trial")
-    guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
-    return TrialRecord(trial.number, config, result, role, duplicate_of)
+    fits = guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
+    return TrialRecord(trial.number, config, result, role, duplicate_of, fits_memory=fits)
 
 
 def _reject(study: "optuna.Study", trial: "optuna.Trial", config: Config, broken: str, guard: Retry) -> None:
@@ -131,13 +131,15 @@ def _record(trial: "optuna.Trial", attrs: dict[str, Any]) -> None:
 
 
 def tell(study: "optuna.Study", trial: "optuna.Trial", result: TrialResult, memory_budget_bytes: int | None,
-         memory_bytes: int) -> None:
-    """Finish a trial in the study: its objectives, and constraints that make wrong or oversized configs infeasible."""
+         memory_bytes: int) -> bool:
+    """Finish a trial in the study: its objectives, and constraints that make wrong or oversized configs infeasible.
+
+    Returns whether it fits ``--memory-budget`` (the rule the progress line shows, kept in one place)."""
     from optuna.trial import TrialState
 
     if result.status not in ("ok", "incorrect", "oom"):
         study.tell(trial, state=TrialState.FAIL)
-        return
+        return True
     check = result.check or {}
     if result.status == "ok":
         correct = 0.0
@@ -155,6 +157,7 @@ def tell(study: "optuna.Study", trial: "optuna.Trial", result: TrialResult, memo
     trial.set_constraint("fits_memory", over)
     # A study of one objective (throughput) leaves memory to the constraint and the tie-break.
     study.tell(trial, [throughput, memory][: len(study.directions)])
+    return over <= 0
 
 
 def _next_unseen(tuner: "Tuner", study: "optuna.Study", known: dict[str, int], rng: random.Random,

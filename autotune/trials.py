@@ -39,6 +39,7 @@ class TrialRecord:
     role: str = "search"  # "baseline" and "defaults" for the two enqueued first; "random" after a repeat
     duplicate_of: int | None = None
     study_best: float = 0.0  # the best throughput that may win among the study's trials before this one
+    fits_memory: bool = True  # within --memory-budget (see loop.tell); one over it can never win
 
 
 def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int | None) -> dict[str, Any]:
