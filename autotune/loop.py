@@ -58,7 +58,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
             trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
             known = measured_configs(trials)
             with Heartbeat(budget.storage, trial._trial_id, budget.heartbeat):
-                record = run_trial(tuner, study, trial, trials, known, best_throughput(trials), guard)
+                record = run_trial(tuner, study, trial, trials, known, best_throughput(trials, tuner.memory_budget_bytes), guard)
             repeats = repeats + 1 if record is not None and record.duplicate_of is not None else 0
             if record is None or repeats >= REPEAT_LIMIT:
                 fresh, role = _next_unseen(tuner, study, known, rng)
@@ -67,7 +67,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 repeats = 0
             if record is None:
                 continue  # a restricted config: not a trial of the budget
-            record.study_best = best_throughput(trials, may_win=True)  # a resumed search shows the study's best
+            record.study_best = best_throughput(trials, tuner.memory_budget_bytes)  # a resumed study's best, too
             if record.role in FIRST_ROLES:
                 tuner.first_measured()
             records.append(record)

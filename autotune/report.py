@@ -133,6 +133,7 @@ def _get_history_info(study: "optuna.Study") -> dict[str, Any]:
     points: dict[str, dict[str, list]] = {status: {"number": [], "throughput": [], "text": []} for status in STATUSES}
     best_number, best_value = [], []
     best = None
+    budget = study.user_attrs.get("memory_budget_bytes")  # the latest search's: what may win is judged by it
     for t in sorted(_trials(study), key=lambda t: t.number):
         status = t.user_attrs.get("status", "error")
         throughput = t.user_attrs.get("throughput")
@@ -141,7 +142,7 @@ def _get_history_info(study: "optuna.Study") -> dict[str, Any]:
         # Failed trials measured nothing: they sit on the axis, marked by their status.
         bucket["throughput"].append(throughput if throughput is not None else 0.0)
         bucket["text"].append(_hover(t))
-        if feasible(t) and throughput is not None and (best is None or throughput > best):
+        if feasible(t, budget) and throughput is not None and (best is None or throughput > best):
             best = throughput
         if best is not None:
             best_number.append(t.number)
@@ -189,16 +190,18 @@ def _slowness(t: "optuna.trial.FrozenTrial") -> float:
     return -t.values[0]
 
 
-def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str) -> "go.Figure":
+def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str, memory_budget_bytes: int | None) -> "go.Figure":
     """Throughput against peak memory of every completed trial, the correct ones' Pareto front drawn.
 
     Drawn from the trial record rather than the study's objectives: a study
     may have one objective (throughput) or two (throughput, memory).
     """
-    points = [(t.user_attrs.get("throughput") or 0.0, t.user_attrs.get("peak_memory_bytes") or 0, feasible(t), t)
-              for t in trials]
+    points = [(t.user_attrs.get("throughput") or 0.0, t.user_attrs.get("peak_memory_bytes") or 0,
+               feasible(t, memory_budget_bytes), t) for t in trials]
     fig = go.Figure()
-    for label, ok, colour in (("correct", True, "#1f77b4"), ("infeasible", False, "#cccccc")):
+    labels = ("correct, within the memory budget", "wrong, or over the memory budget") if memory_budget_bytes else (
+        "correct", "infeasible")
+    for label, ok, colour in ((labels[0], True, "#1f77b4"), (labels[1], False, "#cccccc")):
         mine = [p for p in points if p[2] is ok]
         if mine:
             fig.add_trace(go.Scatter(x=[p[1] for p in mine], y=[p[0] for p in mine], mode="markers", name=label,
@@ -316,7 +319,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
     unit = header["unit"]
     info = ReportInfo(header, table=_get_table_info(study))
     complete = [t for t in _trials(study) if t.state.name == "COMPLETE"]
-    feasible = [t for t in complete if all(v <= 0 for v in t.constraints.values())]
+    correct = [t for t in complete if feasible(t, None)]
 
     winner = _get_winner_info(document)
     if winner is None:
@@ -340,7 +343,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
     else:
         info.sections.append(("history", "Optimisation history", _draw_history(history, unit), None))
 
-    figure, message = _optuna_figure(lambda: _draw_memory(complete, unit), 1, len(complete), "The Pareto front")
+    figure, message = _optuna_figure(lambda: _draw_memory(complete, unit, study.user_attrs.get("memory_budget_bytes")), 1, len(complete), "The Pareto front")
     info.sections.append(("pareto", "Throughput against peak memory (Pareto front; infeasible trials apart)", figure, message))
 
     figure, message = _optuna_figure(
@@ -352,7 +355,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
         lambda: ov.plot_parallel_coordinate(study, target=_throughput, target_name="throughput"), 2, len(complete),
         "The parallel-coordinates plot")
     info.sections.append(("parallel", "Knobs against throughput", figure, message))
-    if not feasible and complete:
+    if not correct and complete:
         info.sections.append(("feasible", "Correct configurations", None,
                               "No completed trial passed its correctness check: every figure above shows failures only."))
     return info

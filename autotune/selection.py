@@ -98,13 +98,13 @@ class Candidate:
         }
 
 
-def candidates(trials: list["FrozenTrial"], baseline: Config, top: int,
+def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_budget_bytes: int | None = None,
                allows: Callable[[Mapping[str, Any]], bool] = lambda config: True,
                on_stage: Callable[[str], None] = lambda message: None) -> list[Candidate]:
-    """The baseline, then the ``top`` fastest feasible configs of a study (each config once) that the space
-    ``allows``: a study resumed after its space file changed holds configs the space no longer has, and the
-    export of one would be refused by ``load_config``."""
-    fits = [t for t in trials if feasible(t)]
+    """The baseline, then the ``top`` fastest configs of a study (each config once) :func:`feasible` under
+    ``memory_budget_bytes`` that the space ``allows``: a study resumed after its space file changed holds
+    configs the space no longer has, and the export of one would be refused by ``load_config``."""
+    fits = [t for t in trials if feasible(t, memory_budget_bytes)]
     stale = {t.user_attrs["config_key"] for t in fits if not allows(t.user_attrs["config"])}  # configs, not trials
     if stale:
         on_stage(f"warning: {len(stale)} configs of the study are outside its space file now (it changed "

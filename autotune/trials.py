@@ -102,16 +102,26 @@ def status_counts(trials: list["FrozenTrial"]) -> dict[str, int]:
     return {status: tally[status] for status in (*STATUSES, "lost") if tally.get(status)}
 
 
-def feasible(trial: "FrozenTrial") -> bool:
-    """Measured, correct and within every constraint (memory budget included): a config that may win."""
-    return (trial.user_attrs.get("status") == "ok" and not is_repeat(trial)
-            and all(value <= 0 for value in trial.constraints.values()))
+def feasible(trial: "FrozenTrial", memory_budget_bytes: int | None) -> bool:
+    """Measured, correct and within ``memory_budget_bytes`` (None: no budget): a config that may win.
+
+    The budget is the one the search runs under now, judged by the peak the
+    trial recorded, not by its ``fits_memory`` constraint: that was computed
+    under the budget of the run that measured it, and a study resumed with
+    another budget (or none) would keep judging by the old one.
+    """
+    if trial.user_attrs.get("status") != "ok" or is_repeat(trial):
+        return False
+    return memory_budget_bytes is None or (trial.user_attrs.get("peak_memory_bytes") or 0) <= memory_budget_bytes
 
 
-def best_throughput(trials: Iterable["FrozenTrial"], may_win: bool = False) -> float:
-    """The best throughput of a correct trial so far (0 before any); of a :func:`feasible` one with ``may_win``."""
-    return max((t.user_attrs.get("throughput") or 0.0 for t in trials
-                if (feasible(t) if may_win else t.user_attrs.get("status") == "ok")), default=0.0)
+def best_throughput(trials: Iterable["FrozenTrial"], memory_budget_bytes: int | None) -> float:
+    """The best throughput of a :func:`feasible` trial so far (0 before any): the best that may win.
+
+    The progress line shows it, and a config is cut short against it: a
+    config 3x slower than one over the budget may still be the best that fits.
+    """
+    return max((t.user_attrs.get("throughput") or 0.0 for t in trials if feasible(t, memory_budget_bytes)), default=0.0)
 
 
 def measured_configs(trials: Iterable["FrozenTrial"]) -> dict[str, int]:

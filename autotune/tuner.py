@@ -246,7 +246,10 @@ class Tuner:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["throughput", "peak_memory_bytes"][: len(study.directions)])
-        for key, value in {**made_for, "unit": self.workload_class.unit, "space": str(self.space.source)}.items():
+        # The budget of the latest search: the report judges which trials may win by it, as the search did.
+        latest = {"unit": self.workload_class.unit, "space": str(self.space.source),
+                  "memory_budget_bytes": self.memory_budget_bytes}
+        for key, value in {**made_for, **latest}.items():
             if study.user_attrs.get(key) != value:
                 study.set_user_attr(key, value)
         return study
@@ -357,13 +360,13 @@ class Tuner:
 
     def finish(self, study: "optuna.Study", records: list[TrialRecord], started: float) -> SearchResult:
         trials = study.get_trials(deepcopy=False)
-        candidates = select(trials, self.space.baseline, self.remeasure_top, allows=self.space.admits,
-                            on_stage=self.on_stage)
+        candidates = select(trials, self.space.baseline, self.remeasure_top, self.memory_budget_bytes,
+                            allows=self.space.admits, on_stage=self.on_stage)
         winner = baseline = None
         speedup = None
         document = export_path = None
         # Re-measure when something may win: a baseline alone only if its trial was feasible (not wrong, not over budget).
-        if len(candidates) > 1 or any(feasible(t) for t in trials if t.number == candidates[0].trial):
+        if len(candidates) > 1 or any(feasible(t, self.memory_budget_bytes) for t in trials if t.number == candidates[0].trial):
             self.remeasure(candidates)
             winner = self.pick_winner(candidates, self.memory_budget_bytes)
             baseline = candidates[0]

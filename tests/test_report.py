@@ -72,6 +72,19 @@ def test_history_marks_failures_and_best_ignores_incorrect():
     assert info["best_number"] == [0, 1, 2, 3, 4] and info["best_value"] == [10.0, 30.0, 30.0, 30.0, 30.0]
 
 
+def test_history_and_pareto_judge_what_may_win_by_the_latest_searchs_memory_budget():
+    from autotune.report import _draw_memory
+
+    study = make_study(*KNOWN)
+    study.set_user_attr("memory_budget_bytes", 350)  # numba (30/s) peaks at 400 bytes: it cannot win
+    assert _get_history_info(study)["best_value"] == [10.0, 10.0, 10.0, 10.0, 20.0]
+    figure = _draw_memory(study.trials, "timesteps", 350)
+    names = {trace.name: list(trace.y) for trace in figure.data}
+    assert names["correct, within the memory budget"] == [10.0, 20.0]
+    assert sorted(names["wrong, or over the memory budget"]) == [0.0, 30.0, 40.0]
+    assert names["Pareto front"] == [20.0]  # loop-float16 is faster and leaner than loop-float32
+
+
 def test_header_counts_statuses_and_tuning_time():
     info = _get_header_info(make_study(*KNOWN), DOCUMENT)
     assert info["counts"] == {"ok": 3, "incorrect": 1, "oom": 0, "timeout": 0, "crash": 1, "error": 0}

@@ -163,6 +163,52 @@ def test_memory_budget_makes_big_configs_infeasible(studies):
     assert "2 configs passed their check, but none may win: each is over the memory budget" in result_table(result)
 
 
+def test_a_resumed_study_judges_what_may_win_by_the_memory_budget_it_runs_under_now(studies):
+    """A trial's fits_memory constraint was computed under its run's --memory-budget; the search, the progress
+    line and the report judge by the peak it recorded and today's budget (before, a study run once under a
+    tiny budget had no winner ever again, and its progress best stayed at '-')."""
+    def search(budget):
+        tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, memory_budget_bytes=budget,
+                      remeasure_rounds=1, remeasure_top=1)
+        try:
+            return tuner.search(n_trials=1)
+        finally:
+            tuner.close()
+
+    def study():
+        return optuna.load_study(study_name="chmm-cpu-tiny", storage=f"sqlite:///{studies / 'autotune.db'}")
+
+    assert search(1).winner is None  # nothing fits in 1 byte
+    assert study().user_attrs["memory_budget_bytes"] == 1  # the report judges by the latest search's budget
+    free = search(None)
+    assert free.trials[0].study_best > 0  # the trials run under 1 byte may win now
+    assert free.winner is not None and free.export_path is not None
+    assert study().user_attrs["memory_budget_bytes"] is None
+    tight = search(1)  # and back: trials measured without a budget do not fit 1 byte
+    assert tight.trials[0].study_best == 0 and tight.winner is None
+
+
+def test_the_best_that_may_win_is_judged_by_the_recorded_peak_and_the_budget():
+    from autotune.selection import candidates
+    from autotune.trials import best_throughput
+
+    def trial(number, throughput, peak, fits_memory):
+        config = {"t": number}
+        attrs = {"config": config, "config_key": Config(config).key, "status": "ok", "throughput": throughput,
+                 "peak_memory_bytes": peak}
+        frozen = optuna.trial.create_trial(value=throughput, user_attrs=attrs,
+                                           system_attrs={"constraints": {"correct": 0.0, "fits_memory": fits_memory}})
+        frozen.number = number
+        return frozen
+
+    # Both recorded under a budget of 100 bytes: the big one's constraint says it is over.
+    trials = [trial(0, 1.0, 50, -0.5), trial(1, 9.0, 500, 4.0)]
+    assert best_throughput(trials, None) == 9.0 and best_throughput(trials, 100) == 1.0
+    assert best_throughput(trials, 10) == 0.0  # a config is cut short only against a best that may win
+    assert [c.trial for c in candidates(trials, Config({"t": 0}), top=2)] == [0, 1]
+    assert [c.trial for c in candidates(trials, Config({"t": 0}), top=2, memory_budget_bytes=100)] == [0]
+
+
 def test_interrupt_keeps_completed_trials_and_resume_goes_on(studies, monkeypatch):
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1)
     real_run = tuner.runner.run
