@@ -42,13 +42,15 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
                       study_name: str | None = None, studies: str | Path | None = None) -> StoredStudy:
     """The study of ``workload`` on ``device`` at ``size`` in ``storage``, read-only, with its export."""
     cls = get_workload_class(workload)
+    # A device or size given is checked against the study's; one left to its default is the study's.
+    asked = {"workload": cls.name, "device": filed_under(device) if device != "auto" else None, "size": size}
     size = cls.size_named(size)
     device = filed_under(device)
     root = Path(studies) if studies is not None else studies_dir()
     study_name = study_name or f"{cls.name}-{device}-{size}"
     study = open_study(storage or default_storage(root), study_name)
-    check_made_for(study, f"study {study.study_name}", workload=cls.name)
-    # A study named with --study reports the device and size it measured, whatever -d and -s default to.
+    check_made_for(study, f"study {study.study_name}", "leave out -d and -s, or name another with --study",
+                   **{key: value for key, value in asked.items() if value is not None})
     device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)
     return StoredStudy(study, _export_of(config_path(cls.name, device, size, root), study_name), root, cls.name,
                        device, size)
@@ -80,7 +82,7 @@ def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
     return optuna.load_study(study_name=study_name, storage=opened)
 
 
-def check_made_for(study: "optuna.Study", where: str, **asked: str) -> None:
+def check_made_for(study: "optuna.Study", where: str, hint: str = "name another with --study", **asked: str) -> None:
     """Refuse a study that another workload, device or size made: its trials measured something else.
 
     A search that reused another's study name (``--study``) added its trials beside the other's, and its
@@ -89,7 +91,7 @@ def check_made_for(study: "optuna.Study", where: str, **asked: str) -> None:
     other = {key: study.user_attrs[key] for key, value in asked.items() if study.user_attrs.get(key, value) != value}
     if other:
         raise StorageError(f"{where} is a study of {', '.join(f'{k} {v}' for k, v in other.items())}, not "
-                           f"{', '.join(f'{k} {asked[k]}' for k in other)}; name another with --study")
+                           f"{', '.join(f'{k} {asked[k]}' for k in other)}; {hint}")
 
 
 def _export_of(path: Path, study_name: str) -> dict[str, Any] | None:

@@ -183,3 +183,9 @@ def test_a_study_named_with_study_is_reported_as_what_it_measured(tmp_path):
     assert (stored.workload, stored.device, stored.size) == ("chmm", "cpu", "tiny")
     with pytest.raises(StorageError, match="study mine is a study of workload chmm, not workload ten"):
         open_stored_study("ten", "cpu", storage=storage, study_name="mine", studies=tmp_path)
+    # A size or device given (not left to its default) that the study did not measure is refused, not replaced.
+    with pytest.raises(StorageError, match="mine is a study of size tiny, not size small; leave out -d and -s"):
+        open_stored_study("chmm", "auto", "small", storage=storage, study_name="mine", studies=tmp_path)
+    with pytest.raises(StorageError, match="mine is a study of device cpu, not device h100; leave out -d and -s"):
+        open_stored_study("chmm", "h100", storage=storage, study_name="mine", studies=tmp_path)
+    assert open_stored_study("chmm", "auto", "tiny", storage=storage, study_name="mine", studies=tmp_path).size == "tiny"
