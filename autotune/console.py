@@ -31,6 +31,11 @@ def rate(value: float | None, unit: str | None) -> str:
     return f"{value:,.0f} {unit or 'items'}/s" if value >= 100 else f"{value:.3g} {unit or 'items'}/s"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 config``, ``3 configs``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def speedup_text(value: float | None) -> str:
     return f"{value:.2f}x" if value else "-"
 
@@ -174,20 +179,20 @@ def figures_row(label: str, figures: dict[str, Any] | None, failure: str | None 
 def result_table(result: Any) -> str:
     counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
     repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
-    measured = (f"{len(result.trials) - repeats} configs measured this run"
-                + (f" (+{repeats} repeats not re-run)" if repeats else "")) if result.trials else "measured by its workers"
+    measured = (f"{counted(len(result.trials) - repeats, 'config')} measured this run"
+                + (f" (+{counted(repeats, 'repeat')} not re-run)" if repeats else "")) if result.trials else "measured by its workers"
     lines = [
         f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
         f"; in the study: {counts}; {result.seconds:.0f} s",
     ]
     if result.winner is None and result.counts.get("ok") and not any(c.results for c in result.candidates):
         # Over --memory-budget, or outside a space file changed since they ran: neither may win (selection.py).
-        lines.append(f"{result.counts['ok']} configs passed their check, but none may win: each is over the memory "
+        lines.append(f"{counted(result.counts['ok'], 'config')} passed their check, but none may win: each is over the memory "
                      "budget or outside the space file as it is now (see `autotune report`): nothing re-measured, "
                      "nothing exported.")
         return "\n".join(lines)
     if result.winner is None and result.counts.get("ok"):
-        lines.append(f"{result.counts['ok']} configs passed their check, but none of them both passed again and fit "
+        lines.append(f"{counted(result.counts['ok'], 'config')} passed their check, but none of them both passed again and fit "
                      "the memory budget when re-measured: nothing exported.")
         return "\n".join(lines)
     if result.winner is None and not result.counts.get("incorrect"):

@@ -183,6 +183,7 @@ def test_a_resumed_study_judges_what_may_win_by_the_memory_budget_it_runs_under_
     free = search(None)
     assert free.trials[0].study_best > 0  # the trials run under 1 byte may win now
     assert free.winner is not None and free.export_path is not None
+    assert "study chmm-cpu-tiny, 1 config measured this run;" in result_table(free)
     assert study().user_attrs["memory_budget_bytes"] is None
     tight = search(1)  # and back: trials measured without a budget do not fit 1 byte
     assert tight.trials[0].study_best == 0 and tight.winner is None
@@ -444,7 +445,7 @@ def test_the_candidates_carry_their_median_in_the_search():
     # A config the space no longer allows (its file changed since it ran) is no candidate, and a warning says so.
     said = []
     chosen = candidates(trials, baseline, top=2, allows=lambda config: config["t"] != 3, on_stage=said.append)
-    assert [c.trial for c in chosen] == [0, 1] and "1 configs of the study are outside its space file" in said[0]
+    assert [c.trial for c in chosen] == [0, 1] and "the study holds 1 config outside its space file" in said[0]
 
 
 def test_a_study_resumed_after_its_space_file_changed_exports_a_config_the_space_allows(studies):
