@@ -211,7 +211,7 @@ def result_table(result: Any) -> str:
         figures_row(f"baseline #{baseline.trial}" if baseline.trial is not None else "baseline", baseline.figures(),
                     baseline.failure),
         f"  {'speedup':<16} {speedup_text(result.speedup):>24}   "
-        f"(re-measured side by side, {len(winner.results)} interleaved rounds)",
+        f"(re-measured side by side, {counted(len(winner.results), 'interleaved round')})",
         f"  {'check':<16} {check_line(winner.check)}",
         "",
         f"Exported to {result.export_path}",

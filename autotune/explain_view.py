@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping
 
-from autotune.console import rate
+from autotune.console import counted, rate
 from autotune.parameters import show
 
 __all__ = ["claims_html", "draw_waterfall", "explain_text", "get_explain_info", "interval_text"]
@@ -39,7 +39,10 @@ def _move(fix: Mapping[str, Any]) -> str:
 
 def _note(fix: Mapping[str, Any]) -> str:
     notes = []
-    if fix.get("alone_with"):
+    if fix.get("alone_with") and fix.get("verdict_from") == "in_winner" and fix.get("alone") is not None:
+        # Its alone figure holds the gain of the knobs it brought: the verdict reads the other column.
+        notes.append(f"alone with {', '.join(fix['alone_with'])}, so the verdict is from in the winner")
+    elif fix.get("alone_with"):
         notes.append(f"alone with {', '.join(fix['alone_with'])}")
     if fix.get("alone_not_allowed"):
         notes.append(f"alone: {fix['alone_not_allowed']}")
@@ -70,7 +73,7 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
         f"{doc.get('workload')} ({size or doc.get('size')}) on {doc.get('device')}: baseline "
         f"{rate(base.get('throughput'), unit)}, target {rate(target.get('throughput'), unit)}, "
         f"{interval_text(target.get('speedup'))} over the baseline",
-        f"({doc['rounds']} interleaved rounds, {doc['configs_measured']} configs; {doc['method']})",
+        f"({counted(doc['rounds'], 'interleaved round')}, {counted(doc['configs_measured'], 'config')}; {doc['method']})",
     ]
     if target.get("error"):
         lines.append(f"The target failed: {target['error']}")

@@ -5,6 +5,7 @@ multiplicative effects, timed by a seeded fake clock (so every figure is
 known); the command line runs a real, sleeping workload end to end.
 """
 
+import copy
 import json
 import random
 from pathlib import Path
@@ -96,6 +97,26 @@ def test_each_effect_is_recovered_within_its_interval(space):
     assert within(doc["path"][-1]["speedup"], 2 * 1.25 * 1.5 * 1.2)
 
 
+def test_a_fix_whose_alone_move_needs_other_fixes_is_judged_inside_the_winner():
+    """Alone, tile needs kernel fast (its condition) and wide needs batch 16 (a constraint): their alone figures
+    hold kernel's and batch's gains (2.5x, 1.8x), and were ruled "above claim" against their own claims.
+    Inside the winner each is its own (1.25 / 1.1 and 1.2). Kernel brings tile too, but tile is a knob kernel
+    turns on, part of the fix: its verdict stays on its alone figure."""
+    spec = copy.deepcopy(SPACE)
+    spec["parameters"]["tile"]["claims"] = {4: {"text": "a guide: 5-20%", "gain": [1.05, 1.2]}}
+    spec["parameters"]["wide"]["claims"] = {True: {"text": "a guide: 15-30%", "gain": [1.15, 1.3]}}
+    space = SearchSpace.from_dict(spec)
+    target = space.validate({"kernel": "fast", "tile": 4, "batch": 16, "noop": True, "wide": True})
+    doc = explain(space, space.baseline, target, fake_run(space), rounds=3)
+    fixes = {f["knob"]: f for f in doc["fixes"]}
+    assert fixes["tile"]["alone"]["low"] > 2.0 and fixes["wide"]["alone"]["low"] > 1.5  # the others' gains
+    assert (fixes["tile"]["verdict_from"], fixes["tile"]["verdict"]) == ("in_winner", "confirmed")  # 1.14x
+    assert (fixes["wide"]["verdict_from"], fixes["wide"]["verdict"]) == ("in_winner", "confirmed")  # 1.2x
+    assert (fixes["kernel"]["verdict_from"], fixes["kernel"]["verdict"]) == ("alone", "confirmed")
+    assert (fixes["batch"]["verdict_from"], fixes["batch"]["verdict"]) == ("alone", "below claim")
+    assert "alone with kernel, so the verdict is from in the winner" in explain_text({**doc, "size": "tiny"})
+
+
 def test_a_wrong_fix_is_incorrect_with_its_error_and_a_wrong_target_says_so(space):
     target = space.validate({"kernel": "fast", "tile": 4, "batch": 16, "unsafe": True})
     doc = explain(space, space.baseline, target, fake_run(space), rounds=2)
@@ -115,6 +136,7 @@ def test_the_shape_of_the_json_and_its_text(space):
         assert {"knob", "from", "to", "claim", "alone", "removed", "verdict"} <= set(fix)
     text = explain_text({**doc, "size": "tiny"})
     assert "kernel slow -> fast" in text and "2-3x" in text and "confirmed" in text
+    assert "(2 interleaved rounds, " in text and "(1 interleaved round, " in explain_text({**doc, "rounds": 1})
 
 
 def test_a_rerun_with_the_same_seed_gives_the_same_figures(space):
