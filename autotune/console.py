@@ -220,9 +220,10 @@ def result_table(result: Any) -> str:
         lines.insert(-2, "")
         lines.insert(-2, "What each choice did (best correct throughput in the study; how its trials ended):")
         width = max(12, *(len(str(o.value)) for o in result.choices))  # compile=max-autotune-no-cudagraphs
+        said = max(10, *(len(o.verdict) for o in result.choices))
         for outcome in result.choices:
             ended = ", ".join(f"{status} {n}" for status, n in sorted(outcome.statuses.items()))
-            lines.insert(-2, f"  {outcome.parameter:<16} {str(outcome.value):<{width}} {outcome.verdict:<10} "
+            lines.insert(-2, f"  {outcome.parameter:<16} {str(outcome.value):<{width}} {outcome.verdict:<{said}} "
                              f"{rate(outcome.best_throughput, result.unit):>22}  {ended}".rstrip())
     losers = [c for c in result.candidates if c is not winner and c.role != "baseline"]
     if losers:

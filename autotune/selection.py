@@ -202,31 +202,43 @@ class ChoiceOutcome:
     parameter: str
     value: Any
     measured: int  # trials (repeats not counted) that ran with this value
-    best_throughput: float | None  # best among those that passed their check
+    best_throughput: float | None  # best among those that passed their check (that may win, where one may)
     statuses: dict[str, int]  # how those trials ended
     in_winner: bool
+    over_budget: bool = False  # it passed its check, but only over the memory budget
+    lost_remeasure: bool = False  # its best trial beat the winner's in the search, then lost to it side by side
 
     @property
     def verdict(self) -> str:
+        # Each says why a value is not the winner's, even where its best in the search was faster.
         if self.in_winner:
             return "winner"
+        if self.over_budget:
+            return "over budget"
+        if self.lost_remeasure:
+            return "lost re-measure"
         if self.best_throughput is not None:
             return "slower"
         failed = {k: v for k, v in self.statuses.items() if k != "ok"}
         return ("incorrect" if set(failed) == {"incorrect"} else "failed") if failed else "not tried"
 
 
-def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config | None) -> list[ChoiceOutcome]:
+def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config | None,
+                    memory_budget_bytes: int | None = None, lost: frozenset[int] = frozenset()) -> list[ChoiceOutcome]:
     """For each tunable categorical knob and each of its values: how its trials ended.
 
     This is how a search says which kernels lost and why: slower than the
-    winner, incorrect, or failed (error, crash, timeout, oom).
+    winner, incorrect, failed (error, crash, timeout, oom), over the memory
+    budget, or faster in the search than the winner but slower when
+    re-measured beside it (its best trial among the ``lost`` candidates).
     """
     trials = [t for t in outcomes(study.get_trials(deepcopy=False)) if "config" in t.user_attrs]
     found = []
     # A conditional knob counts only where it was active (an inactive one holds its default).
     active = {t.number: space.active(t.user_attrs["config"]) for t in trials if set(space.parameters) <= set(t.user_attrs["config"])}
     winner_active = space.active(winner) if winner is not None else {}
+    beaten = max((t.user_attrs.get("throughput") or 0.0 for t in trials
+                  if winner is not None and t.user_attrs.get("config_key") == winner.key), default=math.inf)
     for param in space.tunable:
         if param.type != "categorical":
             continue
@@ -235,12 +247,16 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
                 t for t in trials
                 if active.get(t.number, {}).get(param.name) and t.user_attrs["config"].get(param.name) == value
             ]
-            correct = [t.user_attrs["throughput"] for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")]
+            correct = [t for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")]
+            fits = [t for t in correct if feasible(t, memory_budget_bytes)]
+            best = max(fits or correct, key=lambda t: (t.user_attrs["throughput"], -t.number), default=None)
             found.append(
                 ChoiceOutcome(
-                    param.name, value, len(mine), max(correct) if correct else None,
+                    param.name, value, len(mine), best.user_attrs["throughput"] if best else None,
                     dict(Counter(t.user_attrs.get("status", "unknown") for t in mine)),
                     bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
+                    over_budget=bool(correct) and not fits,
+                    lost_remeasure=best is not None and best.number in lost and best.user_attrs["throughput"] > beaten,
                 )
             )
     return found

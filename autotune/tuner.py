@@ -407,7 +407,8 @@ class Tuner:
             export_path=export_path,
             document=document,
             seconds=time.perf_counter() - started,
-            choices=choice_outcomes(study, self.space, winner.config if winner else None),
+            choices=choice_outcomes(study, self.space, winner.config if winner else None, self.memory_budget_bytes,
+                                    frozenset(c.trial for c in candidates if c.results and c is not winner)),
         )
 
     def _document(self, study: "optuna.Study", winner: Candidate, baseline: Candidate, speedup: float | None,

@@ -307,8 +307,10 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     for config, status, throughput in runs:
         trial = study.ask()
         trial.set_user_attr("config", config.to_dict())
+        trial.set_user_attr("config_key", config.key)
         trial.set_user_attr("status", status)
         trial.set_user_attr("throughput", throughput)
+        trial.set_user_attr("peak_memory_bytes", 2 * 10 ** 6 if config.get("messages") == "numba" else 1000)
         study.tell(trial, [throughput, 1.0])
     outcomes = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[1][0])}
     assert outcomes[("overlap_passes", False)].measured == 1  # the loop trial does not count
@@ -316,6 +318,13 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     assert outcomes[("overlap_passes", True)].verdict == "winner"
     assert outcomes[("messages", "loop")].verdict == "slower" and outcomes[("messages", "loop")].best_throughput == 20.0
     assert outcomes[("messages", "scan")].verdict == "not tried"
+    # Faster in the search than the winner, yet not its value: the row says why, not "slower".
+    again = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[0][0], lost=frozenset({1}))}
+    assert again[("overlap_passes", True)].verdict == "lost re-measure"  # 90 in the search against the winner's 20
+    beat = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[1][0], lost=frozenset({0}))}
+    assert beat[("messages", "loop")].verdict == "slower"  # a candidate that lost, but slower in the search too
+    budget = {(o.parameter, o.value): o for o in choice_outcomes(study, space, space.baseline, 10 ** 6)}
+    assert budget[("overlap_passes", True)].verdict == "over budget"  # its correct trial (numba) peaked at 2 MB
 
 
 def test_a_time_budget_stops_taking_trials_and_still_exports(tmp_path):
