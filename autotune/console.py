@@ -138,7 +138,7 @@ class Progress:
             note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"
                      else "  (cut short once warm: over 3x slower than the best)")
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
-        role = f" {record.role}" if record.role in ("baseline", "defaults") else ""
+        role = f" {record.role}" if record.role in ("baseline", "defaults", "probe") else ""
         counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
         self._echo(
             f"[{counter}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "

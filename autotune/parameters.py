@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["Claim", "Parameter", "parse_parameter", "show"]
 
 _TYPES = ("categorical", "int", "float")
-_PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help", "claims"}
+_PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help", "claims", "probe"}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -60,6 +60,8 @@ class Parameter:
     help: str = ""
     # A guide's claim per choice (keyed by show(choice)), read by `autotune explain`.
     claims: Mapping[str, Claim] = field(default_factory=dict, hash=False)
+    # Each choice is measured once with the defaults early in a new study (a kernel choice: see SearchSpace.firsts).
+    probe: bool = False
 
     def claim(self, value: Any) -> Claim | None:
         return self.claims.get(show(value))
@@ -235,7 +237,10 @@ def parse_parameter(name: str, spec: Any, earlier: set[str], fail: Fail) -> Para
         param = _categorical(name, spec, where, fail, condition, requires, choice_requires)
     else:
         param = _numeric(name, kind, spec, where, fail, condition, requires)
-    return replace(param, claims=_claims(param, spec.get("claims", {}), f"{where}.claims", fail))
+    probe = spec.get("probe", False)
+    if not isinstance(probe, bool) or (probe and kind != "categorical"):
+        raise fail(f"{where}.probe", "must be true or false, and true only for a parameter with choices")
+    return replace(param, claims=_claims(param, spec.get("claims", {}), f"{where}.claims", fail), probe=probe)
 
 
 def _claims(param: Parameter, raw: Any, where: str, fail: Fail) -> dict[str, Claim]:

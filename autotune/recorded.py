@@ -255,8 +255,9 @@ def space_document(space: SearchSpace, grids: Mapping[str, list[Any]]) -> dict[s
     """
     parameters: dict[str, Any] = {}
     for name, values in grids.items():
-        condition = space.parameters[name].condition
-        parameters[name] = {"choices": list(values), **({"condition": condition.text} if condition else {})}
+        condition, probe = space.parameters[name].condition, space.parameters[name].probe
+        parameters[name] = {"choices": list(values), **({"condition": condition.text} if condition else {}),
+                            **({"probe": True} if probe else {})}
     return {"schema_version": 1, "workload": space.workload, "parameters": parameters,
             "constraints": [c.text for c in space.constraints],
             "defaults": {name: space.defaults[name] for name in grids},

@@ -271,7 +271,7 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         config = " ".join(f"{k}={v}" for k, v in row["config"].items())
         if row["repeat_of"] is not None:
             config += f" (repeat of #{row['repeat_of']})"
-        if row["role"] in ("baseline", "defaults"):
+        if row["role"] in ("baseline", "defaults", "probe"):
             config = f"[{row['role']}] {config}"
         throughput = f"{row['throughput']:,.0f}" if row["throughput"] else None
         memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None

@@ -51,14 +51,16 @@ FIRST_ROLES = ("baseline", "defaults")
 
 
 def enqueue_first(study: "optuna.Study", firsts: list[tuple[dict[str, Any], str]]) -> None:
-    """Queue the baseline and the defaults in a new study, and again where a stop lost them (call under the lock).
+    """Queue the baseline, the defaults and the probes (``SearchSpace.firsts``) in a new study, and again where a
+    stop lost them (call under the lock).
 
     Queued only in a new study, a defaults trial stopped mid-run left the resumed study without the config
     autotune recommends. A study that never had them (made outside autotune) is left as it is.
     """
     trials = study.get_trials(deepcopy=False)
     for params, role in firsts:
-        mine = [t for t in trials if t.user_attrs.get("role") == role]
+        # A study has several probes: each is its own config.
+        mine = [t for t in trials if t.user_attrs.get("role") == role and (role != "probe" or t.params == params)]
         if not trials or (mine and all(t.user_attrs.get("lost") for t in mine)):
             study.enqueue_trial(params, user_attrs={"role": role})
 

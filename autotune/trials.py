@@ -36,7 +36,7 @@ class TrialRecord:
     number: int
     config: Config
     result: TrialResult
-    role: str = "search"  # "baseline" and "defaults" for the two enqueued first; "random" after a repeat
+    role: str = "search"  # "baseline", "defaults", "probe": enqueued first (SearchSpace.firsts); "random" after a repeat
     duplicate_of: int | None = None
     study_best: float = 0.0  # the best throughput that may win among the study's trials before this one
     fits_memory: bool = True  # within --memory-budget (see loop.tell); one over it can never win

@@ -283,11 +283,7 @@ class Tuner:
         return self.finish(study, records, started)
 
     def _firsts(self) -> list[tuple[dict[str, Any], str]]:
-        baseline, defaults = self.space.baseline, self.space.defaults
-        firsts = [(self.space.sampled_params(baseline), "baseline")]
-        if defaults != baseline:
-            firsts.append((self.space.sampled_params(defaults), "defaults"))
-        return firsts
+        return [(self.space.sampled_params(config), role) for config, role in self.space.firsts()]
 
     # -- many workers on one study ----------------------------------------------------
 

@@ -72,6 +72,8 @@ def test_baseline_is_defaults_overridden():
         (["parameters", "lr", "low"], float("nan"), "parameters.lr.low: must be a finite number"),
         (["parameters", "lr", "step"], float("inf"), "parameters.lr.step"),
         (["parameters", "chunk", "log"], "no", "parameters.chunk.log: must be true or false"),
+        (["parameters", "chunk", "probe"], True, "parameters.chunk.probe: must be true or false, and true only"),
+        (["parameters", "kernel", "probe"], "yes", "parameters.kernel.probe"),
     ],
 )
 def test_validation_names_file_key_and_problem(path, value, fragment):
@@ -199,6 +201,22 @@ def test_constraints_restrict_combinations_with_arithmetic():
     assert space.violated(space.defaults.replace(x=64, y=8)) == "32 <= x * y <= 256"
     assert space.violated(space.defaults.replace(pad=1)) == "pad == 0 or x % 32 != 0"
     assert space.violated(space.defaults.replace(x=16, pad=1)) is None
+
+
+def test_a_new_study_measures_the_baseline_the_defaults_then_each_choice_of_a_probe_knob_on_the_defaults():
+    data = copy.deepcopy(SPACE)
+    data["parameters"]["kernel"] = {"choices": ["loop", "scan", "fused"], "probe": True}
+    data["parameters"]["dtype"]["probe"] = True  # its float16 breaks the constraint: left out, never measured
+    data["constraints"] = ["dtype != 'float16' or kernel == 'loop'", "kernel != 'fused' or dtype == 'float64'"]
+    s = space(data).for_device(PROFILES["v100"])
+    firsts = [(role, dict(config)) for config, role in s.firsts()]
+    assert [role for role, _ in firsts] == ["baseline", "defaults", "probe", "probe"]
+    assert firsts[0][1]["dtype"] == "float64" and firsts[1][1] == dict(s.defaults)
+    # In knob order: float64 on the defaults is the baseline (once), bfloat16 is not on a V100, float16 with
+    # the loop is kept; then scan on the defaults, and fused, which breaks a constraint on them, is left out.
+    assert firsts[2][1] == {**s.defaults, "dtype": "float16"} and firsts[3][1] == {**s.defaults, "kernel": "scan"}
+    assert not any(s.violated(config) for config, _ in s.firsts())
+    assert [role for _, role in space().firsts()] == ["baseline", "defaults"]  # no probe: as before
 
 
 def test_a_config_set_by_hand_that_breaks_a_constraint_is_refused():

@@ -29,6 +29,10 @@ def test_chmm_search_exports_resumes_and_loads(studies):
         tuner.close()
     measured = [r for r in seen if r.duplicate_of is None]
     assert len(measured) == 5 and seen[0].number == 0 and seen[0].role == "baseline"
+    # A new study measures the baseline, the defaults, then each kernel (chmm's probe knob) on the defaults.
+    firsts = [(config, role) for config, role in tuner.space.firsts()]
+    assert [role for _, role in firsts][:2] == ["baseline", "defaults"] and len(firsts) >= 3  # numba or not
+    assert [(r.config, r.role) for r in seen[:len(firsts)]] == firsts
     for repeat in (r for r in seen if r.duplicate_of is not None):
         assert repeat.config == next(r.config for r in measured if r.number == repeat.duplicate_of)
     assert seen[0].config == tuner.space.baseline
@@ -154,7 +158,7 @@ def test_memory_budget_makes_big_configs_infeasible(studies):
     finally:
         tuner.close()
     study = optuna.load_study(study_name="chmm-cpu-tiny", storage=f"sqlite:///{studies / 'autotune.db'}")
-    assert all(t.constraints["fits_memory"] > 0 for t in study.trials)
+    assert all(t.constraints["fits_memory"] > 0 for t in study.trials if t.state.is_finished())  # a probe waits in the queue
     assert result.trials[0].result.status == "ok"
     assert result.winner is None and result.export_path is None
     assert not (studies / "chmm" / "cpu-tiny.json").exists()
@@ -230,7 +234,7 @@ def test_interrupt_keeps_completed_trials_and_resume_goes_on(studies, monkeypatc
         tuner.close()
     storage = f"sqlite:///{studies / 'autotune.db'}"
     study = optuna.load_study(study_name="chmm-cpu-tiny", storage=storage)
-    states = [t.state for t in study.trials]
+    states = [t.state for t in study.trials if t.state != optuna.trial.TrialState.WAITING]  # the probes wait
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL]
     assert "interrupted" in study.trials[1].user_attrs["error"]
     resumed = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1)
@@ -239,7 +243,8 @@ def test_interrupt_keeps_completed_trials_and_resume_goes_on(studies, monkeypatc
     finally:
         resumed.close()
     trials = optuna.load_study(study_name="chmm-cpu-tiny", storage=storage).trials
-    assert len([t for t in trials if "restricted" not in t.user_attrs]) == 3  # restricted asks are no trials
+    finished = [t for t in trials if t.state.is_finished() and "restricted" not in t.user_attrs]
+    assert len(finished) == 3  # restricted asks are no trials
 
 
 def test_repeats_cost_no_budget_and_an_exhausted_space_ends(studies, tmp_path):
@@ -279,12 +284,13 @@ def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
 
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
                   sampler=Stuck())
+    n_trials = len(tuner.space.firsts()) + 2  # the baseline, the defaults and the probes come first
     try:
-        result = tuner.search(n_trials=4)
+        result = tuner.search(n_trials=n_trials)
     finally:
         tuner.close()
     measured = [r for r in result.trials if r.duplicate_of is None]
-    assert len(measured) == 4 and len({r.config for r in measured}) == 4
+    assert len(measured) == n_trials and len({r.config for r in measured}) == n_trials
     # The sampler may ask again after a repeat; REPEAT_LIMIT repeats in a row bring a neighbour of the best.
     from autotune.loop import REPEAT_LIMIT
 
