@@ -273,6 +273,7 @@ def workload_text(cls: Any, space: Any) -> str:
     for row in rows:
         extra = [f"when {row['condition']}"] if row["condition"] else []
         extra += [f"needs {row['requires']}"] if row["requires"] else []
+        extra += ["each choice measured on the defaults in a new study"] if row.get("probe") else []
         line = (f"  {row['name']:<{width['name']}}  {row['values']:<{width['values']}}  "
                 f"default {row['default']:<{width['default']}}  baseline {row['baseline']:<{width['baseline']}}")
         lines.append((line + (f"  ({'; '.join(extra)})" if extra else "")).rstrip())

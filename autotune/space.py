@@ -401,6 +401,7 @@ class SearchSpace:
                 "requires": "; ".join([", ".join(sorted(p.requires))] * bool(p.requires) + [
                     f"{choice}: {', '.join(sorted(needs))}" for choice, needs in p.choice_requires.items()]),
                 "help": p.help,
+                "probe": p.probe,
             }
             for p in self.parameters.values()
         ]

@@ -173,7 +173,7 @@ def test_list_and_devices(tmp_path):
     listing = run_cli("list", cwd=tmp_path)
     assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
     # What each value needs of a device, so that a user sees why a search here does not offer it.
-    assert "(needs numba: cpu, numba; chained: cuda)" in listing.stdout
+    assert "(needs numba: cpu, numba; chained: cuda; each choice measured on the defaults in a new study)" in listing.stdout
     for line in ("ten  (unit: tokens", "vlm_mc  (unit: images", "latentwire  (unit: tokens", "lsd  (unit: frames"):
         assert line in listing.stdout, line
     # Each workload's columns line up, however long a value (lsd's compile modes, its grad_mode default).
