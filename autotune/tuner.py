@@ -5,7 +5,7 @@ One search is:
 1. validate everything (workload, size, device, space) before writing anything;
 2. open (or resume) the study ``<workload>-<device>-<size>`` in the storage;
 3. make sure the reference output is cached (the workload's reference config);
-4. enqueue the baseline and defaults as the first trials of a new study;
+4. enqueue the baseline, the defaults and any probes as the first trials of a new study (SearchSpace.firsts);
 5. run the trial budget (the time budget starts once those two are measured):
    each config is measured and checked in a fresh process; an incorrect or
    out-of-memory result is infeasible, so it can never be chosen;
