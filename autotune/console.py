@@ -31,8 +31,8 @@ def rate(value: float | None, unit: str | None) -> str:
     return f"{value:,.0f} {unit or 'items'}/s" if value >= 100 else f"{value:.3g} {unit or 'items'}/s"
 
 
-def counted(n: int, noun: str) -> str:
-    """``1 config``, ``3 configs``."""
+def plural(n: int, noun: str) -> str:
+    """``1 config``, ``3 configs`` (not :func:`autotune.trials.counted`, the trials a budget counts)."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
@@ -179,20 +179,20 @@ def figures_row(label: str, figures: dict[str, Any] | None, failure: str | None 
 def result_table(result: Any) -> str:
     counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
     repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
-    measured = (f"{counted(len(result.trials) - repeats, 'config')} measured this run"
-                + (f" (+{counted(repeats, 'repeat')} not re-run)" if repeats else "")) if result.trials else "measured by its workers"
+    measured = (f"{plural(len(result.trials) - repeats, 'config')} measured this run"
+                + (f" (+{plural(repeats, 'repeat')} not re-run)" if repeats else "")) if result.trials else "measured by its workers"
     lines = [
         f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
         f"; in the study: {counts}; {result.seconds:.0f} s",
     ]
     if result.winner is None and result.counts.get("ok") and not any(c.results for c in result.candidates):
         # Over --memory-budget, or outside a space file changed since they ran: neither may win (selection.py).
-        lines.append(f"{counted(result.counts['ok'], 'config')} passed their check, but none may win: each is over the memory "
+        lines.append(f"{plural(result.counts['ok'], 'config')} passed their check, but none may win: each is over the memory "
                      "budget or outside the space file as it is now (see `autotune report`): nothing re-measured, "
                      "nothing exported.")
         return "\n".join(lines)
     if result.winner is None and result.counts.get("ok"):
-        lines.append(f"{counted(result.counts['ok'], 'config')} passed their check, but none of them both passed again and fit "
+        lines.append(f"{plural(result.counts['ok'], 'config')} passed their check, but none of them both passed again and fit "
                      "the memory budget when re-measured: nothing exported.")
         return "\n".join(lines)
     if result.winner is None and not result.counts.get("incorrect"):
@@ -211,7 +211,7 @@ def result_table(result: Any) -> str:
         figures_row(f"baseline #{baseline.trial}" if baseline.trial is not None else "baseline", baseline.figures(),
                     baseline.failure),
         f"  {'speedup':<16} {speedup_text(result.speedup):>24}   "
-        f"(re-measured side by side, {counted(len(winner.results), 'interleaved round')})",
+        f"(re-measured side by side, {plural(len(winner.results), 'interleaved round')})",
         f"  {'check':<16} {check_line(winner.check)}",
         "",
         f"Exported to {result.export_path}",
@@ -273,7 +273,7 @@ def workload_text(cls: Any, space: Any) -> str:
     for row in rows:
         extra = [f"when {row['condition']}"] if row["condition"] else []
         extra += [f"needs {row['requires']}"] if row["requires"] else []
-        extra += ["each choice measured on the defaults in a new study"] if row.get("probe") else []
+        extra += ["each choice measured on the defaults in a new study"] if row["probe"] else []
         line = (f"  {row['name']:<{width['name']}}  {row['values']:<{width['values']}}  "
                 f"default {row['default']:<{width['default']}}  baseline {row['baseline']:<{width['baseline']}}")
         lines.append((line + (f"  ({'; '.join(extra)})" if extra else "")).rstrip())

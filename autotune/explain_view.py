@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping
 
-from autotune.console import counted, rate
+from autotune.console import plural, rate
 from autotune.parameters import show
 
 __all__ = ["claims_html", "draw_waterfall", "explain_text", "get_explain_info", "interval_text"]
@@ -73,7 +73,7 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
         f"{doc.get('workload')} ({size or doc.get('size')}) on {doc.get('device')}: baseline "
         f"{rate(base.get('throughput'), unit)}, target {rate(target.get('throughput'), unit)}, "
         f"{interval_text(target.get('speedup'))} over the baseline",
-        f"({counted(doc['rounds'], 'interleaved round')}, {counted(doc['configs_measured'], 'config')}; {doc['method']})",
+        f"({plural(doc['rounds'], 'interleaved round')}, {plural(doc['configs_measured'], 'config')}; {doc['method']})",
     ]
     if target.get("error"):
         lines.append(f"The target failed: {target['error']}")

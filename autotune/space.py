@@ -207,7 +207,7 @@ class SearchSpace:
         A probe is for a kernel choice whose worth depends on the other knobs: TPE judges a value by the trials
         it drew it in, and a 20-trial chmm search that drew numba only with the slow per-step count update
         (each slower than the loop kernel with batched counts) never drew it again and ended at 6.9x, where
-        numba with the defaults' batched counts runs 65x.
+        numba with the defaults' batched counts reached 57-69x in the runs timed (benchmarks/quick_start.md).
         """
         found = {self.baseline.key: (self.baseline, "baseline")}
         found.setdefault(self.defaults.key, (self.defaults, "defaults"))
