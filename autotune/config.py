@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Collection, Iterator, Mapping
 
 from autotune.exceptions import InvalidConfigError
 from autotune.export import SCHEMA_VERSION, ExportDocument, write_json
@@ -81,9 +81,11 @@ class Config(Mapping[str, Any]):
     def replace(self, **changes: Any) -> "Config":
         return Config(self._values, **changes)
 
-    def describe(self) -> str:
-        """``name=value`` pairs on one line, for progress output."""
-        return " ".join(f"{name}={value}" for name, value in self._values.items())
+    def describe(self, unused: Collection[str] = ()) -> str:
+        """``name=value`` pairs on one line, for progress output; the knobs in ``unused`` (inactive under the
+        others, so holding their defaults) are named after the pairs, not shown with a value that does nothing."""
+        pairs = " ".join(f"{name}={value}" for name, value in self._values.items() if name not in unused)
+        return pairs + (f" (no effect under these: {', '.join(sorted(unused))})" if unused else "")
 
 
 def studies_dir() -> Path:

@@ -161,6 +161,7 @@ def result_json(result: Any) -> dict[str, Any]:
         "trials_run": len(result.trials), "counts": result.counts,
         "winner": candidate_json(result.winner), "baseline": candidate_json(result.baseline),
         "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
+        "unused": list(result.unused),
         "choices": [{"parameter": o.parameter, "value": o.value, "verdict": o.verdict, "measured": o.measured,
                      "best_throughput": o.best_throughput, "statuses": o.statuses} for o in result.choices],
         "candidates": [candidate_json(c) for c in result.candidates], "seconds": result.seconds,
@@ -204,7 +205,7 @@ def result_table(result: Any) -> str:
         return "\n".join(lines)
     winner, baseline = result.winner, result.baseline
     lines += [
-        f"Best config (trial #{winner.trial}): {winner.config.describe()}",
+        f"Best config (trial #{winner.trial}): {winner.config.describe(result.unused)}",
         "",
         f"  {'':<16} {'throughput':>24}  {'peak memory':>10}  spread",
         figures_row(f"best #{winner.trial}", winner.figures()),

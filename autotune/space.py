@@ -331,6 +331,10 @@ class SearchSpace:
             seen[name] = config[name] if active[name] else None
         return active
 
+    def unused(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        """The knobs ``config`` leaves inactive: they hold their defaults and do nothing in its run."""
+        return tuple(name for name, on in self.active(config).items() if not on)
+
     def check_study(self, study: "optuna.Study", where: str) -> None:
         """Refuse a study whose trials sampled a knob in a way this space cannot (a categorical with other
         choices, a range on another scale): Optuna would raise at the first ask, mid-search, with a traceback."""

@@ -79,6 +79,7 @@ class SearchResult:
     document: dict[str, Any] | None
     seconds: float
     choices: list[ChoiceOutcome] = field(default_factory=list)
+    unused: tuple[str, ...] = ()  # the winner's knobs that its other knobs leave inactive (at their defaults)
 
 
 class Tuner:
@@ -405,6 +406,7 @@ class Tuner:
             seconds=time.perf_counter() - started,
             choices=choice_outcomes(study, self.space, winner.config if winner else None, self.memory_budget_bytes,
                                     frozenset(c.trial for c in candidates if c.results and c is not winner)),
+            unused=self.space.unused(winner.config) if winner else (),
         )
 
     def _document(self, study: "optuna.Study", winner: Candidate, baseline: Candidate, speedup: float | None,

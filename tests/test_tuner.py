@@ -11,7 +11,7 @@ import autotune
 from autotune.check import Check
 from autotune.config import Config
 from autotune.exceptions import SearchSpaceError, StorageError
-from autotune.console import result_table
+from autotune.console import result_json, result_table
 from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
 from tests.conftest import BROKEN, FAST_MEASURER
@@ -50,6 +50,14 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     assert document["environment"]["torch"] and document["environment"]["cpu_threads"] >= 1
     cfg = autotune.load_config("chmm", device="auto")
     assert dict(cfg) == document["config"] and cfg.speedup == document["speedup"]
+    # The export holds every knob; the table says which of them do nothing under the winner's other knobs
+    # (chmm's chunk size is the scan's, its indices and workspace the loop kernel's: one kernel wins).
+    unused = [name for name, on in tuner.space.active(result.winner.config).items() if not on]
+    assert unused and result.unused == tuple(unused) and result_json(result)["unused"] == unused
+    best_line = next(line for line in result_table(result).splitlines() if line.startswith("Best config"))
+    assert best_line.endswith(f"(no effect under these: {', '.join(sorted(unused))})")
+    assert all(f"{name}=" not in best_line for name in unused), best_line
+    assert all(f"{name}={value}" in best_line for name, value in result.winner.config.items() if name not in unused)
 
     # The same command again adds trials to the same study; its progress starts from the study's best.
     resumed = []
