@@ -347,9 +347,9 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
         tuner.close()
     heading = {"workload": tuner.workload_class.name, "device": tuner.device.name, "size": tuner.size}
     if as_json:
-        click.echo(json.dumps({**result.to_dict(), **heading}, indent=2))
+        click.echo(json.dumps({**result.to_dict(), **heading, "unused": list(tuner.space.unused(config))}, indent=2))
     else:
-        click.echo(run_text(result, config, **heading))
+        click.echo(run_text(result, config, **heading, unused=tuner.space.unused(config)))
     sys.exit(0 if result.status == "ok" else 1)
 
 

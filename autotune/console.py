@@ -247,9 +247,9 @@ def best_text(doc: Any, source: str) -> str:
     ])
 
 
-def run_text(result: Any, config: Any, workload: str, device: str, size: str) -> str:
-    """`autotune run`: one config's measurement and check."""
-    lines = [f"{workload} ({size}) on {device}: {result.status}", f"  config       {config.describe()}"]
+def run_text(result: Any, config: Any, workload: str, device: str, size: str, unused: tuple[str, ...] = ()) -> str:
+    """`autotune run`: one config's measurement and check; ``unused`` are the knobs with no effect under it."""
+    lines = [f"{workload} ({size}) on {device}: {result.status}", f"  config       {config.describe(unused)}"]
     if result.throughput is not None:
         lines += [
             f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "

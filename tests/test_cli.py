@@ -102,6 +102,18 @@ def test_run_json_shape(tmp_path):
     assert data["status"] == "ok" and data["unit"] == "timesteps" and data["config"]["dtype"] == "float64"
     assert data["throughput"] > 0 and data["peak_memory_bytes"] > 0 and data["warmup_seconds"] > 0
     assert set(data["check"]) >= {"error", "tolerance", "passed"} and data["check"]["passed"] is True
+    assert data["unused"] == ["chunk_size", "overlap_passes"]  # the scan's and numba's: the loop kernel runs
+
+
+def test_run_names_the_knobs_that_have_no_effect_under_its_config(tmp_path):
+    done = run_cli("run", "-w", "chmm", "-s", "tiny", "-d", "cpu", "--min-time", "0.05", "--set", "messages=scan",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("  config"))
+    assert "messages=scan" in line and "chunk_size=" in line  # the scan's chunk size acts
+    # The loop kernel's and numba's knobs hold their defaults and do nothing: named, without a value.
+    assert line.endswith("(no effect under these: indices, overlap_passes, workspace)"), line
+    assert "indices=" not in line and "workspace=" not in line and "overlap_passes=" not in line
 
 
 @pytest.mark.parametrize("workload", ["vlm_mc", "lsd", pytest.param("ten", marks=pytest.mark.slow),
