@@ -305,7 +305,7 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
     if as_json:
         click.echo(json.dumps(cfg.document, indent=2))
         return
-    click.echo(best_text(cfg.export, cfg.source))
+    click.echo(best_text(cfg.export, cfg.source, cfg.unused))
 
 
 # -- run ----------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from autotune.config import Config
+
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
            "simulation_table", "workload_text"]
 
@@ -234,11 +236,12 @@ def result_table(result: Any) -> str:
     return "\n".join(lines)
 
 
-def best_text(doc: Any, source: str) -> str:
-    """`autotune best`: an export document (:class:`~autotune.export.ExportDocument`) as a table."""
+def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
+    """`autotune best`: an export document (:class:`~autotune.export.ExportDocument`) as a table; ``unused``
+    are the knobs with no effect under its config."""
     return "\n".join([
         f"{doc.workload} ({doc.size}) on {doc.device} ({doc.device_name or ''}), from {source}",
-        f"Best config (trial #{doc.trial}): " + " ".join(f"{k}={v}" for k, v in doc.config.items()),
+        f"Best config (trial #{doc.trial}): {Config(doc.config).describe(unused)}",
         "",
         figures_row("best", doc.measured),
         figures_row("baseline", doc.baseline),

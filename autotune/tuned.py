@@ -52,15 +52,19 @@ class TunedConfig(Mapping[str, Any]):
     ``cfg["dtype"]`` is a knob's value; ``cfg.speedup``, ``cfg.measured``,
     ``cfg.baseline``, ``cfg.check`` and ``cfg.environment`` come from the run
     that chose it. ``cfg.source`` says which file it came from, or
-    ``"defaults"`` when nothing was tuned yet.
+    ``"defaults"`` when nothing was tuned yet. ``cfg.unused`` names the knobs
+    that have no effect under the others (a kernel's knobs when another
+    kernel won): they hold their defaults.
     """
 
-    def __init__(self, document: ExportDocument | Mapping[str, Any], source: str) -> None:
+    def __init__(self, document: ExportDocument | Mapping[str, Any], source: str,
+                 unused: tuple[str, ...] = ()) -> None:
         if not isinstance(document, ExportDocument):
             document = ExportDocument.from_json(document, source)
         self.export = document
         self._config = Config(document.config)
         self.source = source
+        self.unused = unused
 
     def __getitem__(self, name: str) -> Any:
         return self._config[name]
@@ -161,7 +165,8 @@ def load_config(
     candidates = [path for folder in folders for path in _exports(folder, device, size)]
     for path in candidates:
         if path.is_file():
-            return TunedConfig(_validated(read_document(path), space, path), str(path))
+            document = _validated(read_document(path), space, path)
+            return TunedConfig(document, str(path), space.unused(space.complete(document.config)))
     if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config" (imports the workload)
         get_workload_class(workload).size_named(size)
     # Name the pattern searched, not only the files that happened to be tried.
@@ -177,4 +182,5 @@ def load_config(
         "space's defaults",
         stacklevel=2,
     )
-    return TunedConfig(ExportDocument(space.defaults.to_dict(), workload, device), "defaults")
+    return TunedConfig(ExportDocument(space.defaults.to_dict(), workload, device), "defaults",
+                       space.unused(space.defaults))

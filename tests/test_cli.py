@@ -171,6 +171,10 @@ def test_search_then_best(tmp_path):
                 "check", "environment", "study", "trial"):
         assert key in document
     assert set(document["measured"]) >= {"throughput", "unit", "peak_memory_bytes", "iqr_seconds"}
+    # As in the search's table, the knobs with no effect under the winner are named, not shown with a value.
+    best_line = next(line for line in run_cli("best", "-w", "chmm", "-d", "cpu", "-s", "tiny", cwd=tmp_path)
+                     .stdout.splitlines() if line.startswith("Best config"))
+    assert best_line in done.stdout and "(no effect under these: chunk_size" in best_line, best_line
     for outcome in ("winner", "slower"):
         assert outcome in done.stdout  # what each choice did
     report = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-o", "out/report.html", cwd=tmp_path)

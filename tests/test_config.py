@@ -34,6 +34,9 @@ def test_load_config_reads_the_exported_file(tmp_path):
     assert dict(cfg) == {"dtype": "float64"}
     with pytest.raises(TypeError):
         cfg["dtype"] = "float32"  # type: ignore[index]
+    assert cfg.unused == ("chunk_size", "overlap_passes")  # the loop kernel (the default) has neither
+    write_tuned_config(_document(config={"messages": "numba"}), config_path("chmm", "cpu", "small", tmp_path))
+    assert load_config("chmm", device="cpu", studies=tmp_path).unused == ("chunk_size", "indices", "workspace")
 
 
 def test_load_config_honours_the_environment_variable(tmp_path, monkeypatch):
