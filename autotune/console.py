@@ -286,7 +286,9 @@ def workload_text(cls: Any, space: Any) -> str:
 
 def devices_json(found: list[Any], profiles: dict[str, Any]) -> dict[str, Any]:
     return {
-        "detected": [{"profile": d.profile.name, "name": d.name, "memory_bytes": d.memory_bytes, **d.details} for d in found],
+        # A detected device's capabilities are its profile's and what was found here (bf16 on this CPU, numba).
+        "detected": [{"profile": d.profile.name, "name": d.name, "memory_bytes": d.memory_bytes, **d.details,
+                      "capabilities": sorted(d.profile.capabilities)} for d in found],
         "profiles": {p.name: {"kind": p.kind, "description": p.description, "memory_bytes": p.memory_bytes,
                               "capabilities": sorted(p.capabilities)} for p in profiles.values()},
     }
@@ -296,7 +298,8 @@ def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:
     """`autotune devices`: what was found here (auto takes the first), then every profile."""
     lines = ["Detected (--device auto picks the first, --device cuda the first CUDA GPU):"]
     lines += [f"  {d.profile.name:<12} {d.name}  {format_bytes(d.memory_bytes)}"
-              + "".join(f"  {k}={v}" for k, v in d.details.items()) for d in found]
+              + "".join(f"  {k}={v}" for k, v in d.details.items())
+              + f"\n  {'':<12} capabilities here: {', '.join(sorted(d.profile.capabilities))}" for d in found]
     lines += ["", "Profiles:"]
     lines += [f"  {p.name:<12} {p.description:<58} {format_bytes(p.memory_bytes):>10}  {', '.join(sorted(p.capabilities))}"
               for p in profiles.values()]

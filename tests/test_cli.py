@@ -200,6 +200,14 @@ def test_list_and_devices(tmp_path):
     found = run_cli("devices", "--json", cwd=tmp_path)
     data = json.loads(found.stdout)
     assert data["detected"][-1]["profile"] == "cpu" and "v100" in data["profiles"]
+    # What a search here may use: the profile's capabilities and what detection found (numba, installed by
+    # default; bf16 where the processor has it), which the profile table alone does not show.
+    from autotune.devices import detect
+
+    here = sorted(detect()[-1].profile.capabilities)
+    assert data["detected"][-1]["capabilities"] == here and "numba" in here
+    assert "numba" not in data["profiles"]["cpu"]["capabilities"]
+    assert f"capabilities here: {', '.join(here)}" in run_cli("devices", cwd=tmp_path).stdout
 
 
 def test_console_script_is_installed():
