@@ -144,7 +144,7 @@ class Progress:
         counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
         self._echo(
             f"[{counter}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "
-            f"best {rate(self.best, result.unit)}  {record.config.describe()}{note}{error}"
+            f"best {rate(self.best, result.unit)}  {record.config.describe(record.unused)}{note}{error}"
         )
 
 

@@ -114,7 +114,8 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", tria
         known[config.key] = trial.number
     guard(lambda: _record(trial, to_attrs(result, config, role, duplicate_of)), "recording a trial")
     fits = guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
-    return TrialRecord(trial.number, config, result, role, duplicate_of, fits_memory=fits)
+    return TrialRecord(trial.number, config, result, role, duplicate_of, fits_memory=fits,
+                       unused=tuner.space.unused(config))
 
 
 def _reject(study: "optuna.Study", trial: "optuna.Trial", config: Config, broken: str, guard: Retry) -> None:

@@ -40,6 +40,7 @@ class TrialRecord:
     duplicate_of: int | None = None
     study_best: float = 0.0  # the best throughput that may win among the study's trials before this one
     fits_memory: bool = True  # within --memory-budget (see loop.tell); one over it can never win
+    unused: tuple[str, ...] = ()  # knobs with no effect under the others (SearchSpace.unused): progress names them
 
 
 def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int | None) -> dict[str, Any]:

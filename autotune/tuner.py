@@ -195,7 +195,8 @@ class Tuner:
             warnings.warn(f"the cached reference {request.reference_path} is not plain tensor data "
                           "(corrupt, or not written by autotune); computing it again", stacklevel=2)
             request.reference_path.unlink()
-        self.on_stage(f"computing the reference output ({self.reference_config.describe()})")
+        self.on_stage(f"computing the reference output "
+                      f"({self.reference_config.describe(self.space.unused(self.reference_config))})")
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         result = self.runner.run(request, timeout=max(self.runner.timeout * 4, 600))
         if result.status != "ok":

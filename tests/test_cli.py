@@ -240,6 +240,12 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     quiet = Progress(quiet=True, total=2)
     quiet.trial(records[0], 1, 2)
     assert capsys.readouterr().err == ""
+    # A knob the others leave inactive is named, not shown with the default it holds.
+    Progress(quiet=False, total=2, bar=False).trial(
+        TrialRecord(3, Config(x=3, y=5), TrialResult("ok", {"x": 3, "y": 5}, unit="items", throughput=1.0),
+                    unused=("y",)), 2, 2)
+    err = capsys.readouterr().err
+    assert "x=3 (no effect under these: y)" in err and "y=5" not in err
     # Over --memory-budget, a config cannot win: it is not "best", and its line says so.
     budget = Progress(quiet=False, total=2, bar=False, memory_budget_bytes=2**19)
     budget.trial(dataclasses.replace(records[0], fits_memory=False), 1, 2)  # as loop.tell finds it

@@ -33,6 +33,9 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     firsts = [(config, role) for config, role in tuner.space.firsts()]
     assert [role for _, role in firsts][:2] == ["baseline", "defaults"] and len(firsts) >= 3  # numba or not
     assert [(r.config, r.role) for r in seen[:len(firsts)]] == firsts
+    # Each progress line names the knobs its config leaves inactive (one kernel's knobs under another).
+    assert all(r.unused == tuple(n for n, on in tuner.space.active(r.config).items() if not on) for r in seen)
+    assert all(r.unused for r in seen)  # chmm's chunk size is the scan's alone; indices the loop kernel's
     for repeat in (r for r in seen if r.duplicate_of is not None):
         assert repeat.config == next(r.config for r in measured if r.number == repeat.duplicate_of)
     assert seen[0].config == tuner.space.baseline
