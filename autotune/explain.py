@@ -240,15 +240,17 @@ class Measured:
 
 
 def measure(configs: Measured, run: Callable[[Config], "TrialResult"], rounds: int,
-            on_progress: Callable[[int, int, str], None] = lambda done, total, what: None) -> None:
-    """Measure every config ``rounds`` times, interleaved: each round starts one config later."""
+            on_progress: Callable[[int, int, str], None] = lambda done, total, what: None,
+            unused: Callable[[Config], tuple[str, ...]] = lambda config: ()) -> None:
+    """Measure every config ``rounds`` times, interleaved: each round starts one config later (``unused``:
+    the knobs a config leaves inactive, named as such in the progress)."""
     keys = list(configs.configs)
     total, done = rounds * len(keys), 0
     for round_index in range(rounds):
         shift_by = round_index % len(keys)
         for key in keys[shift_by:] + keys[:shift_by]:
             config = configs.configs[key]
-            on_progress(done, total, f"round {round_index + 1}/{rounds}: {config.describe()}")
+            on_progress(done, total, f"round {round_index + 1}/{rounds}: {config.describe(unused(config))}")
             configs.results[key].append(run(config))
             done += 1
 
@@ -275,7 +277,7 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     # The path is planned from the solo gains; until they are known, its length is a guess for the progress.
     extra = [s for s in path(space, baseline, target, fixes, {}) if s.config.key not in first.configs]
     total = rounds * (len(first.configs) + (len(extra) + 1 if extra else 0))
-    measure(first, run, rounds, lambda done, _, what: on_progress(done, total, what))
+    measure(first, run, rounds, lambda done, _, what: on_progress(done, total, what), space.unused)
     base = first.of(baseline)
     alone = {f.knob: speedup(base, first.of(f.alone), seed) for f in fixes if f.alone is not None}
     steps = path(space, baseline, target, fixes, {k: v["value"] for k, v in alone.items() if v is not None})
@@ -287,7 +289,7 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     if len(second.configs) > 1:
         offset = rounds * len(first.configs)
         total = offset + rounds * len(second.configs)
-        measure(second, run, rounds, lambda done, _, what: on_progress(offset + done, total, what))
+        measure(second, run, rounds, lambda done, _, what: on_progress(offset + done, total, what), space.unused)
     else:
         total = rounds * len(first.configs)
     on_progress(total, total, "")

@@ -167,6 +167,9 @@ def test_progress_counts_every_measurement_and_ends_at_the_total(space, capsys):
     assert [done for done, _, _ in calls] == list(range(len(measured) + 1))  # one call per measurement, then the end
     assert calls[-1][:2] == (len(measured), len(measured))  # the total the bar ends at is what was measured
     assert all(what.startswith("round ") for _, _, what in calls[:-1])
+    # A config's inactive knob (the fast kernel's tile under the slow one) is named, not shown with a value.
+    slow = [what for _, _, what in calls[:-1] if "kernel=slow" in what]
+    assert slow and all(what.endswith("(no effect under these: tile)") and "tile=" not in what for what in slow)
     bar = Progress(quiet=False, total=None, bar=True, unit="config")
     for call in calls:
         bar.step(*call)
