@@ -327,7 +327,12 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
                               "No exported config for this study yet: the search ended without a config that passed "
                               "its check, or it has not finished. Nothing to compare."))
     else:
-        info.sections.append(("winner", "Tuned against baseline", _draw_winner(winner), None))
+        from autotune.console import check_line  # a check reads as it does in the terminal
+
+        # The figure shows how much faster; the note says what won (the export's config, every knob) and its check.
+        info.sections.append(("winner", "Tuned against baseline", _draw_winner(winner), f"Trial #{winner['trial']} won, "
+                              "exported as: " + " ".join(f"{k}={v}" for k, v in winner["config"].items())
+                              + f"; check {check_line(document.get('check'))}"))
     if explanation is None:
         info.sections.append(("explain", "What each fix bought", None,
                               "No explanation of this study yet: `autotune explain` measures each fix alone and "

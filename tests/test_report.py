@@ -1,5 +1,7 @@
 """The report's data functions on studies with known trials, and the page they make."""
 
+import html
+
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
@@ -99,6 +101,17 @@ def test_winner_against_baseline_with_spread():
     assert tuned["throughput_error"] == pytest.approx(1.5) and info["speedup"] == 3.0
     assert info["check_error"] == 1e-7 and info["check_tolerance"] == 1e-5
     assert _get_winner_info(None) is None
+
+
+def test_the_report_says_which_config_won_not_only_by_how_much():
+    # The winner's config and trial were read from the export but never shown: only the trials table, where the
+    # winner is not marked, named any config.
+    document = {**DOCUMENT, "check": {**DOCUMENT["check"], "metrics": {"counts": [1e-7, 1e-5], "loss": [2e-9, 1e-8]}}}
+    info = build_report(make_study(*KNOWN), document)
+    _, figure, message = {section_id: (title, f, m) for section_id, title, f, m in info.sections}["winner"]
+    said = "Trial #1 won, exported as: kernel=numba dtype=float32; check passed: counts 1e-07 &lt;= 1e-05, loss 2e-09 &lt;= 1e-08"
+    assert figure is not None and message == html.unescape(said)  # the README says the section shows the check too
+    assert f"<p class='note' id='note-winner'>{said}</p>" in render_html(info)
 
 
 def test_table_keeps_every_trial_with_its_error():
