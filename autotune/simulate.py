@@ -95,7 +95,7 @@ def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = N
     directions = OBJECTIVES if objectives is None else ["maximize", "minimize"][:objectives]
     study = optuna.create_study(directions=directions, sampler=make_sampler(sampler, seed, recorded.space))
     space = recorded.space
-    enqueue_first(study, [(space.sampled_params(config), role) for config, role in space.firsts()])
+    enqueue_first(study, space.first_params())
     budget = TrialBudget(study, trials, NoLock(), None, None, None, shared=False)
     records = run_trials(simulation, study, budget)  # type: ignore[arg-type]
     best: float | None = None

@@ -218,6 +218,10 @@ class SearchSpace:
                     found.setdefault(config.key, (config, "probe"))
         return list(found.values())
 
+    def first_params(self) -> list[tuple[dict[str, Any], str]]:
+        """:meth:`firsts` as ``enqueue_trial`` takes them (:meth:`sampled_params`), with each one's role."""
+        return [(self.sampled_params(config), role) for config, role in self.firsts()]
+
     def violated(self, config: Mapping[str, Any]) -> str | None:
         """The first constraint ``config`` breaks (its text), or None: such a config is never measured."""
         if not self.constraints:

@@ -118,13 +118,13 @@ def _export_folder(workload: str) -> str:
     return get_workload_class(workload).name if _is_file_workload(workload) else workload
 
 
-def _validated(document: ExportDocument, space: SearchSpace, path: Path) -> ExportDocument:
-    """The document, once its knob values are checked against the workload's space (no value comes back unchecked)."""
+def _validated(document: ExportDocument, space: SearchSpace, path: Path) -> Config:
+    """The document's config, completed, once its knob values are checked against the workload's space (no value
+    comes back unchecked)."""
     try:
-        space.allowed(document.config, what=f"{path}: config")
+        return space.allowed(document.config, what=f"{path}: config")
     except AutotuneError as exc:
         raise InvalidConfigError(f"{exc}; re-run `autotune search` to write it anew") from None
-    return document
 
 
 def load_config(
@@ -165,8 +165,8 @@ def load_config(
     candidates = [path for folder in folders for path in _exports(folder, device, size)]
     for path in candidates:
         if path.is_file():
-            document = _validated(read_document(path), space, path)
-            return TunedConfig(document, str(path), space.unused(space.complete(document.config)))
+            document = read_document(path)
+            return TunedConfig(document, str(path), space.unused(_validated(document, space, path)))
     if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config" (imports the workload)
         get_workload_class(workload).size_named(size)
     # Name the pattern searched, not only the files that happened to be tried.

@@ -275,7 +275,7 @@ class Tuner:
         with lock.held():
             # The baseline (what users run today) and the defaults (what autotune recommends untuned) are
             # measured first: every study reports both, and the sampler starts from known-good points.
-            enqueue_first(study, self._firsts())
+            enqueue_first(study, self.space.first_params())
         self.firsts_left = sum(t.user_attrs.get("role") in FIRST_ROLES
                                for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING")
         done = len(counted(study.get_trials(deepcopy=False)))
@@ -284,14 +284,11 @@ class Tuner:
         records = run_trials(self, study, budget)
         return self.finish(study, records, started)
 
-    def _firsts(self) -> list[tuple[dict[str, Any], str]]:
-        return [(self.space.sampled_params(config), role) for config, role in self.space.firsts()]
-
     # -- many workers on one study ----------------------------------------------------
 
     def claim_budget(self, n_trials: int) -> int:
         """Open the shared study and settle its trial budget (see :func:`autotune.shared_study.claim_budget`)."""
-        return claim_budget(self.open_study(), self._lock(), n_trials, self._firsts())
+        return claim_budget(self.open_study(), self._lock(), n_trials, self.space.first_params())
 
     def work(self, budget: int, poll_seconds: float = 2.0) -> list[TrialRecord]:
         """One worker's loop on a shared study, until it holds ``budget`` counted trials."""
