@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import operator
 import re
+from functools import cached_property
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from autotune.exceptions import SearchSpaceError
 
-__all__ = ["Condition", "ConditionError"]
+__all__ = ["Condition", "ConditionError", "parse_constraints"]
 
 
 class ConditionError(SearchSpaceError):
@@ -264,10 +265,30 @@ class Condition:
             raise ConditionError(f"a condition must be a string, got {text!r}")
         return cls(text, _Parser(text).parse())
 
-    @property
+    @cached_property
     def names(self) -> frozenset[str]:
         """The parameters this condition reads."""
         return frozenset(_names(self.tree))
 
     def evaluate(self, values: Mapping[str, Any]) -> bool:
         return bool(_evaluate(self.tree, values))
+
+
+def parse_constraints(raw: Any, parameters: Collection[str], capabilities: Collection[str], size: Collection[str],
+                      fail: Callable[[str, str], SearchSpaceError]) -> list[Condition]:
+    """A space file's ``constraints:``; each may read the knobs, a device capability (``cpu``, true where the
+    device has it) and the size parameters the file lists under ``size_parameters``."""
+    if not isinstance(raw, list):
+        raise fail("constraints", "must be a list of expressions, e.g. - \"global_batch % batch_size == 0\"")
+    constraints = []
+    for index, text in enumerate(raw):
+        try:
+            constraint = Condition.parse(text)
+        except SearchSpaceError as exc:
+            raise fail(f"constraints[{index}]", str(exc)) from None
+        unknown = constraint.names - set(parameters) - set(capabilities) - set(size)
+        if unknown:
+            raise fail(f"constraints[{index}]", f"names {', '.join(sorted(unknown))}, which is not a parameter, a "
+                                                 "device capability or a size parameter (size_parameters)")
+        constraints.append(constraint)
+    return constraints

@@ -39,6 +39,10 @@ class RecordedKeys:
     order: tuple[str, ...]
     text: str = "a config recorded in the file"
 
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.order)
+
     def evaluate(self, values: Mapping[str, Any]) -> bool:
         return key_of(values, self.order) in self.keys
 

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import yaml
 
-from autotune.conditions import Condition
+from autotune.conditions import parse_constraints
 from autotune.config import Config
-from autotune.devices import DeviceProfile
+from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
 from autotune.parameters import Parameter, parse_parameter, show as _show
 from autotune.registry import space_path
@@ -45,7 +45,7 @@ __all__ = ["Parameter", "SearchSpace", "load_space"]
 
 SCHEMA_VERSION = 1
 _TOP_KEYS = {"schema_version", "workload", "description", "parameters", "baseline", "defaults", "reference",
-             "constraints"}
+             "constraints", "size_parameters"}
 
 
 class SearchSpace:
@@ -66,6 +66,8 @@ class SearchSpace:
         device: DeviceProfile | None = None,
         reference: Mapping[str, Any] | None = None,
         constraints: Iterable[Any] = (),
+        facts: Mapping[str, Any] | None = None,
+        size_parameters: Iterable[str] = (),
     ) -> None:
         self.parameters: dict[str, Parameter] = {p.name: p for p in parameters}
         self.source = source
@@ -79,6 +81,11 @@ class SearchSpace:
         # Combinations that cannot run at all: each has ``text`` and ``evaluate(values) -> bool``
         # (a Condition from the file's ``constraints:``, or the key set of a recorded space).
         self.constraints = tuple(constraints)
+        # What a constraint may read besides the knobs: each device capability (true where the device has it) and
+        # the size's parameters the file names (``global_batch``). A constraint that reads one not known yet (no
+        # device, no size: a recorded space, ``load_config`` without a size) is not enforced.
+        self.facts = dict(facts or {})
+        self.size_parameters = tuple(size_parameters)
 
     # -- reading ----------------------------------------------------------------
 
@@ -136,9 +143,13 @@ class SearchSpace:
                         f"{_show(value)} is not allowed; allowed: {by_name[key].describe_allowed()}",
                     )
         baseline = {**defaults, **sections["baseline"]}
-        constraints = _parse_constraints(data.get("constraints", []), set(names), fail)
+        sized = data.get("size_parameters", [])
+        if not isinstance(sized, list) or not all(isinstance(n, str) and n not in by_name for n in sized):
+            raise fail("size_parameters", "must be a list of the size's parameter names (not knobs) that constraints "
+                                          "read, e.g. [global_batch]")
+        constraints = parse_constraints(data.get("constraints", []), set(names), CAPABILITIES, set(sized), fail)
         space = cls(parameters, defaults, baseline, source, data.get("workload"), data.get("description", ""),
-                    reference=sections["reference"], constraints=constraints)
+                    reference=sections["reference"], constraints=constraints, size_parameters=sized)
         for section in ("defaults", "baseline", "reference"):
             broken = space.violated(space.complete({**defaults, **sections[section]}))
             if broken is not None:
@@ -179,8 +190,25 @@ class SearchSpace:
                     if not param.allows(values[param.name]):
                         values[param.name] = runnable[0]
             parameters.append(param)
+        facts = {**self.facts, **{name: name in device.capabilities for name in CAPABILITIES}}
         return SearchSpace(parameters, defaults, baseline, self.source, self.workload, self.description, device,
-                           self._reference, self.constraints)
+                           self._reference, self.constraints, facts, self.size_parameters)
+
+    def for_size(self, params: Mapping[str, Any], size: str = "this size") -> "SearchSpace":
+        """This space with its constraints on the size's parameters (``global_batch % batch_size == 0``) enforced
+        at ``params``, a workload's ``sizes[size]``."""
+        missing = [name for name in self.size_parameters if name not in params]
+        if missing:
+            raise SearchSpaceError(f"{self.source}: size_parameters: size {size!r} has no {', '.join(missing)}")
+        space = SearchSpace(self.parameters.values(), self._defaults, self._baseline, self.source, self.workload,
+                            self.description, self.device, self._reference, self.constraints,
+                            {**self.facts, **{name: params[name] for name in self.size_parameters}},
+                            self.size_parameters)
+        for section, values in (("defaults", self._defaults), ("baseline", self._baseline)):
+            broken = space.violated(space.complete(values))
+            if broken is not None:
+                raise SearchSpaceError(f"{self.source}: {section} breaks the constraint {broken!r} at size {size!r}")
+        return space
 
     # -- configs ----------------------------------------------------------------
 
@@ -227,8 +255,8 @@ class SearchSpace:
         if not self.constraints:
             return None
         active = self.active(config)
-        values = {name: (value if active.get(name, True) else None) for name, value in config.items()}
-        return next((c.text for c in self.constraints if not c.evaluate(values)), None)
+        values = {**self.facts, **{name: (value if active.get(name, True) else None) for name, value in config.items()}}
+        return next((c.text for c in self.constraints if c.names <= values.keys() and not c.evaluate(values)), None)
 
     @property
     def tunable(self) -> list[Parameter]:
@@ -413,22 +441,6 @@ class SearchSpace:
             }
             for p in self.parameters.values()
         ]
-
-
-def _parse_constraints(raw: Any, names: set[str], fail: Callable[[str, str], SearchSpaceError]) -> list[Condition]:
-    if not isinstance(raw, list):
-        raise fail("constraints", "must be a list of expressions, e.g. - \"batch_size <= effective_batch\"")
-    constraints = []
-    for index, text in enumerate(raw):
-        try:
-            constraint = Condition.parse(text)
-        except SearchSpaceError as exc:
-            raise fail(f"constraints[{index}]", str(exc)) from None
-        unknown = constraint.names - names
-        if unknown:
-            raise fail(f"constraints[{index}]", f"names {', '.join(sorted(unknown))}, which is not a parameter")
-        constraints.append(constraint)
-    return constraints
 
 
 def load_space(workload: str) -> SearchSpace:

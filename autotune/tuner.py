@@ -123,7 +123,8 @@ class Tuner:
         self.size = self.workload_class.size_named(size)
         self.detected: DetectedDevice = resolve_device(device)
         self.device = self.detected.profile
-        self.space: SearchSpace = SearchSpace.from_file(self.workload_class.space_path()).for_device(self.device)
+        self.space: SearchSpace = (SearchSpace.from_file(self.workload_class.space_path()).for_device(self.device)
+                                   .for_size(self.workload_class.sizes[self.size], self.size))
         self.reference_config = self.space.reference
         self.studies = Path(studies) if studies is not None else studies_dir()
         self.storage = storage or default_storage(self.studies)

@@ -304,3 +304,73 @@ def test_a_study_searched_over_a_space_optuna_cannot_resume_is_refused_before_an
     rescaled = study_with({"chunk": 64}, {"chunk": optuna.distributions.IntDistribution(16, 4096)})
     with pytest.raises(SearchSpaceError, match="searched with chunk: IntDistribution; .* int in \\[16, 4096\\] \\(log"):
         space().check_study(rescaled, "study s")
+
+
+@pytest.mark.parametrize("workload, size, batch", [("ten", "small", 64), ("ten", "tiny", 16), ("latentwire", "small", 32),
+                                                   ("lsd", "tiny", 8), ("lsd", "tiny", 16)])
+def test_a_micro_batch_that_does_not_divide_the_sizes_batch_is_never_measured(workload, size, batch):
+    # On an H100 (2026-11-25) such trials were errors that cost the short lease trials: 1 of ten's 6 at small,
+    # 2 of latentwire's 7. A constraint reads the size's parameter (size_parameters) once the space knows its size.
+    from autotune.registry import get_workload_class
+
+    sizes = get_workload_class(workload).sizes
+    bound = load_space(workload).for_device(PROFILES["cpu"]).for_size(sizes[size], size)
+    config = bound.complete({**bound.defaults.to_dict(), "batch_size": batch})
+    assert "batch_size" in bound.violated(config)
+    assert bound.violated(bound.complete({**bound.defaults.to_dict(), "batch_size": 2})) is None
+    # Without a size (a recorded space, load_config without one) the constraint cannot be judged and is not applied.
+    assert load_space(workload).for_device(PROFILES["cpu"]).violated(config) is None
+    # The workload itself refuses the config: the constraint says what it would do.
+    from autotune.config import Config
+    with pytest.raises(ValueError, match="does not divide"):
+        get_workload_class(workload)(size, device="cpu").build(Config(config.to_dict()))
+
+
+@pytest.mark.parametrize("workload", ["chmm", "lsd", "ten", "vlm_mc", "latentwire"])
+def test_every_size_gives_the_parameters_its_space_reads_and_keeps_its_firsts(workload):
+    from autotune.registry import get_workload_class
+
+    for size, params in get_workload_class(workload).sizes.items():
+        for device in ("cpu", "h100"):
+            bound = load_space(workload).for_device(PROFILES[device]).for_size(params, size)
+            assert all(bound.violated(config) is None for config, _ in bound.firsts())
+
+
+@pytest.mark.parametrize("precision, device, broken", [("fp32", "h100", True), ("fp16", "h100", False),
+                                                       ("amp_bf16", "h100", False), ("fp32", "cpu", False)])
+def test_sdpa_flash_and_cudnn_need_16_bit_inputs_on_a_gpu_only(precision, device, broken):
+    # On an H100, lsd with attention=flash in fp32 raised "No available kernel"; the CPU's flash kernel runs fp32.
+    s = load_space("lsd").for_device(PROFILES[device])
+    for attention in ("flash", "cudnn") if device != "cpu" else ("flash",):
+        config = s.complete({**s.defaults.to_dict(), "precision": precision, "attention": attention})
+        assert (s.violated(config) is not None) is broken
+    assert s.violated(s.complete({**s.defaults.to_dict(), "precision": precision, "attention": "math"})) is None
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ({"size_parameters": "frames"}, "size_parameters: must be a list"),
+    ({"size_parameters": ["x"]}, "size_parameters: must be a list"),  # a knob is not a size parameter
+    ({"constraints": ["frames % x == 0"]}, "names frames, which is not a parameter, a device capability or a size"),
+])
+def test_size_parameters_are_declared_and_are_not_knobs(extra, fragment):
+    with pytest.raises(SearchSpaceError, match=fragment):
+        SearchSpace.from_dict({"schema_version": 1, "parameters": {"x": {"choices": [8, 16]}},
+                               "defaults": {"x": 8}, "baseline": {}, **extra})
+
+
+def test_a_size_without_a_declared_parameter_or_whose_defaults_break_a_constraint_is_an_error():
+    s = SearchSpace.from_dict({"schema_version": 1, "parameters": {"x": {"choices": [8, 16]}}, "defaults": {"x": 16},
+                               "baseline": {"x": 8}, "size_parameters": ["frames"], "constraints": ["frames % x == 0"]})
+    with pytest.raises(SearchSpaceError, match="size 'big' has no frames"):
+        s.for_size({"steps": 3}, "big")
+    with pytest.raises(SearchSpaceError, match="defaults breaks the constraint 'frames % x == 0' at size 'odd'"):
+        s.for_size({"frames": 24}, "odd")
+    assert s.for_size({"frames": 32}, "ok").violated(s.complete({"x": 16})) is None
+
+
+def test_a_search_binds_its_space_to_its_size(tmp_path):
+    from autotune.tuner import Tuner
+
+    space = Tuner("ten", "cpu", "tiny", studies=tmp_path).space  # global batch 8 at tiny
+    assert space.violated(space.complete({**space.defaults.to_dict(), "batch_size": 16})) is not None
+    assert space.violated(space.complete({**space.defaults.to_dict(), "batch_size": 8})) is None
