@@ -20,7 +20,16 @@ run's check error (lsd's tolerance in fp32 is 2e-6):
   would put the race in cuDNN's (its workspace, or a stream of its own);
 - ``launch-blocking``: ``as-is`` in a child process with ``CUDA_LAUNCH_BLOCKING=1``.
 
-Needs a CUDA device; about a minute on the H100, the wheel install aside::
+On an H100 (2026-11-25, ``benchmarks/gpu_runs/2026-11-25-h100/2-lsd/``), two runs a variant: ``as-is``,
+``cudnn-off`` and ``launch-blocking`` were wrong (errors 0.328 and 0.306), ``sync-after``,
+``stream-sync-after``, ``sync-before``, ``eager-after`` and ``keep-alive`` right (1.82e-07), and
+``blocking-copies`` raised a TypeError (a positional ``non_blocking``; fixed since, not re-run). So cuDNN
+is not the cause; the host waiting for the current stream alone is enough; and, with no wait at all, so
+is keeping every replay's tensors from being freed: memory handed out again while something not ordered
+by that stream still uses it. ``CUDA_LAUNCH_BLOCKING=1`` does not make ``graph.replay()`` wait. Not yet
+found: which memory, and what reads it.
+
+Needs a CUDA device; about a minute on the H100 (11 s on 2026-11-25), the wheel install aside::
 
     python3 benchmarks/lsd_graph_race.py > $OUT/lsd-graph-race.txt
     python3 benchmarks/lsd_graph_race.py --variants as-is keep-alive
@@ -76,7 +85,13 @@ def _blocking_copies() -> Iterator[None]:
     original = torch.Tensor.to
 
     def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        kwargs["non_blocking"] = False
+        # non_blocking may come by position, after a device and a dtype (torch's own .cuda() paths pass it so):
+        # the first bool among the arguments is that flag (the H100 run of 2026-11-25 raised a TypeError here).
+        flags = [i for i, arg in enumerate(args) if isinstance(arg, bool)]
+        if flags:
+            args = (*args[:flags[0]], False, *args[flags[0] + 1:])
+        else:
+            kwargs["non_blocking"] = False
         return original(self, *args, **kwargs)
 
     torch.Tensor.to = to  # type: ignore[method-assign]

@@ -44,6 +44,16 @@ def test_blocking_copies_turn_non_blocking_off_and_back_on(monkeypatch):
     assert seen == [{"non_blocking": False}, {"non_blocking": True}] and torch.Tensor.to is recorder
 
 
+def test_blocking_copies_take_non_blocking_by_position_too():
+    # On the H100 (2026-11-25) the variant raised TypeError: a caller passed (device, None, True) and the
+    # keyword came on top. The real Tensor.to runs here: a positional flag is turned off in its place.
+    with lsd_graph_race._blocking_copies():
+        moved = torch.ones(2).to(torch.device("cpu"), None, True)
+        assert torch.ones(2, dtype=torch.float64).to(torch.float32, True).dtype == torch.float32
+        assert torch.ones(1).to("cpu", non_blocking=True).shape == (1,)
+    assert moved.tolist() == [1.0, 1.0]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without CUDA")
 def test_without_cuda_it_is_a_one_line_error():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "lsd_graph_race.py")], capture_output=True,
