@@ -195,8 +195,7 @@ class SearchSpace:
                            self._reference, self.constraints, facts, self.size_parameters)
 
     def for_size(self, params: Mapping[str, Any], size: str = "this size") -> "SearchSpace":
-        """This space with its constraints on the size's parameters (``global_batch % batch_size == 0``) enforced
-        at ``params``, a workload's ``sizes[size]``."""
+        """This space with its constraints on the size's parameters enforced at ``params`` (``sizes[size]``)."""
         missing = [name for name in self.size_parameters if name not in params]
         if missing:
             raise SearchSpaceError(f"{self.source}: size_parameters: size {size!r} has no {', '.join(missing)}")
@@ -308,7 +307,10 @@ class SearchSpace:
     def _within_constraints(self, config: Config, what: str) -> Config:
         broken = self.violated(config)
         if broken is not None:  # a search never measures it; run, it would fail or mislead
-            raise InvalidConfigError(f"{what}: the config breaks the space's constraint \"{broken}\"")
+            read = next(c.names for c in self.constraints if c.text == broken)  # and what it read of the size
+            sized = ", ".join(f"{name} is {_show(self.facts[name])}" for name in self.size_parameters if name in read)
+            raise InvalidConfigError(f"{what}: the config breaks the space's constraint \"{broken}\""
+                                     + (f" ({sized} at this size)" if sized else ""))
         return config
 
     def parse_assignments(self, assignments: Iterable[str], base: Mapping[str, Any] | None = None) -> Config:

@@ -374,3 +374,7 @@ def test_a_search_binds_its_space_to_its_size(tmp_path):
     space = Tuner("ten", "cpu", "tiny", studies=tmp_path).space  # global batch 8 at tiny
     assert space.violated(space.complete({**space.defaults.to_dict(), "batch_size": 16})) is not None
     assert space.violated(space.complete({**space.defaults.to_dict(), "batch_size": 8})) is None
+    # `run --set` says what the constraint read of the size: the user did not write global_batch.
+    with pytest.raises(InvalidConfigError, match=r'--set batch_size=16: the config breaks the space\'s constraint '
+                                                 r'"global_batch % batch_size == 0" \(global_batch is 8 at this size\)$'):
+        space.parse_assignments(["batch_size=16"])
