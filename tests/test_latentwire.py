@@ -189,12 +189,9 @@ def test_items_are_the_lm_tokens_of_every_sample():
     {"attention": "cudnn", "batch_size": 4, "precision": "bf16"},
     {"attention": "flash", "batch_size": 4, "precision": "fp16"},
     # On an H100 (2026-11-23) the backward pass raised "accessing tensor output of CUDAGraphs that has been
-    # overwritten by a subsequent run", also with torch.compiler.cudagraph_mark_step_begin() before each
-    # forward: the trial is a crash, recorded, and the search goes on. workloads._torch.own_gradients is the
-    # fix for the cause found since (a parameter's gradient was the backward graph's output); no GPU has run it.
-    pytest.param({"compile": "reduce-overhead", "scaffold": "cached", "batch_size": 4},
-                 marks=pytest.mark.xfail(reason="raised on an H100 before own_gradients; not run on a GPU since",
-                                         strict=False)),
+    # overwritten by a subsequent run": a parameter's gradient was the backward graph's output. With
+    # workloads._torch.own_gradients it passed on an H100 (2026-11-25, benchmarks/gpu_runs/2026-11-25-h100/).
+    {"compile": "reduce-overhead", "scaffold": "cached", "batch_size": 4},
 ])
 def test_cuda_knobs_agree_with_the_reference(knobs):
     from autotune.devices import resolve_device

@@ -1,0 +1,49 @@
+"""The presets shipped under studies/presets: measured on a GPU, found on any machine, and each one honest.
+
+A preset is an export of a search run on a GPU (benchmarks/gpu_campaign.py; the runs that made them are in
+benchmarks/gpu_runs/). It tells every user of that device what to run, so each must say where it was measured,
+pass its check, beat the baseline it was re-measured beside, and be a config the space (at its size) allows.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import autotune
+from autotune.devices import PROFILES
+from autotune.registry import get_workload_class
+from autotune.space import load_space
+
+PRESETS = Path(__file__).resolve().parent.parent / "studies" / "presets"
+FILES = sorted(PRESETS.glob("*/*.json"))
+
+
+def test_the_h100_campaign_shipped_its_presets():
+    names = {f"{p.parent.name}/{p.name}" for p in FILES}
+    assert {"chmm/h100-small.json", "lsd/h100-full.json", "ten/h100-small.json", "latentwire/h100-small.json"} <= names
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_preset_says_where_it_was_measured_and_is_an_honest_winner(path):
+    document = json.loads(path.read_text())
+    workload, (device, _, size) = path.parent.name, path.stem.partition("-")
+    assert (document["workload"], document["device"], document["size"]) == (workload, device, size)
+    environment = document["environment"]
+    for key in ("device_name", "compute_capability", "torch", "cuda"):
+        assert environment.get(key), key  # the fingerprint a user compares with their own machine
+    assert document["check"]["passed"] is True
+    assert document["speedup"] > 1
+    space = load_space(workload).for_device(PROFILES[device]).for_size(get_workload_class(workload).sizes[size], size)
+    config = space.allowed(document["config"])
+    # A preset that names the baseline would tell users to run the slow config.
+    assert config != space.baseline
+    assert space.complete(document["baseline"]["config"]) == space.baseline
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_load_config_finds_a_preset_on_any_machine(path, tmp_path):
+    workload, device = path.parent.name, path.stem.partition("-")[0]
+    cfg = autotune.load_config(workload, device=device, strict=True, studies=tmp_path)  # no study of its own here
+    assert Path(cfg.source) == path
+    assert dict(cfg) == json.loads(path.read_text())["config"]
