@@ -138,12 +138,36 @@ def search(workload: str, size: str, timeout: float, args: argparse.Namespace, w
     return result
 
 
+def trial_figures(database: Path, workload: str, size: str) -> dict[str, Any] | None:
+    """What a search that exported nothing (killed by the part's deadline, say) did measure: its baseline trial
+    and its fastest correct trial, each a trial's own figure, not re-measured side by side. No preset and no
+    verdict comes of them; they say what the next lease should look at."""
+    if not database.is_file():
+        return None
+    import optuna
+
+    storage = f"sqlite:///{database}"
+    names = [name for name in optuna.get_all_study_names(storage)
+             if name.startswith(f"{workload}-") and name.endswith(f"-{size}")]
+    if not names:
+        return None
+    trials = [t.user_attrs for t in optuna.load_study(study_name=names[0], storage=storage).get_trials(deepcopy=False)]
+    correct = [a for a in trials if a.get("status") == "ok" and a.get("throughput")]
+    baseline = next((a for a in correct if a.get("role") == "baseline"), None)
+    if baseline is None:
+        return None
+    best = max(correct, key=lambda a: a["throughput"])
+    return {"study": names[0], "trials": len(trials), "unit": baseline.get("unit"), "baseline": baseline["throughput"],
+            "best": best["throughput"], "speedup": best["throughput"] / baseline["throughput"],
+            "config": best.get("config")}
+
+
 def summarise(workload: str, result: dict[str, Any], out: Path) -> dict[str, Any]:
     """One row: baseline, tuned, speedup, peak memory, the claim and its verdict; the export copied as a preset."""
     claim = CLAIMS.get(workload, {"text": "", "gain": None})
     row: dict[str, Any] = {"workload": workload, "claim": claim, "error": result.get("error")}
     if result.get("error"):
-        row.update(verdict="no result", size=result.get("size"))
+        row.update(verdict="no result", size=result.get("size"), trial_figures=result.get("trial_figures"))
         return row
     winner, baseline = result.get("winner") or {}, result.get("baseline") or {}
     row.update(
@@ -172,7 +196,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r.get("error"):
-            lines.append(f"| {r['workload']} | {r.get('size') or ''} | | | | | {r['claim']['text']} | no result: {r['error'][:120]} |")
+            seen = r.get("trial_figures")  # a trial's figures: not re-measured, so they get no verdict
+            cells = (f"{seen['baseline']:,.0f} {seen['unit']}/s (trial) | {seen['best']:,.0f} {seen['unit']}/s (trial) | "
+                     f"{seen['speedup']:.2f}x, not re-measured" if seen else " | ")
+            lines.append(f"| {r['workload']} | {r.get('size') or ''} | {cells} | | {r['claim']['text']} | "
+                         f"no result: {r['error'][:120]} |")
             continue
         rate = (lambda v: f"{v:,.0f} {r['unit']}/s" if v else "-")
         memory = f"{r['peak_memory_bytes'] / 2**30:.2f} GiB" if r.get("peak_memory_bytes") else "-"
@@ -226,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds_left = args.deadline - (time.perf_counter() - started)
         result = search(workload, sizes[workload], timeouts[workload], args, work, args.out / f"log-{part}.txt",
                         seconds_left)
+        if result.get("error"):
+            result["trial_figures"] = trial_figures(work / "autotune.db", workload, sizes[workload])
         rows.append(summarise(workload, result, args.out))
         # Written after every workload: a part cut short still brings back what it finished.
         report["rows"] = rows

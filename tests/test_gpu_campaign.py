@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,24 @@ def test_the_readmes_em_timing_lines_run_on_the_cpu_at_tiny(tmp_path):
         row = done.stdout.splitlines()[-1].split()
         assert row[:2] == ["tiny", "tuned"] and row[4] == "-" and float(row[5]) < 0  # no yardstick; log2 likelihood
     assert kernels == ["messages=chained", "messages=scan"]
+
+
+def test_a_killed_search_still_reports_its_trial_figures_not_re_measured(tmp_path):
+    # On the H100 (2026-11-25) the part's deadline killed vlm_mc's search while it re-measured: the row said only
+    # "killed after 264 s", though its study held a baseline trial (235 images/s) and the defaults (73,703).
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_campaign
+
+    recorded = ROOT / "benchmarks" / "gpu_runs" / "2026-11-25-h100" / "3-ten-vlm_mc-latentwire" / "studies-ten-vlm_mc-latentwire.db"
+    database = Path(shutil.copy(recorded, tmp_path / "autotune.db"))  # optuna may write to what it opens
+    seen = gpu_campaign.trial_figures(database, "vlm_mc", "small")
+    assert seen["study"] == "vlm_mc-h100-small" and seen["trials"] == 5 and seen["unit"] == "images"
+    assert round(seen["baseline"]) == 235 and round(seen["best"]) == 73703 and seen["config"]["precompute"] == "device"
+    assert gpu_campaign.trial_figures(database, "vlm_mc", "full") is None  # no such study
+    assert gpu_campaign.trial_figures(tmp_path / "none.db", "vlm_mc", "small") is None
+    row = gpu_campaign.summarise("vlm_mc", {"workload": "vlm_mc", "size": "small", "error": "killed after 264 s",
+                                            "trial_figures": seen}, tmp_path)
+    assert row["verdict"] == "no result" and "preset" not in row and not (tmp_path / "presets").exists()
+    line = gpu_campaign.markdown([row]).splitlines()[-1]
+    assert line.startswith("| vlm_mc | small | 235 images/s (trial) | 73,703 images/s (trial) | 313.17x, not re-measured |")
+    assert line.endswith("| no result: killed after 264 s |")
