@@ -1,6 +1,7 @@
 """The GPU campaign, dry-run on the CPU at `tiny`: every file it promises lands under --out, and nothing else."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -97,22 +98,22 @@ def test_probe_times_baseline_and_defaults(tmp_path):
 
 
 def test_the_readmes_em_timing_lines_run_on_the_cpu_at_tiny(tmp_path):
-    # The campaign's chmm part ends with EM timings at `full` on the GPU. Their flags, taken from the README,
-    # must parse and run: a typo there costs a part of a lease that comes seldom.
+    # The campaign's chmm part ends with EM timings at `full` on the GPU. The README's loop, run as written but on
+    # the CPU at tiny: a typo there costs a part of a lease that comes seldom.
     readme = (ROOT / "README.md").read_text()
-    marker = "python3 benchmarks/chmm_em.py --device cuda"
-    kernels = []
-    for start in (found.start() for found in re.finditer(re.escape(marker), readme)):
-        line = readme[start:readme.index(">", start)].replace("\\\n", " ").split()
-        assert line[line.index("--sizes") + 1] == "full" and "--skip-numba" in line
-        line[line.index("--device") + 1], line[line.index("--sizes") + 1] = "cpu", "tiny"
-        done = subprocess.run([sys.executable, *line[1:], "--rounds", "1"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, done.stderr[-3000:]
-        kernels.append(line[line.index("--set") + 1])
-        row = done.stdout.splitlines()[-1].split()
-        assert row[:2] == ["tiny", "tuned"] and row[4] == "-" and float(row[5]) < 0  # no yardstick; log2 likelihood
-    assert kernels == ["messages=chained", "messages=scan"]
+    start = readme.index('for c in "chained 512"')
+    loop = readme[start:readme.index("done", start) + len("done")].replace("\\\n", " ")
+    assert "--device cuda" in loop and "--sizes full" in loop and "--skip-numba" in loop
+    loop = (loop.replace("--device cuda", "--device cpu").replace("--sizes full", "--sizes tiny")
+            .replace("--rounds 3", "--rounds 1").replace("python3 ", f"{sys.executable} "))
+    done = subprocess.run(["bash", "-c", loop], cwd=ROOT, env={**os.environ, "OUT": str(tmp_path)},
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (tmp_path / "machine-and-chmm-em.txt").read_text()
+    configs = re.findall(r"^tuned config: .*?chunk_size=(\d+) .*?messages=(\w+) .*?update_c=(\w+)", text, re.M)
+    assert configs == [("512", "chained", "batched"), ("256", "chained", "batched"), ("2048", "scan", "batched")], text
+    rows = [line.split() for line in text.splitlines() if line.startswith("tiny ")]
+    assert len(rows) == 3 and all(row[1] == "tuned" and row[4] == "-" and float(row[5]) < 0 for row in rows), text
 
 
 def test_a_killed_search_still_reports_its_trial_figures_not_re_measured(tmp_path):
