@@ -281,6 +281,12 @@ def workload_text(cls: Any, space: Any) -> str:
         line = (f"  {row['name']:<{width['name']}}  {row['values']:<{width['values']}}  "
                 f"default {row['default']:<{width['default']}}  baseline {row['baseline']:<{width['baseline']}}")
         lines.append((line + (f"  ({'; '.join(extra)})" if extra else "")).rstrip())
+    for constraint in space.constraints:  # with the value each size gives a size parameter it reads
+        sized = [f"{name}: " + ", ".join(f"{size} {params[name]}" for size, params in cls.sizes.items())
+                 for name in space.size_parameters if name in constraint.names]
+        sized += [f"{name}: true on a device that has it" for name in sorted(constraint.names)
+                  if name not in space.parameters and name not in space.size_parameters]
+        lines.append(f"  never run unless: {constraint.text}" + (f"  ({'; '.join(sized)})" if sized else ""))
     return "\n".join(lines)
 
 

@@ -190,11 +190,17 @@ def test_list_and_devices(tmp_path):
     assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
     # What each value needs of a device, so that a user sees why a search here does not offer it.
     assert "(needs numba: cpu, numba; chained: cuda; each choice measured on the defaults in a new study)" in listing.stdout
+    # The combinations a search never measures, with what each size gives the size parameters they read.
+    assert "\n  never run unless: messages != 'numba' or dtype in ['float32', 'float64']\n" in listing.stdout
+    assert ("\n  never run unless: global_batch % batch_size == 0  (global_batch: tiny 8, small 32, full 32)\n"
+            in listing.stdout)
+    assert ("\n  never run unless: cpu or precision != 'fp32' or attention not in ['flash', 'cudnn']  (cpu: true on a "
+            "device that has it)\n" in listing.stdout)
     for line in ("ten  (unit: tokens", "vlm_mc  (unit: images", "latentwire  (unit: tokens", "lsd  (unit: frames"):
         assert line in listing.stdout, line
     # Each workload's columns line up, however long a value (lsd's compile modes, its grad_mode default).
     for block in listing.stdout.strip().split("\n\n"):
-        knobs = block.splitlines()[2:]  # after the name and the description
+        knobs = [line for line in block.splitlines()[2:] if not line.startswith("  never run unless: ")]
         assert len({line.index(" default ") for line in knobs}) == 1, block
         assert len({line.index(" baseline ") for line in knobs}) == 1, block
     found = run_cli("devices", "--json", cwd=tmp_path)
