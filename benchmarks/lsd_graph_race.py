@@ -15,6 +15,8 @@ run's check error (lsd's tolerance in fp32 is 2e-6):
 - ``eager-after``: the eager model after each replay, no sync (the probe's extra work without its sync);
 - ``keep-alive``: every input and output of a replay kept referenced to the end of the run, so the
   allocator cannot hand their memory out again;
+- ``keep-run`` and ``keep-last``: the same, bounded, as a fix in the workload would have to be: released
+  when the next run starts, or only the last replay's kept (added after the H100 run of 2026-11-25);
 - ``blocking-copies``: every ``.to(..., non_blocking=True)`` made blocking;
 - ``cudnn-off``: cuDNN disabled, so the convolutions run PyTorch's own kernels: right here
   would put the race in cuDNN's (its workspace, or a stream of its own);
@@ -110,6 +112,10 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     "sync-before": lambda: _around_replay(before=lambda *_: torch.cuda.synchronize()),
     "eager-after": lambda: _around_replay(after=lambda eps, x, t, out: eps(x, t)),
     "keep-alive": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out))),
+    # Bounded forms of keep-alive, the fix the workload could take: a run's tensors released when the next run
+    # starts (check_errors clears them), or only the last replay's kept until the next replay.
+    "keep-run": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out))),
+    "keep-last": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.__setitem__(slice(None), (x, t, out))),
     "blocking-copies": _blocking_copies,
     "cudnn-off": lambda: torch.backends.cudnn.flags(enabled=False),
 }
@@ -123,7 +129,11 @@ def check_errors(variant: str, workload: lsd.LsdWorkload, reference: torch.Tenso
     config = space.validate({**dict(space.baseline), "batch_size": 2, "cuda_graph": True})
     with VARIANTS[variant]():
         run = workload.build(config)
-        checks = [workload.check(workload.to_reference(run()), reference, config) for _ in range(runs)]
+        checks = []
+        for _ in range(runs):
+            if variant == "keep-run":
+                KEPT.clear()
+            checks.append(workload.check(workload.to_reference(run()), reference, config))
     KEPT.clear()
     return [(check.error, check.passed) for check in checks]
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import workloads.lsd as lsd
+from autotune.devices import PROFILES
 from tests.conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,3 +67,37 @@ def test_cudnn_off_turns_cudnn_off_and_back_on():
     with lsd_graph_race.VARIANTS["cudnn-off"]():
         assert not torch.backends.cudnn.enabled
     assert torch.backends.cudnn.enabled == before
+
+
+def test_keep_last_holds_only_the_last_replays_tensors(monkeypatch):
+    monkeypatch.setattr(lsd, "_graphed", lambda eps, *args: eps)
+    with lsd_graph_race.VARIANTS["keep-last"]():
+        replay = lsd._graphed(lambda x, t: x * 2, (1,), torch.device("cpu"), torch.no_grad)
+        replay(torch.ones(1), torch.zeros(1))
+        second = torch.full((1,), 3.0)
+        replay(second, torch.zeros(1))
+    assert len(lsd_graph_race.KEPT) == 3 and lsd_graph_race.KEPT[0] is second
+    assert float(lsd_graph_race.KEPT[2][0]) == 6.0
+    lsd_graph_race.KEPT.clear()
+
+
+def test_keep_run_releases_a_runs_tensors_when_the_next_run_starts(monkeypatch):
+    kept_at_start = []
+
+    class Workload:  # lsd's interface as check_errors uses it; each run replays the graphed eps twice
+        def build(self, config):
+            replay = lsd._graphed(lambda x, t: x + t, (1,), torch.device("cpu"), torch.no_grad)
+
+            def run():
+                kept_at_start.append(len(lsd_graph_race.KEPT))
+                return replay(replay(torch.ones(1), torch.ones(1)), torch.ones(1))
+            return run
+
+        to_reference = staticmethod(lambda out: out)
+        check = staticmethod(lambda out, ref, config: type("C", (), {"error": float((out - ref).abs().max()),
+                                                                      "passed": bool(out.eq(ref).all())})())
+
+    monkeypatch.setattr(lsd, "_graphed", lambda eps, *args: eps)
+    monkeypatch.setattr(lsd_graph_race, "resolve_device", lambda name: type("D", (), {"profile": PROFILES["h100"]})())
+    results = lsd_graph_race.check_errors("keep-run", Workload(), torch.full((1,), 3.0), runs=3)
+    assert results == [(0.0, True)] * 3 and kept_at_start == [0, 0, 0] and lsd_graph_race.KEPT == []
