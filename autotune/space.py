@@ -78,14 +78,15 @@ class SearchSpace:
         self._baseline = dict(baseline)
         # The reference output's config, over the defaults; never moved to another value on a device.
         self._reference = dict(reference or {})
-        # Combinations that cannot run at all: each has ``text`` and ``evaluate(values) -> bool``
+        # Combinations that cannot run at all: each has ``text``, ``names`` and ``evaluate(values) -> bool``
         # (a Condition from the file's ``constraints:``, or the key set of a recorded space).
         self.constraints = tuple(constraints)
-        # What a constraint may read besides the knobs: each device capability (true where the device has it) and
-        # the size's parameters the file names (``global_batch``). A constraint that reads one not known yet (no
-        # device, no size: a recorded space, ``load_config`` without a size) is not enforced.
+        # What a constraint may read besides the knobs: device capabilities (true where the device has them) and
+        # the size parameters the file lists. One that reads a fact not known here (no device, no size) is not judged.
         self.facts = dict(facts or {})
         self.size_parameters = tuple(size_parameters)
+        unknown = (set(self.size_parameters) | CAPABILITIES) - self.facts.keys() - self.parameters.keys()
+        self._judged = tuple(c for c in self.constraints if not c.names & unknown)
 
     # -- reading ----------------------------------------------------------------
 
@@ -145,8 +146,7 @@ class SearchSpace:
         baseline = {**defaults, **sections["baseline"]}
         sized = data.get("size_parameters", [])
         if not isinstance(sized, list) or not all(isinstance(n, str) and n not in by_name for n in sized):
-            raise fail("size_parameters", "must be a list of the size's parameter names (not knobs) that constraints "
-                                          "read, e.g. [global_batch]")
+            raise fail("size_parameters", "must list the size's parameters (not knobs) constraints read: [global_batch]")
         constraints = parse_constraints(data.get("constraints", []), set(names), CAPABILITIES, set(sized), fail)
         space = cls(parameters, defaults, baseline, source, data.get("workload"), data.get("description", ""),
                     reference=sections["reference"], constraints=constraints, size_parameters=sized)
@@ -199,9 +199,9 @@ class SearchSpace:
         missing = [name for name in self.size_parameters if name not in params]
         if missing:
             raise SearchSpaceError(f"{self.source}: size_parameters: size {size!r} has no {', '.join(missing)}")
+        facts = {**self.facts, **{name: params[name] for name in self.size_parameters}}
         space = SearchSpace(self.parameters.values(), self._defaults, self._baseline, self.source, self.workload,
-                            self.description, self.device, self._reference, self.constraints,
-                            {**self.facts, **{name: params[name] for name in self.size_parameters}},
+                            self.description, self.device, self._reference, self.constraints, facts,
                             self.size_parameters)
         for section, values in (("defaults", self._defaults), ("baseline", self._baseline)):
             broken = space.violated(space.complete(values))
@@ -251,11 +251,11 @@ class SearchSpace:
 
     def violated(self, config: Mapping[str, Any]) -> str | None:
         """The first constraint ``config`` breaks (its text), or None: such a config is never measured."""
-        if not self.constraints:
+        if not self._judged:
             return None
         active = self.active(config)
         values = {**self.facts, **{name: (value if active.get(name, True) else None) for name, value in config.items()}}
-        return next((c.text for c in self.constraints if c.names <= values.keys() and not c.evaluate(values)), None)
+        return next((c.text for c in self._judged if not c.evaluate(values)), None)
 
     @property
     def tunable(self) -> list[Parameter]:

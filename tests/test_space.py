@@ -345,11 +345,15 @@ def test_sdpa_flash_and_cudnn_need_16_bit_inputs_on_a_gpu_only(precision, device
         config = s.complete({**s.defaults.to_dict(), "precision": precision, "attention": attention})
         assert (s.violated(config) is not None) is broken
     assert s.violated(s.complete({**s.defaults.to_dict(), "precision": precision, "attention": "math"})) is None
+    # Without a device the capability is not known: the constraint is not judged (a recorded space, load_config).
+    unbound = load_space("lsd")
+    assert unbound.violated(unbound.complete({**unbound.defaults.to_dict(), "precision": "fp32",
+                                              "attention": "flash"})) is None
 
 
 @pytest.mark.parametrize("extra, fragment", [
-    ({"size_parameters": "frames"}, "size_parameters: must be a list"),
-    ({"size_parameters": ["x"]}, "size_parameters: must be a list"),  # a knob is not a size parameter
+    ({"size_parameters": "frames"}, "size_parameters: must list the size's parameters"),
+    ({"size_parameters": ["x"]}, "size_parameters: must list the size's parameters"),  # a knob is not one
     ({"constraints": ["frames % x == 0"]}, "names frames, which is not a parameter, a device capability or a size"),
 ])
 def test_size_parameters_are_declared_and_are_not_knobs(extra, fragment):
