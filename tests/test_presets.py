@@ -47,3 +47,14 @@ def test_load_config_finds_a_preset_on_any_machine(path, tmp_path):
     cfg = autotune.load_config(workload, device=device, strict=True, studies=tmp_path)  # no study of its own here
     assert Path(cfg.source) == path
     assert dict(cfg) == json.loads(path.read_text())["config"]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_readmes_gpu_table_states_each_presets_figures(path):
+    # The README's table and the shipped files must not drift apart: each row is its preset's re-measurement.
+    document = json.loads(path.read_text())
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Measured on an H100 (2026-11-25)"):readme.index("### Measured on an H100 (2026-11-23)")]
+    row = next(line for line in section.splitlines() if line.startswith(f"| {document['workload']} | {document['size']}"))
+    assert f"| {document['speedup']:.1f}x |" in row, row
+    assert f"| {document['measured']['peak_memory_bytes'] / 2**30:.2f} GiB |" in row, row
