@@ -138,26 +138,25 @@ def search(workload: str, size: str, timeout: float, args: argparse.Namespace, w
     return result
 
 
-def trial_figures(database: Path, workload: str, size: str) -> dict[str, Any] | None:
+def trial_figures(database: Path, workload: str, device: str, size: str) -> dict[str, Any] | None:
     """What a search that exported nothing (killed by the part's deadline, say) did measure: its baseline trial
     and its fastest correct trial, each a trial's own figure, not re-measured side by side. No preset and no
     verdict comes of them; they say what the next lease should look at."""
-    if not database.is_file():
-        return None
-    import optuna
+    sys.path.insert(0, str(ROOT))
+    from autotune.exceptions import AutotuneError
+    from autotune.stored import open_stored_study
 
-    storage = f"sqlite:///{database}"
-    names = [name for name in optuna.get_all_study_names(storage)
-             if name.startswith(f"{workload}-") and name.endswith(f"-{size}")]
-    if not names:
+    try:  # read-only, the study named as search names it: no such file or study is nothing to report
+        study = open_stored_study(workload, device, size, storage=f"sqlite:///{database}").study
+    except AutotuneError:
         return None
-    trials = [t.user_attrs for t in optuna.load_study(study_name=names[0], storage=storage).get_trials(deepcopy=False)]
+    trials = [t.user_attrs for t in study.get_trials(deepcopy=False)]
     correct = [a for a in trials if a.get("status") == "ok" and a.get("throughput")]
     baseline = next((a for a in correct if a.get("role") == "baseline"), None)
     if baseline is None:
         return None
     best = max(correct, key=lambda a: a["throughput"])
-    return {"study": names[0], "trials": len(trials), "unit": baseline.get("unit"), "baseline": baseline["throughput"],
+    return {"study": study.study_name, "trials": len(trials), "unit": baseline.get("unit"), "baseline": baseline["throughput"],
             "best": best["throughput"], "speedup": best["throughput"] / baseline["throughput"],
             "config": best.get("config")}
 
@@ -255,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         result = search(workload, sizes[workload], timeouts[workload], args, work, args.out / f"log-{part}.txt",
                         seconds_left)
         if result.get("error"):
-            result["trial_figures"] = trial_figures(work / "autotune.db", workload, sizes[workload])
+            result["trial_figures"] = trial_figures(work / "autotune.db", workload, args.device, sizes[workload])
         rows.append(summarise(workload, result, args.out))
         # Written after every workload: a part cut short still brings back what it finished.
         report["rows"] = rows

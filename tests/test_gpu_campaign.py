@@ -123,12 +123,12 @@ def test_a_killed_search_still_reports_its_trial_figures_not_re_measured(tmp_pat
     import gpu_campaign
 
     recorded = ROOT / "benchmarks" / "gpu_runs" / "2026-11-25-h100" / "3-ten-vlm_mc-latentwire" / "studies-ten-vlm_mc-latentwire.db"
-    database = Path(shutil.copy(recorded, tmp_path / "autotune.db"))  # optuna may write to what it opens
-    seen = gpu_campaign.trial_figures(database, "vlm_mc", "small")
+    database = Path(shutil.copy(recorded, tmp_path / "autotune.db"))  # the committed file stays as it was recorded
+    seen = gpu_campaign.trial_figures(database, "vlm_mc", "h100", "small")
     assert seen["study"] == "vlm_mc-h100-small" and seen["trials"] == 5 and seen["unit"] == "images"
     assert round(seen["baseline"]) == 235 and round(seen["best"]) == 73703 and seen["config"]["precompute"] == "device"
-    assert gpu_campaign.trial_figures(database, "vlm_mc", "full") is None  # no such study
-    assert gpu_campaign.trial_figures(tmp_path / "none.db", "vlm_mc", "small") is None
+    assert gpu_campaign.trial_figures(database, "vlm_mc", "h100", "full") is None  # no such study
+    assert gpu_campaign.trial_figures(tmp_path / "none.db", "vlm_mc", "h100", "small") is None
     row = gpu_campaign.summarise("vlm_mc", {"workload": "vlm_mc", "size": "small", "error": "killed after 264 s",
                                             "trial_figures": seen}, tmp_path)
     assert row["verdict"] == "no result" and "preset" not in row and not (tmp_path / "presets").exists()
