@@ -165,7 +165,8 @@ def result_json(result: Any) -> dict[str, Any]:
         "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
         "unused": list(result.unused),
         "choices": [{"parameter": o.parameter, "value": o.value, "verdict": o.verdict, "measured": o.measured,
-                     "best_throughput": o.best_throughput, "statuses": o.statuses} for o in result.choices],
+                     "best_throughput": o.best_throughput, "statuses": o.statuses, "ruled_out": o.ruled_out}
+                    for o in result.choices],
         "candidates": [candidate_json(c) for c in result.candidates], "seconds": result.seconds,
     }
 
@@ -226,6 +227,8 @@ def result_table(result: Any) -> str:
         said = max(10, *(len(o.verdict) for o in result.choices))
         for outcome in result.choices:
             ended = ", ".join(f"{status} {n}" for status, n in sorted(outcome.statuses.items()))
+            if outcome.verdict == "ruled out":
+                ended = f"breaks {outcome.ruled_out}"
             lines.insert(-2, f"  {outcome.parameter:<16} {str(outcome.value):<{width}} {outcome.verdict:<{said}} "
                              f"{rate(outcome.best_throughput, result.unit):>22}  {ended}".rstrip())
     losers = [c for c in result.candidates if c is not winner and c.role != "baseline"]

@@ -207,12 +207,15 @@ class ChoiceOutcome:
     in_winner: bool
     over_budget: bool = False  # it passed its check, but only over the memory budget
     lost_remeasure: bool = False  # its best trial beat the winner's in the search, then lost to it side by side
+    ruled_out: str | None = None  # the constraint no config with this value keeps here (batch 16 of a batch of 8)
 
     @property
     def verdict(self) -> str:
         # Each says why a value is not the winner's, even where its best in the search was faster.
         if self.in_winner:
             return "winner"
+        if self.ruled_out:  # not "not tried": no search of this size and device may try it
+            return "ruled out"
         if self.over_budget:
             return "over budget"
         if self.lost_remeasure:
@@ -257,6 +260,19 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
                     bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
                     over_budget=bool(correct) and not fits,
                     lost_remeasure=best is not None and best.number in lost and best.user_attrs["throughput"] > beaten,
+                    ruled_out=_ruled_out(space, param.name, value),
                 )
             )
     return found
+
+
+def _ruled_out(space: "SearchSpace", name: str, value: Any) -> str | None:
+    """The constraint that every config with ``name=value`` breaks, where one reads that knob alone besides the
+    size and the device (``global_batch % batch_size == 0`` at a batch of 8 rules out 16): such a value is never
+    measured here. A constraint over several knobs (numba with bfloat16) rules out a combination, not a value."""
+    known = set(space.facts) | {name}
+    for constraint in space.constraints:
+        if name in constraint.names and constraint.names <= known and not constraint.evaluate({**space.facts, name: value}):
+            sized = [f"{fact} is {space.facts[fact]}" for fact in space.size_parameters if fact in constraint.names]
+            return constraint.text + (f" ({', '.join(sized)} at this size)" if sized else "")
+    return None

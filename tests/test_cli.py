@@ -128,7 +128,7 @@ def test_a_search_of_each_seed_workload_exports_its_winner(tmp_path, workload):
     assert exported["check"]["passed"] is True and exported["speedup"] > 0
     # "What each choice did": the verdicts line up under the longest value (vlm_mc's max-autotune-no-cudagraphs).
     rows = done.stdout.split("how its trials ended):\n")[1].split("\n\n")[0].splitlines()
-    columns = {re.search(r" (winner|slower|incorrect|failed|not tried|over budget|lost re-measure)\b", row).start() for row in rows
+    columns = {re.search(r" (winner|slower|incorrect|failed|not tried|ruled out|over budget|lost re-measure)\b", row).start() for row in rows
                if not row.startswith("  other candidates")}
     assert len(columns) == 1, done.stdout
 

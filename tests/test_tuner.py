@@ -1,5 +1,6 @@
 """Real searches, in subprocess mode, on tiny workloads."""
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -308,6 +309,32 @@ def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     first = next(i for i, r in enumerate(result.trials) if r.role == "neighbour")
     assert [r.duplicate_of is not None for r in result.trials[first - REPEAT_LIMIT - 1:first]] == [
         False, *[True] * REPEAT_LIMIT]
+
+
+def test_choice_outcomes_say_which_values_a_constraint_rules_out_at_this_size():
+    # ten at `tiny` trains a global batch of 8: a micro-batch of 16 is never measured there, so its row must not
+    # read "not tried", as if a longer search might try it.
+    from autotune.devices import PROFILES
+    from autotune.tuner import choice_outcomes
+    from workloads.ten import TenWorkload
+
+    space = autotune.load_space("ten").for_device(PROFILES["cpu"]).for_size(TenWorkload.sizes["tiny"], "tiny")
+    study = optuna.create_study(direction="maximize")
+    outcomes = {(o.parameter, o.value): o for o in choice_outcomes(study, space, None)}
+    for batch in (16, 32, 64):
+        assert outcomes[("batch_size", batch)].verdict == "ruled out"
+        assert outcomes[("batch_size", batch)].ruled_out == "global_batch % batch_size == 0 (global_batch is 8 at this size)"
+    assert [outcomes[("batch_size", b)].verdict for b in (1, 2, 4, 8)] == ["not tried"] * 4
+    # At `small` (a global batch of 32) only 64 is.
+    small = autotune.load_space("ten").for_device(PROFILES["cpu"]).for_size(TenWorkload.sizes["small"], "small")
+    ruled = [o.value for o in choice_outcomes(study, small, None) if o.verdict == "ruled out"]
+    assert ruled == [64]
+    # A constraint over two knobs rules out a combination, never a value: numba runs in float32, the loop kernel
+    # in bfloat16.
+    numba_bf16 = dataclasses.replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities | {"bf16", "numba"})
+    chmm = autotune.load_space("chmm").for_device(numba_bf16)
+    assert "messages != 'numba' or dtype in ['float32', 'float64']" in [c.text for c in chmm.constraints]
+    assert not [o for o in choice_outcomes(study, chmm, None) if o.verdict == "ruled out"]
 
 
 def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
