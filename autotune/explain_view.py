@@ -90,7 +90,8 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
     lines += ["", "Path from the baseline (each step over the baseline):", f"  {'baseline':<40} 1.00x"]
     lines += [f"  {'+ ' + step['knob']:<40} {interval_text(step.get('speedup'))}" for step in doc.get("path", [])]
     lines += ["", "Every speedup is over the baseline measured in the same run; \"alone\" is the baseline with that "
-              "fix, \"in the winner\" the winner over the winner without it."]
+              "fix, \"in the winner\" the winner over the winner without it. The verdict reads \"alone\" unless "
+              "its note says otherwise."]
     return "\n".join(lines)
 
 

@@ -114,7 +114,11 @@ def test_a_fix_whose_alone_move_needs_other_fixes_is_judged_inside_the_winner():
     assert (fixes["wide"]["verdict_from"], fixes["wide"]["verdict"]) == ("in_winner", "confirmed")  # 1.2x
     assert (fixes["kernel"]["verdict_from"], fixes["kernel"]["verdict"]) == ("alone", "confirmed")
     assert (fixes["batch"]["verdict_from"], fixes["batch"]["verdict"]) == ("alone", "below claim")
-    assert "alone with kernel, so the verdict is from in the winner" in explain_text({**doc, "size": "tiny"})
+    text = explain_text({**doc, "size": "tiny"})
+    assert "alone with kernel, so the verdict is from in the winner" in text
+    # A verdict of "no effect" beside a clear gain in the winner reads as a contradiction unless the table says
+    # which figure a verdict reads.
+    assert 'The verdict reads "alone" unless its note says otherwise.' in " ".join(text.split())
 
 
 def test_a_wrong_fix_is_incorrect_with_its_error_and_a_wrong_target_says_so(space):
