@@ -139,4 +139,5 @@ def claims_html(info: Mapping[str, Any]) -> str:
         for row in info["rows"])
     return (f"<table id='claims'><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{rows}</table>"
             f"<p><small>Measured {html.escape(str(info.get('measured_at') or ''))} by autotune explain; every "
-            f"speedup is over the baseline measured in the same run, with a 95% bootstrap interval.</small></p>")
+            f"speedup is over the baseline measured in the same run, with a 95% bootstrap interval. The verdict "
+            f"reads \"alone\" unless its note says otherwise.</small></p>")

@@ -141,6 +141,7 @@ def test_full_report_has_every_figure():
     assert "process died from SIGSEGV" in page
     # the claims table under the waterfall: the guide's words, the measurement and the verdict
     assert "<table id='claims'>" in page and "fix 1: 2-3x" in page and "verdict-confirmed" in page
+    assert 'The verdict reads "alone" unless its note says otherwise.' in page
 
 
 def test_what_optuna_warns_of_while_drawing_is_a_note_under_the_figure_not_a_terminal_warning():
