@@ -120,6 +120,21 @@ def test_table_keeps_every_trial_with_its_error():
     assert rows[3]["error"] == "process died from SIGSEGV" and rows[2]["check_error"] == 0.5
 
 
+def test_a_restricted_ask_is_listed_as_never_measured_not_as_a_failure():
+    # The loop records a config that breaks a constraint (asked for, never run) as a failed trial, so that the
+    # sampler steers away from it; the table must not show it as a config that failed with no error.
+    study = make_study(*KNOWN)
+    trial = study.ask({"kernel": KERNEL, "dtype": DTYPE})
+    trial.set_user_attr("config", {"kernel": "numba", "dtype": "float16"})
+    trial.set_user_attr("restricted", "kernel != 'numba' or dtype == 'float32'")
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    row = _get_table_info(study)[-1]
+    assert row["status"] == "restricted"
+    assert row["error"] == "breaks kernel != 'numba' or dtype == 'float32': never measured"
+    page = render_html(build_report(study, DOCUMENT))
+    assert "<tr class='status-restricted'>" in page and "tr.status-restricted td" in page
+
+
 def explanation():
     """An `autotune explain` of a synthetic space whose effects are known (tests/test_explain.py)."""
     from autotune.explain import explain
