@@ -605,6 +605,34 @@ def test_a_busy_cpu_is_reported_before_anything_is_timed(studies, monkeypatch):
     assert measured is None or 0.0 <= measured <= (os.cpu_count() or 1) + 1e-9
 
 
+def test_a_resumed_search_counts_so_far_the_trials_its_budget_counts(studies, monkeypatch):
+    # A study of 1 measured config, 1 repeat of it and 1 restricted ask said "(3 trials so far)", and then
+    # "in the study: ok 1".
+    said = []
+    tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, on_stage=said.append)
+    study = tuner.open_study()
+    for attrs in ({"status": "ok"}, {"status": "ok", "duplicate_of": 0}, {"restricted": "a constraint"}):
+        trial = study.ask()
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, *([1.0] if "status" in attrs else []),
+                   state=optuna.trial.TrialState.COMPLETE if "status" in attrs else optuna.trial.TrialState.FAIL)
+
+    class Stop(Exception):
+        pass
+
+    def stop():
+        raise Stop
+
+    monkeypatch.setattr(tuner.runner, "warm_up", stop)
+    try:
+        with pytest.raises(Stop):
+            tuner.search(1)
+    finally:
+        tuner.close()
+    assert said[0].endswith("(1 trial so far)"), said
+
+
 def test_a_study_of_another_workload_or_size_is_refused_and_left_as_it_was(studies):
     # A search that reused another's study name added its trials beside the other's, sampled from both.
     def search(workload, size, n_trials=1):
