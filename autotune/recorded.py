@@ -229,8 +229,11 @@ def _from_cache(path: Path | str, data: Mapping[str, Any]) -> Recorded:
     # A constraint sees an unused knob as null (SearchSpace.violated): so must the recorded keys.
     allowed = frozenset(key_of({name: entry[name] if used else None for name, used in space.active(entry).items()},
                                order) for entry in entries.values())
+    # What the space's constraints read of the size and device it was recorded at (``global_batch``, ``cpu``):
+    # without it a constraint over them is not judged, and only the key set restricts.
     space = SearchSpace(space.parameters.values(), space.defaults, space.baseline, space.source, space.workload,
-                        space.description, constraints=[*space.constraints, RecordedKeys(allowed, order)])
+                        space.description, constraints=[*space.constraints, RecordedKeys(allowed, order)],
+                        facts=data.get("autotune_facts") or {}, size_parameters=space.size_parameters)
     return Recorded(str(path), space, order, entries, objective, direction)
 
 
@@ -264,6 +267,7 @@ def space_document(space: SearchSpace, grids: Mapping[str, list[Any]]) -> dict[s
                             **({"probe": True} if probe else {})}
     return {"schema_version": 1, "workload": space.workload, "parameters": parameters,
             "constraints": [c.text for c in space.constraints],
+            **({"size_parameters": list(space.size_parameters)} if space.size_parameters else {}),
             "defaults": {name: space.defaults[name] for name in grids},
             "baseline": {name: space.baseline[name] for name in grids if name in space.baseline}}
 
@@ -319,6 +323,7 @@ def recorded_study(study: "optuna.Study", source: str) -> Recorded:
                                               | ({space.baseline[name]} if name in space.baseline else set()))
                                for name in order}
         data["autotune_space"] = space_document(space, data["tune_params"])
+        data["autotune_facts"] = attrs.get("facts") or {}  # as the search judged its constraints (since 2026-11-25)
     return _from_cache(source, data)
 
 

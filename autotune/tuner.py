@@ -252,7 +252,7 @@ class Tuner:
             study.set_metric_names(["throughput", "peak_memory_bytes"][: len(study.directions)])
         # The budget of the latest search: the report judges which trials may win by it, as the search did.
         latest = {"unit": self.workload_class.unit, "space": str(self.space.source),
-                  "memory_budget_bytes": self.memory_budget_bytes}
+                  "memory_budget_bytes": self.memory_budget_bytes, "facts": self.space.facts}
         for key, value in {**made_for, **latest}.items():
             if study.user_attrs.get(key) != value:
                 study.set_user_attr(key, value)

@@ -91,11 +91,12 @@ def configs(space: SearchSpace, leave_out: dict[str, list[Any]] | None = None,
 
 
 def write(path: Path, settings: SearchSettings, device: str, grids: dict[str, list[Any]],
-          cache: dict[str, Any], space: dict[str, Any]) -> None:
+          cache: dict[str, Any], space: dict[str, Any], facts: dict[str, Any] | None = None) -> None:
+    # ``facts``: what the space's constraints read of this size and device (``global_batch``, ``cpu``).
     data = {"device_name": f"{device} ({platform.processor() or platform.machine()})",
             "kernel_name": f"{settings.workload} ({settings.size})", "objective": "time",
             "problem_size": settings.size, "tune_params_keys": list(grids), "tune_params": grids, "cache": cache,
-            "autotune_space": space}
+            "autotune_space": space, "autotune_facts": dict(facts or {})}
     partial = path.with_name(path.name + ".partial")
     with gzip.open(partial, "wt", encoding="utf-8") as handle:
         json.dump(data, handle)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             shown = f"{shown:.4g} ms" if isinstance(shown, float) else shown
             print(f"[{index}/{len(todo)}] {key}: {shown}", file=sys.stderr, flush=True)
             if index % 20 == 0 or index == len(todo):
-                write(args.out, settings, tuner.device.name, grids, cache, space)
+                write(args.out, settings, tuner.device.name, grids, cache, space, tuner.space.facts)
         elapsed = time.perf_counter() - started
         ok = sum(isinstance(e["time"], float) for e in cache.values())
         print(f"recorded {len(cache)} configs ({ok} ran and passed) in {elapsed:.0f} s: {args.out}", file=sys.stderr)

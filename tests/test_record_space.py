@@ -132,6 +132,44 @@ def test_a_study_that_measured_every_config_replays_as_the_recorded_file_of_the_
         assert simulate(from_study, 12, seed=seed).best_so_far == simulate(from_file, 12, seed=seed).best_so_far
 
 
+def test_a_space_whose_constraints_read_the_size_reads_back_from_its_file_and_from_a_study(tmp_path):
+    # Constraints may read the size (ten's "global_batch % batch_size == 0"): `autotune simulate --study` on a
+    # study of ten failed with "names global_batch, which is not a parameter...", and so would a recorded file.
+    # Both now read back, the constraint judged at the size the configs were measured at, as the search judged it.
+    import copy
+
+    import yaml
+
+    from autotune.recorded import recorded_study
+    from autotune.simulate import simulate
+
+    spec = copy.deepcopy(SPACE)
+    spec["parameters"]["batch"] = {"choices": [1, 2, 4, 8]}
+    spec["defaults"]["batch"] = 1
+    spec["size_parameters"] = ["global_batch"]
+    spec["constraints"].append("global_batch % batch == 0")
+    space = SearchSpace.from_dict(spec).for_size({"global_batch": 4}, "tiny")
+    space_file = tmp_path / "toy.yaml"
+    space_file.write_text(yaml.safe_dump(spec, sort_keys=False))
+    record = _module()
+    grids, configs = record.configs(space)
+    assert {c["batch"] for c in configs} == {1, 2, 4}
+    cache = {",".join(str(c[name]) for name in grids): cache_entry(c, _fate(i, c)) for i, c in enumerate(configs)}
+    out = tmp_path / "space.json.gz"
+    record.write(out, SearchSettings("chmm", "cpu", "tiny"), "cpu", grids, cache, space_document(space, grids),
+                 space.facts)
+    from_file = load_recorded(out)
+    study = _study_of(space_file, [dict(c) for c in configs], _fate, None)
+    study.set_user_attr("facts", space.facts)  # as `search` stores it
+    from_study = recorded_study(study, "study")
+    eight = space.complete({**configs[0], "batch": 8})
+    times = {e["time"] for e in cache.values()}
+    for recorded in (from_file, from_study):
+        assert recorded.space.violated(eight) == "global_batch % batch == 0"  # not only "absent from the file"
+        # (The study knows only the batches it measured, the file every choice: their replays differ from there.)
+        assert set(simulate(recorded, 12, seed=0).best_so_far) - {None} <= times
+
+
 def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_wrong(tmp_path):
     from autotune.exceptions import AutotuneError
     from autotune.recorded import load_recorded_study

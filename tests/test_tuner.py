@@ -633,6 +633,17 @@ def test_a_resumed_search_counts_so_far_the_trials_its_budget_counts(studies, mo
     assert said[0].endswith("(1 trial so far)"), said
 
 
+def test_a_study_keeps_what_its_constraints_read_of_the_size_and_device(studies):
+    # `autotune simulate --study` replays a study with the space's constraints judged as the search judged them:
+    # ten's "global_batch % batch_size == 0" needs the size's global batch.
+    tuner = Tuner("ten", "cpu", "tiny", measurer=FAST_MEASURER)
+    try:
+        facts = tuner.open_study().user_attrs["facts"]
+    finally:
+        tuner.close()
+    assert facts["global_batch"] == 8 and facts["cpu"] is True and facts["cuda"] is False
+
+
 def test_a_study_of_another_workload_or_size_is_refused_and_left_as_it_was(studies):
     # A search that reused another's study name added its trials beside the other's, sampled from both.
     def search(workload, size, n_trials=1):
