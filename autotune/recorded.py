@@ -52,6 +52,13 @@ def key_of(values: Mapping[str, Any], order: tuple[str, ...]) -> str:
     return ",".join(str(values[name]) for name in order)
 
 
+def used_key(space: SearchSpace, values: Mapping[str, Any], order: tuple[str, ...]) -> str:
+    """The key of the knobs ``values`` uses, an unused one as null: it holds whatever it was recorded with (a
+    study stores its device's default, which need not be the space file's) and is no part of the config."""
+    active = space.active(values)
+    return key_of({name: values[name] if active.get(name, True) else None for name in order}, order)
+
+
 def direction_of(objective: str, higher_is_better: Any = None) -> str:
     """Whether a recorded objective is minimised or maximised.
 
@@ -122,7 +129,7 @@ class Recorded:
         The tuner maximises throughput. A maximised objective (GFLOP/s) is the
         throughput itself, and its runs are then timed in units of 1/objective.
         """
-        entry = self.entries[key_of(config, self.order)]
+        entry = self.entry_of(config)
         value = entry.get(self.objective)
         seconds = _cost_seconds(entry)
         if not _is_time(value):
@@ -141,7 +148,18 @@ class Recorded:
         """
         if result.status != "ok" or not result.throughput:
             return None
-        return float(self.entries[key_of(result.config, self.order)][self.objective])
+        return float(self.entry_of(result.config)[self.objective])
+
+    def entry_of(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The recorded entry of ``config``, by the knobs it uses (KeyError: not a recorded config)."""
+        return self._by_use[used_key(self.space, config, self.order)]
+
+    @cached_property
+    def _by_use(self) -> dict[str, Mapping[str, Any]]:
+        found: dict[str, Mapping[str, Any]] = {}
+        for entry in self.entries.values():
+            found.setdefault(used_key(self.space, entry, self.order), entry)
+        return found
 
 
 #: What older Kernel Tuner versions record for a config that failed, in place of a string; the
@@ -227,8 +245,7 @@ def _from_cache(path: Path | str, data: Mapping[str, Any]) -> Recorded:
     }, source=str(path))
     # The restriction is the key set: a combination absent from the cache is not a config at all.
     # A constraint sees an unused knob as null (SearchSpace.violated): so must the recorded keys.
-    allowed = frozenset(key_of({name: entry[name] if used else None for name, used in space.active(entry).items()},
-                               order) for entry in entries.values())
+    allowed = frozenset(used_key(space, entry, order) for entry in entries.values())
     # What the space's constraints read of the size and device it was recorded at (``global_batch``, ``cpu``):
     # without it a constraint over them is not judged, and only the key set restricts.
     space = SearchSpace(space.parameters.values(), space.defaults, space.baseline, space.source, space.workload,
@@ -304,14 +321,16 @@ def recorded_study(study: "optuna.Study", source: str) -> Recorded:
                if isinstance(t.user_attrs.get("config"), dict)]
     if not configs:
         raise AutotuneError(f"{source}: the study has measured no config yet")
+    attrs = study.user_attrs
     space = _space_of_study(study, [config for config, _ in configs])
-    # The knobs `benchmarks/record_space.py` records: those with more than one value in the space file.
-    order = tuple(p.name for p in space.tunable) if space is not None else tuple(configs[0][0])
+    if space is not None and attrs.get("facts"):
+        space = _as_searched(space, attrs["facts"], attrs.get("device", "the study's device"), attrs.get("size"))
+    # The knobs `benchmarks/record_space.py` records: all of them, one the device fixes at its one value.
+    order = tuple(space.parameters) if space is not None else tuple(configs[0][0])
     cache: dict[str, Any] = {}
     for config, result in configs:
         cache.setdefault(key_of(config, order), cache_entry(config, result))  # a config measured twice: the first
     seen = {name: {entry[name] for entry in cache.values()} for name in order}
-    attrs = study.user_attrs
     data: dict[str, Any] = {
         "device_name": attrs.get("device_name") or attrs.get("device", "an unnamed device"),
         "kernel_name": f"{attrs.get('workload', study.study_name)} ({attrs.get('size', '?')})", "objective": "time",
@@ -323,7 +342,7 @@ def recorded_study(study: "optuna.Study", source: str) -> Recorded:
                                               | ({space.baseline[name]} if name in space.baseline else set()))
                                for name in order}
         data["autotune_space"] = space_document(space, data["tune_params"])
-        data["autotune_facts"] = attrs.get("facts") or {}  # as the search judged its constraints (since 2026-11-25)
+        data["autotune_facts"] = attrs.get("facts") or {}  # as the search judged its constraints
     return _from_cache(source, data)
 
 
@@ -348,6 +367,17 @@ def _space_of_study(study: "optuna.Study", configs: list[Mapping[str, Any]]) -> 
                                                   for name, value in config.items()) for config in configs):
             return space
     return None
+
+
+def _as_searched(space: SearchSpace, facts: Mapping[str, Any], device: str, size: str | None) -> SearchSpace:
+    """The space as the search had it, from what the study keeps of its device and size (``facts``): the choices
+    the device could not run gone, their defaults moved as the search moved them, the size's constraints bound."""
+    from autotune.devices import CAPABILITIES, DeviceProfile
+
+    capabilities = frozenset(name for name in CAPABILITIES if facts.get(name))
+    kind = "cuda" if "cuda" in capabilities else "mps" if "mps" in capabilities else "cpu"
+    profile = DeviceProfile(device, kind, f"{device}, as the study recorded it", capabilities)
+    return space.for_device(profile).for_size(facts, size or "the study's size")
 
 
 def _ordered(param: Any, values: set[Any]) -> list[Any]:

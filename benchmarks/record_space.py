@@ -77,11 +77,15 @@ def grid(param: Parameter, default: Any) -> list[Any]:
 
 def configs(space: SearchSpace, leave_out: dict[str, list[Any]] | None = None,
             ) -> tuple[dict[str, list[Any]], list[Config]]:
-    """Every allowed config of ``space`` on the grid, each once, and the grid of each tunable knob."""
+    """Every allowed config of ``space`` on the grid, each once, and the grid of each knob.
+
+    A knob the device fixes (lsd's ``cuda_graph`` on a CPU) is recorded at its one value: a condition or a
+    constraint may read it (``compile`` is used only where ``cuda_graph == false``), so the file's space needs it.
+    """
     defaults = space.defaults
     leave_out = leave_out or {}
     grids = {p.name: [v for v in grid(p, defaults[p.name]) if v not in leave_out.get(p.name, [])]
-             for p in space.tunable}
+             for p in space.parameters.values()}
     seen: dict[str, Config] = {}
     for values in itertools.product(*grids.values()):
         config = space.complete(dict(zip(grids, values)))

@@ -170,6 +170,58 @@ def test_a_space_whose_constraints_read_the_size_reads_back_from_its_file_and_fr
         assert set(simulate(recorded, 12, seed=0).best_so_far) - {None} <= times
 
 
+#: Knobs a CPU fixes, as latentwire's and lsd's: pinned memory (default on, moved off on a CPU), a non-blocking
+#: copy used only from pinned memory, a CUDA graph (none on a CPU) and compile, used only without a graph.
+FIXED_HERE = {
+    "schema_version": 1,
+    "parameters": {
+        "pin": {"choices": [False, True], "requires": {"true": ["pinned_memory"]}},
+        "nb": {"choices": [False, True], "requires": {"true": ["cuda"]}, "condition": "pin == true"},
+        "graph": {"choices": [False, True], "requires": ["cuda_graphs"]},
+        "compile": {"choices": ["none", "default"], "condition": "graph == false"},
+        "batch": {"choices": [1, 2, 4]},
+    },
+    "defaults": {"pin": True, "nb": True, "graph": False, "compile": "none", "batch": 1},
+    "baseline": {"pin": False, "batch": 4},
+}
+
+
+@pytest.mark.parametrize("facts", [True, False])
+def test_a_space_with_knobs_the_device_fixes_reads_back_from_its_file_and_from_a_study(tmp_path, facts):
+    # `record_space.py --workload lsd` on a CPU wrote a file that did not read back ("parameters.compile.condition:
+    # names cuda_graph, which is not a parameter declared above it"), and `simulate --study` of latentwire died
+    # with a KeyError: the study stored nb=False, the device's default, where the file's default is True.
+    import yaml
+
+    from autotune.devices import PROFILES
+    from autotune.recorded import recorded_study
+    from autotune.simulate import simulate
+
+    record = _module()
+    space = SearchSpace.from_dict(FIXED_HERE).for_device(PROFILES["cpu"])
+    grids, configs = record.configs(space)
+    assert grids["pin"] == grids["nb"] == grids["graph"] == [False] and len(configs) == 2 * 3
+    cache = {",".join(str(c[name]) for name in grids): cache_entry(c, _fate(i, c)) for i, c in enumerate(configs)}
+    out = tmp_path / "space.json.gz"
+    record.write(out, SearchSettings("chmm", "cpu", "tiny"), "cpu", grids, cache, space_document(space, grids),
+                 space.facts)
+    from_file = load_recorded(out)
+    assert from_file.space.is_active("compile", {"pin": False, "nb": False, "graph": False})
+    space_file = tmp_path / "toy.yaml"
+    space_file.write_text(yaml.safe_dump(FIXED_HERE, sort_keys=False))
+    study = _study_of(space_file, [dict(c) for c in configs], _fate, None)
+    if facts:  # as `search` stores them since they are kept; an older study has none
+        study.set_user_attr("facts", space.facts)
+    from_study = recorded_study(study, "study")
+    assert from_study.space.defaults["pin"] is (not facts)  # the search's default, or else the file's
+    times = {e["time"] for e in cache.values()}
+    for seed in (0, 1):
+        replayed = simulate(from_study, 6, seed=seed).best_so_far
+        assert set(replayed) - {None} <= times
+        if facts:  # the space the search had: the same replay as the file's
+            assert replayed == simulate(from_file, 6, seed=seed).best_so_far
+
+
 def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_wrong(tmp_path):
     from autotune.exceptions import AutotuneError
     from autotune.recorded import load_recorded_study
