@@ -10,7 +10,9 @@ too.
 How the space is written down:
 
 - A knob with a range is recorded on a grid: powers of two for a log range,
-  at most 8 evenly spaced values otherwise, plus its default.
+  at most 8 evenly spaced values otherwise, plus its default. A knob the
+  device fixes is recorded at its one value (a condition may read it), and
+  ``autotune_facts`` holds what the constraints read of the size and device.
 - A knob a config does not use (its condition is false) is recorded at its
   default value, as ``search`` stores it. The file's ``autotune_space`` holds
   the knobs' conditions, constraints, defaults and baseline, so that
