@@ -21,6 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from autotune.config import Config
 from autotune.exceptions import AutotuneError
 from autotune.runner import TrialResult
 from autotune.space import SearchSpace
@@ -153,6 +154,12 @@ class Recorded:
     def entry_of(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
         """The recorded entry of ``config``, by the knobs it uses (KeyError: not a recorded config)."""
         return self._by_use[used_key(self.space, config, self.order)]
+
+    @cached_property
+    def configs(self) -> list[Config]:
+        """Every recorded config that keeps the space's constraints, in the file's order."""
+        completed = (self.space.complete({name: entry[name] for name in self.order}) for entry in self.entries.values())
+        return [config for config in completed if self.space.violated(config) is None]
 
     @cached_property
     def _by_use(self) -> dict[str, Mapping[str, Any]]:

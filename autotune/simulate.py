@@ -75,6 +75,10 @@ class _Simulation:
     def first_measured(self) -> None:
         """A simulation has no time budget to start."""
 
+    def configs(self) -> list[Config]:
+        """Every config of the space: those recorded that keep its constraints (see ``loop._next_unseen``)."""
+        return self.recorded.configs
+
 
 def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None,
              objectives: int | None = None,
