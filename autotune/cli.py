@@ -148,6 +148,9 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
                    progress: Progress) -> Any:
     """Drive worker processes on a shared study; the result if this process is elected to export, else None."""
     import tempfile
+    import time
+
+    started = time.perf_counter()  # the summary's time is the whole command's, workers included
 
     from autotune.shared_study import release_dead_owners
     from autotune.storage import redact_storage
@@ -180,7 +183,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
         fail("; ".join(failed) + "; every finished trial is stored: run the same command again to resume")
     if failed:
         progress.stage("; ".join(failed) + f"; the other workers finished all {budget} trials")
-    return library_call(tuner.finish_shared, budget)
+    return library_call(tuner.finish_shared, budget, started)
 
 
 # -- simulate ---------------------------------------------------------------------------

@@ -308,9 +308,10 @@ class Tuner:
     def budget_done(self, budget: int) -> bool:
         return len(counted(self.open_study().get_trials(deepcopy=False))) >= budget
 
-    def finish_shared(self, budget: int) -> "SearchResult | None":
-        """Re-measure and export, by exactly one of the processes that worked to ``budget`` (else None)."""
-        started = time.perf_counter()
+    def finish_shared(self, budget: int, started: float | None = None) -> "SearchResult | None":
+        """Re-measure and export, by exactly one of the processes that worked to ``budget`` (else None); the
+        result's time counts from ``started`` (``time.perf_counter()``; default: now)."""
+        started = time.perf_counter() if started is None else started
         study = self.open_study()
         if not elect_exporter(study, self._lock(), budget):
             return None

@@ -280,6 +280,12 @@ def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_pass
     study = optuna.load_study(study_name=STUDY, storage=open_storage(storage))
     measured = [t for t in study.trials if "threads" in t.user_attrs]
     assert measured and {t.user_attrs["threads"] for t in measured} == {1}
+    # The summary's time is the command's, the workers' trials included (it was the re-measurement's alone: 5 s
+    # for a run of 40).
+    said = float(re.search(r"measured by its workers; in the study: [^;]*; (\d+) s$", text, flags=re.MULTILINE)[1])
+    first = min(t.datetime_start for t in study.trials if t.datetime_start).timestamp()
+    exported = (tmp_path / "studies" / "steady" / "cpu-tiny.json").stat().st_mtime
+    assert said >= exported - first - 0.5, (said, exported - first)  # rounded to whole seconds
 
 
 def test_a_killed_driver_takes_its_workers_along(tmp_path):
