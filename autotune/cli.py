@@ -150,13 +150,12 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
     import tempfile
     import time
 
-    started = time.perf_counter()  # the summary's time is the whole command's, workers included
-
     from autotune.shared_study import release_dead_owners
     from autotune.storage import redact_storage
     from autotune.devices import detect
     from autotune.workers import check_gpus, plan_workers, run_workers
 
+    started = time.perf_counter()  # the summary's time, as one process's search counts it: the trials included
     if gpus is not None:  # before the study is touched: a refused --gpus writes nothing
         cuda_count = sum(found.profile.kind == "cuda" for found in detect())
         why = check_gpus(gpus, settings.device, tuner.device, cuda_count)

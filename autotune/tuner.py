@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import Config, config_path, default_storage, studies_dir
-from autotune.console import plural
 from autotune.devices import DetectedDevice, resolve_device
 from autotune.environment import busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
@@ -267,9 +266,9 @@ class Tuner:
         and does not count."""
         started = time.perf_counter()
         study = self.open_study()
-        # As the budget counts: not repeats, restricted asks or trials a retry replaced.
+        so_far = len(counted(study.get_trials(deepcopy=False)))  # as the budget counts: no repeats, restricted asks
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} "
-                      f"({plural(len(counted(study.get_trials(deepcopy=False))), 'trial')} so far)")
+                      f"({so_far} trial{'' if so_far == 1 else 's'} so far)")
         warm = self.runner.warm_up()
         if warm:
             self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
