@@ -270,7 +270,7 @@ def _ruled_out(space: "SearchSpace", name: str, value: Any) -> str | None:
     """The constraint that every config with ``name=value`` breaks, where one reads that knob alone besides the
     size and the device (``global_batch % batch_size == 0`` at a batch of 8 rules out 16): such a value is never
     measured here. A constraint over several knobs (numba with bfloat16) rules out a combination, not a value."""
-    known = set(space.facts) | {name}
+    known = (set(space.facts) - set(space.parameters)) | {name}  # a knob hides a capability of its name (compile)
     for constraint in space.constraints:
         if name in constraint.names and constraint.names <= known and not constraint.evaluate({**space.facts, name: value}):
             sized = [f"{fact} is {space.facts[fact]}" for fact in space.size_parameters if fact in constraint.names]

@@ -15,6 +15,7 @@ from autotune.exceptions import SearchSpaceError, StorageError
 from autotune.console import result_json, result_table
 from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
+from autotune.space import SearchSpace
 from tests.conftest import BROKEN, FAST_MEASURER
 
 BEHAVIOURS = ["wrong", "nan", "raise_build", "raise_run", "segfault", "exit", "hang", "oom_torch", "oom_numpy", "fast"]
@@ -331,6 +332,13 @@ def test_choice_outcomes_say_which_values_a_constraint_rules_out_at_this_size():
     assert ruled == [64]
     # A constraint over two knobs rules out a combination, never a value: numba runs in float32, the loop kernel
     # in bfloat16.
+    # A knob named as a capability is the knob: `compile` here, which the CPU also has as a capability.
+    spec = {"schema_version": 1, "parameters": {"compile": {"choices": ["none", "default"]},
+                                                "batch_size": {"choices": [8, 16]}},
+            "constraints": ["compile == 'none' or batch_size <= 8"], "defaults": {"compile": "none", "batch_size": 8},
+            "baseline": {}}
+    named = SearchSpace.from_dict(spec).for_device(PROFILES["cpu"])
+    assert "compile" in named.facts and not [o for o in choice_outcomes(study, named, None) if o.verdict == "ruled out"]
     numba_bf16 = dataclasses.replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities | {"bf16", "numba"})
     chmm = autotune.load_space("chmm").for_device(numba_bf16)
     assert "messages != 'numba' or dtype in ['float32', 'float64']" in [c.text for c in chmm.constraints]
