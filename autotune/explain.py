@@ -114,7 +114,8 @@ def shift(space: "SearchSpace", start: Config, end: Config, knobs: Iterable[str]
         broken = space.violated(config)
         if broken is not None:
             constraint = next(c for c in space.constraints if c.text == broken)
-            more |= set(getattr(constraint, "names", ()))
+            # Its knobs, not what it reads of the size or the device (`global_batch`, `cpu`): those do not move.
+            more |= set(getattr(constraint, "names", ())) & set(space.parameters)
         more -= moved
         if not more:
             break

@@ -202,6 +202,29 @@ def test_moves_the_space_forbids_take_what_they_need_or_say_why(space):
     assert next(f for f in fixes if f.knob == "tile").start is None
 
 
+def test_a_move_across_a_constraint_that_reads_the_device_takes_knobs_only():
+    # latentwire on a GPU: SDPA's flash kernel needs 16-bit inputs there ("cpu or precision != 'fp32' or
+    # attention not in [...]"). Flash alone, from the fp32 baseline, brought along every name the constraint
+    # reads, `cpu` too, and explain died with KeyError: 'cpu' on the winner's config.
+    from autotune.devices import PROFILES
+    from autotune.registry import get_workload_class
+    from autotune.space import load_space
+
+    sizes = get_workload_class("latentwire").sizes
+    space = load_space("latentwire").for_device(PROFILES["h100"]).for_size(sizes["small"], "small")
+    target = space.allowed({**dict(space.defaults), "attention": "flash", "precision": "bf16"})
+    config, together, why = shift(space, space.baseline, target, ["attention"])
+    assert why is None and together == ("precision",)
+    assert (config["attention"], config["precision"]) == ("flash", "bf16")
+    assert {f.knob for f in plan(space, space.baseline, target)} >= {"attention", "precision"}
+
+    def run(config):
+        return TrialResult("ok", config.to_dict(), unit="items", items_per_run=10, times=[0.1] * 7)
+
+    doc = explain(space, space.baseline, target, run, rounds=1)  # the whole explanation, as the GPU would run it
+    assert next(f for f in doc["fixes"] if f["knob"] == "attention")["alone_with"] == ["precision"]
+
+
 def test_the_target_must_differ_from_the_baseline(space):
     with pytest.raises(InvalidConfigError, match="is the baseline"):
         explain(space, space.baseline, space.baseline, fake_run(space))
