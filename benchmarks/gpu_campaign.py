@@ -29,8 +29,13 @@ re-measurement of the best beside the baseline, and the export), run as a
 child process that the part's ``--deadline`` kills, so a hung workload costs
 its own part and not the lease; its study database comes back all the same. The verdict on a guide's claim compares the
 claimed gain with the measured speedup of the tuned config over the
-baseline, both in the same run; it is a whole-search figure, not a per-fix
-ablation (that is `autotune explain`'s job).
+baseline, both in the same run; it is a whole-search figure. ``--explain``
+adds the per-fix ablation: after each search that exported, ``autotune
+explain`` measures each of the winner's fixes alone and inside the winner,
+side by side with the baseline, against the guide's claim for that fix
+(lsd's "fp16 + channels_last + SDPA: 1.96x" is a claim about the fixes
+alone). Its stored explanation comes back as ``explain-<workload>.json``,
+and its table is in the markdown summary.
 """
 
 from __future__ import annotations
@@ -138,6 +143,31 @@ def search(workload: str, size: str, timeout: float, args: argparse.Namespace, w
     return result
 
 
+def explain(workload: str, result: dict[str, Any], args: argparse.Namespace, work: Path, out: Path, log: Path,
+            seconds_left: float) -> dict[str, Any]:
+    """`autotune explain` of the search's winner, in a child with what the part has left: each fix alone and
+    inside the winner, against the guide's claim. Its stored explanation is copied to ``out``."""
+    limit = seconds_left - 10
+    if limit < 30:
+        return {"error": f"skipped: {seconds_left:.0f} s left in the part"}
+    command = [sys.executable, "-m", "autotune", "explain", "-w", workload, "-d", result["device"], "-s",
+               result["size"], "--studies", str(work), "--rounds", str(args.explain_rounds), "--min-time",
+               str(args.min_time), "--trial-timeout", f"{args.trial_timeout:g}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with log.open("a") as stderr:
+        stderr.write(f"\n## explain {workload}: {' '.join(command[1:])}\n")
+        stderr.flush()
+        try:
+            done = subprocess.run(command, cwd=work, env=env, stdout=stderr, stderr=stderr, timeout=limit)
+        except subprocess.TimeoutExpired:
+            return {"error": f"killed after {limit:.0f} s"}
+    stored = work / workload / "explain" / f"{result['device']}-{result['size']}.json"
+    if done.returncode != 0 or not stored.is_file():
+        return {"error": f"exit {done.returncode}: " + "\n".join(log.read_text().strip().splitlines()[-3:])}
+    shutil.copy(stored, out / f"explain-{workload}.json")
+    return {"file": f"explain-{workload}.json", "document": json.loads(stored.read_text())}
+
+
 def trial_figures(database: Path, workload: str, device: str, size: str) -> dict[str, Any] | None:
     """What a search that exported nothing (killed by the part's deadline, say) did measure: its baseline trial
     and its fastest correct trial, each a trial's own figure, not re-measured side by side. No preset and no
@@ -206,6 +236,16 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         speedup = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
         lines.append(f"| {r['workload']} | {r['size']} | {rate(r['baseline'])} | {rate(r['tuned'])} | {speedup} | "
                      f"{memory} | {r['claim']['text']} | {r['verdict']} |")
+    for r in rows:  # --explain: what each fix bought, as `autotune explain` prints it
+        if r.get("explain"):
+            lines += ["", f"### {r['workload']}: what each fix bought", ""]
+            if r["explain"].get("error"):
+                lines.append(f"explain: {r['explain']['error'][:300]}")
+            else:
+                sys.path.insert(0, str(ROOT))
+                from autotune.explain_view import explain_text
+
+                lines += ["```", explain_text(r["explain"]["document"], r.get("size")), "```"]
     return "\n".join(lines)
 
 
@@ -227,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remeasure-top", type=int, default=3, help="candidates re-measured beside the baseline")
     parser.add_argument("--remeasure-rounds", type=int, default=3, help="rounds of that re-measurement")
     parser.add_argument("--pytest", action="store_true", help="run `pytest -m gpu` first")
+    parser.add_argument("--explain", action="store_true",
+                        help="after each search that exported, `autotune explain` its winner (each fix alone and "
+                             "inside the winner, against the guide's claim)")
+    parser.add_argument("--explain-rounds", type=int, default=2, help="interleaved rounds of that explanation")
     parser.add_argument("--work", type=Path, default=None, help="studies folder (default: a temporary one)")
     args = parser.parse_args(argv)
     try:
@@ -234,8 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         timeouts = {w: per_workload(args.timeout, w, float) for w in args.workloads}
     except (SystemExit, ValueError) as exc:
         parser.error(str(exc))
-    if min(timeouts.values()) <= 0 or args.trials < 1 or min(args.min_time, args.deadline, args.trial_timeout) <= 0:
-        parser.error("--timeout, --min-time, --trial-timeout and --deadline must be positive, --trials at least 1")
+    if min(timeouts.values()) <= 0 or min(args.trials, args.explain_rounds) < 1 or \
+            min(args.min_time, args.deadline, args.trial_timeout) <= 0:
+        parser.error("--timeout, --min-time, --trial-timeout and --deadline must be positive, --trials and "
+                     "--explain-rounds at least 1")
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="autotune-campaign-"))
@@ -256,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
         if result.get("error"):
             result["trial_figures"] = trial_figures(work / "autotune.db", workload, args.device, sizes[workload])
         rows.append(summarise(workload, result, args.out))
+        if args.explain and not result.get("error"):
+            print(f"campaign: explain {workload}", file=sys.stderr, flush=True)
+            rows[-1]["explain"] = explain(workload, result, args, work, args.out, args.out / f"log-{part}.txt",
+                                          args.deadline - (time.perf_counter() - started))
         # Written after every workload: a part cut short still brings back what it finished.
         report["rows"] = rows
         (args.out / f"summary-{part}.json").write_text(json.dumps(report, indent=1))

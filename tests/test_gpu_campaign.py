@@ -19,12 +19,17 @@ def test_the_campaign_dry_runs_on_the_cpu(tmp_path):
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"), "--device", "cpu", "--size", "tiny",
          "--workloads", "chmm", "--timeout", "3", "--trials", "3", "--min-time", "0.05", "--out", str(out),
-         "--work", str(work)],
+         "--work", str(work), "--explain", "--explain-rounds", "1"],
         capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     # At most 8 files come back from the device machine, two folders down.
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
-        "log-chmm.txt", "presets/chmm/cpu-tiny.json", "studies-chmm.db", "summary-chmm.json", "summary-chmm.md"]
+        "explain-chmm.json", "log-chmm.txt", "presets/chmm/cpu-tiny.json", "studies-chmm.db", "summary-chmm.json",
+        "summary-chmm.md"]
+    # --explain: the winner's fixes, each alone and inside the winner, against the guide's claims.
+    explained = json.loads((out / "explain-chmm.json").read_text())
+    assert explained["fixes"] and all(f["verdict"] for f in explained["fixes"])
+    assert "### chmm: what each fix bought" in (out / "summary-chmm.md").read_text()
     assert "trial #0 baseline ok" in (out / "log-chmm.txt").read_text()  # the search's progress, for reading back
     summary = json.loads((out / "summary-chmm.json").read_text())
     row = summary["rows"][0]
@@ -71,6 +76,27 @@ def test_a_search_that_exports_nothing_is_a_row_that_says_why(tmp_path, monkeypa
     result = gpu_campaign.search("chmm", "tiny", 3.0, args, tmp_path, tmp_path / "log.txt", seconds_left=300.0)
     assert result["error"] == "nothing exported; trials: incorrect 7, crash 2"
     assert gpu_campaign.summarise("chmm", result, tmp_path)["verdict"] == "no result"
+
+
+def test_the_explanation_is_a_table_under_the_summary_or_says_why_it_is_missing(tmp_path):
+    import argparse
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_campaign
+    from tests.test_report import explanation
+
+    row = {"workload": "lsd", "size": "full", "unit": "frames", "baseline": 8.5, "tuned": 165.5, "speedup": 19.4,
+           "peak_memory_bytes": 2**30, "claim": gpu_campaign.CLAIMS["lsd"], "verdict": "above claim",
+           "explain": {"file": "explain-lsd.json", "document": explanation()}}
+    text = gpu_campaign.markdown([row])
+    assert "### lsd: what each fix bought" in text and "fix 1: 2-3x" in text and "in the winner" in text
+    row["explain"] = {"error": "skipped: 20 s left in the part"}
+    assert "explain: skipped: 20 s left in the part" in gpu_campaign.markdown([row])
+    # With too little of the part left, nothing is started.
+    args = argparse.Namespace(explain_rounds=1, min_time=0.05, trial_timeout=10.0)
+    result = {"device": "cpu", "size": "tiny"}
+    assert gpu_campaign.explain("chmm", result, args, tmp_path, tmp_path, tmp_path / "log.txt", 35.0) == {
+        "error": "skipped: 35 s left in the part"}
 
 
 def test_a_claim_verdict_compares_the_measured_speedup_with_the_claimed_range():
