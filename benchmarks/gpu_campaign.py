@@ -162,8 +162,8 @@ def explain(workload: str, result: dict[str, Any], args: argparse.Namespace, wor
         except subprocess.TimeoutExpired:
             return {"error": f"killed after {limit:.0f} s"}
     stored = work / workload / "explain" / f"{result['device']}-{result['size']}.json"
-    if done.returncode != 0 or not stored.is_file():
-        return {"error": f"exit {done.returncode}: " + "\n".join(log.read_text().strip().splitlines()[-3:])}
+    if done.returncode != 0 or not stored.is_file():  # its last line says why (the log holds the rest)
+        return {"error": f"exit {done.returncode}: " + log.read_text().strip().splitlines()[-1]}
     shutil.copy(stored, out / f"explain-{workload}.json")
     return {"file": f"explain-{workload}.json", "document": json.loads(stored.read_text())}
 

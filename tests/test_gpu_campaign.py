@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,6 +98,15 @@ def test_the_explanation_is_a_table_under_the_summary_or_says_why_it_is_missing(
     result = {"device": "cpu", "size": "tiny"}
     assert gpu_campaign.explain("chmm", result, args, tmp_path, tmp_path, tmp_path / "log.txt", 35.0) == {
         "error": "skipped: 35 s left in the part"}
+    # One that fails says why in one line (a winner that is the baseline has no fix to explain).
+    def fails(command, stdout, **kwargs):  # as the child does: its error is the last line of the log
+        stdout.write("autotune: error: the target config is the baseline: there is no fix to explain\n")
+        stdout.flush()
+        return subprocess.CompletedProcess(command, 2)
+
+    with mock.patch.object(gpu_campaign.subprocess, "run", fails):
+        said = gpu_campaign.explain("chmm", result, args, tmp_path, tmp_path, tmp_path / "log.txt", 300.0)
+    assert said == {"error": "exit 2: autotune: error: the target config is the baseline: there is no fix to explain"}
 
 
 def test_a_claim_verdict_compares_the_measured_speedup_with_the_claimed_range():
