@@ -33,7 +33,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from autotune.exceptions import SearchSpaceError
 
-__all__ = ["Condition", "ConditionError", "parse_constraints"]
+__all__ = ["Condition", "ConditionError", "parse_constraints", "size_read"]
 
 
 class ConditionError(SearchSpaceError):
@@ -292,3 +292,10 @@ def parse_constraints(raw: Any, parameters: Collection[str], capabilities: Colle
                                                  "device capability or a size parameter (size_parameters)")
         constraints.append(constraint)
     return constraints
+
+
+def size_read(names: Collection[str], size_parameters: Collection[str], facts: Mapping[str, Any],
+              show: Callable[[Any], str] = str) -> str:
+    """What a constraint reading ``names`` read of the size, said after it: `` (global_batch is 8 at this size)``."""
+    read = [f"{name} is {show(facts[name])}" for name in size_parameters if name in names]
+    return f" ({', '.join(read)} at this size)" if read else ""

@@ -115,7 +115,7 @@ def shift(space: "SearchSpace", start: Config, end: Config, knobs: Iterable[str]
         if broken is not None:
             constraint = next(c for c in space.constraints if c.text == broken)
             # Its knobs, not what it reads of the size or the device (`global_batch`, `cpu`): those do not move.
-            more |= set(getattr(constraint, "names", ())) & set(space.parameters)
+            more |= constraint.names & space.parameters.keys()
         more -= moved
         if not more:
             break

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.check import share_of_tolerance
+from autotune.conditions import size_read
 from autotune.config import Config
 from autotune.measure import Measurement
+from autotune.parameters import show
 from autotune.runner import TrialResult
 from autotune.trials import feasible, outcomes
 
@@ -273,6 +275,5 @@ def _ruled_out(space: "SearchSpace", name: str, value: Any) -> str | None:
     known = (set(space.facts) - set(space.parameters)) | {name}  # a knob hides a capability of its name (compile)
     for constraint in space.constraints:
         if name in constraint.names and constraint.names <= known and not constraint.evaluate({**space.facts, name: value}):
-            sized = [f"{fact} is {space.facts[fact]}" for fact in space.size_parameters if fact in constraint.names]
-            return constraint.text + (f" ({', '.join(sized)} at this size)" if sized else "")
+            return constraint.text + size_read(constraint.names, space.size_parameters, space.facts, show)
     return None

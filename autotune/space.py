@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import yaml
 
-from autotune.conditions import parse_constraints
+from autotune.conditions import parse_constraints, size_read
 from autotune.config import Config
 from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
@@ -308,9 +308,8 @@ class SearchSpace:
         broken = self.violated(config)
         if broken is not None:  # a search never measures it; run, it would fail or mislead
             read = next(c.names for c in self.constraints if c.text == broken)  # and what it read of the size
-            sized = ", ".join(f"{name} is {_show(self.facts[name])}" for name in self.size_parameters if name in read)
             raise InvalidConfigError(f"{what}: the config breaks the space's constraint \"{broken}\""
-                                     + (f" ({sized} at this size)" if sized else ""))
+                                     + size_read(read, self.size_parameters, self.facts, _show))
         return config
 
     def parse_assignments(self, assignments: Iterable[str], base: Mapping[str, Any] | None = None) -> Config:

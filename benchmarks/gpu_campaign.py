@@ -104,6 +104,21 @@ def per_workload(values: list[str], workload: str, kind: type) -> Any:
     return chosen
 
 
+def run_child(command: list[str], work: Path, log: Path, title: str, limit: float,
+              stdout: Any = None) -> subprocess.CompletedProcess | None:
+    """``python -m autotune ...`` in a child with this checkout on its path, its stderr (and its stdout, unless
+    ``stdout`` says otherwise) appended to ``log`` under ``title``; None when ``limit`` seconds killed it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with log.open("a") as stream:
+        stream.write(f"\n## {title}: {' '.join(command[1:])}\n")
+        stream.flush()
+        try:
+            return subprocess.run(command, cwd=work, env=env, stdout=stream if stdout is None else stdout,
+                                  stderr=stream, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            return None
+
+
 def search(workload: str, size: str, timeout: float, args: argparse.Namespace, work: Path, log: Path,
            seconds_left: float) -> dict[str, Any]:
     """One search of one workload, in a child with a hard limit; its result JSON, or what went wrong."""
@@ -120,16 +135,10 @@ def search(workload: str, size: str, timeout: float, args: argparse.Namespace, w
                "--studies", str(work), "--json", "--remeasure-top", str(args.remeasure_top),
                "--remeasure-rounds", str(args.remeasure_rounds)]
     started = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    with log.open("a") as stderr:
-        stderr.write(f"\n## {workload} {size}: {' '.join(command[1:])}\n")
-        stderr.flush()
-        try:
-            done = subprocess.run(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                  timeout=limit)
-        except subprocess.TimeoutExpired:
-            return {"workload": workload, "size": size, "error": f"killed after {limit:.0f} s",
-                    "seconds": round(time.perf_counter() - started, 1)}
+    done = run_child(command, work, log, f"{workload} {size}", limit, stdout=subprocess.PIPE)
+    if done is None:
+        return {"workload": workload, "size": size, "error": f"killed after {limit:.0f} s",
+                "seconds": round(time.perf_counter() - started, 1)}
     seconds = round(time.perf_counter() - started, 1)
     if done.returncode == 1 and done.stdout.lstrip().startswith("{"):
         # The search ran and exported nothing (no config passed its check, or none fit): its counts say why.
@@ -153,14 +162,9 @@ def explain(workload: str, result: dict[str, Any], args: argparse.Namespace, wor
     command = [sys.executable, "-m", "autotune", "explain", "-w", workload, "-d", result["device"], "-s",
                result["size"], "--studies", str(work), "--rounds", str(args.explain_rounds), "--min-time",
                str(args.min_time), "--trial-timeout", f"{args.trial_timeout:g}"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    with log.open("a") as stderr:
-        stderr.write(f"\n## explain {workload}: {' '.join(command[1:])}\n")
-        stderr.flush()
-        try:
-            done = subprocess.run(command, cwd=work, env=env, stdout=stderr, stderr=stderr, timeout=limit)
-        except subprocess.TimeoutExpired:
-            return {"error": f"killed after {limit:.0f} s"}
+    done = run_child(command, work, log, f"explain {workload}", limit)
+    if done is None:
+        return {"error": f"killed after {limit:.0f} s"}
     stored = work / workload / "explain" / f"{result['device']}-{result['size']}.json"
     if done.returncode != 0 or not stored.is_file():  # its last line says why (the log holds the rest)
         return {"error": f"exit {done.returncode}: " + log.read_text().strip().splitlines()[-1]}

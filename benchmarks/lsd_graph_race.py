@@ -105,16 +105,20 @@ def _blocking_copies() -> Iterator[None]:
 
 KEPT: list[torch.Tensor] = []
 
+
+def _keep_every_replay() -> contextlib.AbstractContextManager[Any]:
+    return _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out)))
+
 VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     "as-is": contextlib.nullcontext,
     "sync-after": lambda: _around_replay(after=lambda *_: torch.cuda.synchronize()),
     "stream-sync-after": lambda: _around_replay(after=lambda *_: torch.cuda.current_stream().synchronize()),
     "sync-before": lambda: _around_replay(before=lambda *_: torch.cuda.synchronize()),
     "eager-after": lambda: _around_replay(after=lambda eps, x, t, out: eps(x, t)),
-    "keep-alive": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out))),
+    "keep-alive": _keep_every_replay,
     # Bounded forms of keep-alive, the fix the workload could take: a run's tensors released when the next run
     # starts (check_errors clears them), or only the last replay's kept until the next replay.
-    "keep-run": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out))),
+    "keep-run": _keep_every_replay,
     "keep-last": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.__setitem__(slice(None), (x, t, out))),
     "blocking-copies": _blocking_copies,
     "cudnn-off": lambda: torch.backends.cudnn.flags(enabled=False),
