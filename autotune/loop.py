@@ -46,8 +46,15 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
     rng = random.Random(None if tuner.seed is None else tuner.seed + (os.getpid() if budget.shared else 0))
     records: list[TrialRecord] = []
     repeats = 0
+    # Every allowed config, where the space can list them: once all are measured the search ends, rather than
+    # ask its sampler for repeats until it gives up (DUPLICATE_ASK_FACTOR asks per trial of the budget).
+    every = tuner.configs()
+    known = guard(lambda: measured_configs(study.get_trials(deepcopy=False)), "reading the study") if every else {}
     try:
         while not tuner.should_stop():
+            if every and len(known) >= len(every) and all(config.key in known for config in every):
+                tuner.on_stage(f"all {len(every)} allowed configs of the space are measured: no new trials")
+                break
             trial = guard(budget.take, "taking a trial")
             if trial is DONE:
                 break
@@ -61,7 +68,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 record = run_trial(tuner, study, trial, trials, known, best_throughput(trials, tuner.memory_budget_bytes), guard)
             repeats = repeats + 1 if record is not None and record.duplicate_of is not None else 0
             if record is None or repeats >= REPEAT_LIMIT:
-                fresh, role = _next_unseen(tuner, study, known, rng)
+                fresh, role = _next_unseen(tuner, study, known, rng, every)
                 if fresh is not None:
                     study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": role})
                 repeats = 0
@@ -162,7 +169,7 @@ def tell(study: "optuna.Study", trial: "optuna.Trial", result: TrialResult, memo
 
 
 def _next_unseen(tuner: "Tuner", study: "optuna.Study", known: dict[str, int], rng: random.Random,
-                 tries: int = 200) -> tuple[Config | None, str]:
+                 every: list[Config], tries: int = 200) -> tuple[Config | None, str]:
     """An allowed config not measured yet, after a restricted ask or a sampler that keeps asking for measured ones.
 
     A sampler that repeats itself has converged on the best configs found:
@@ -200,6 +207,7 @@ def _next_unseen(tuner: "Tuner", study: "optuna.Study", known: dict[str, int], r
         if config.key not in known and tuner.space.violated(config) is None:
             return config, "random"
     # A sparse space, where random draws miss: a recorded one lists its configs (a study's 8 configs of lsd
-    # are 8 of 19,200 combinations of their knobs' values), and its replay goes on to the last of them.
-    left = [config for config in getattr(tuner, "configs", list)() if config.key not in known]
+    # are 8 of 19,200 combinations of their knobs' values), and its replay goes on to the last of them; so
+    # does a search of a space small enough to list.
+    left = [config for config in every if config.key not in known]
     return (rng.choice(left) if left else None), "random"  # None: the space is (nearly) exhausted

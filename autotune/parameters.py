@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from autotune.conditions import Condition
 from autotune.devices import CAPABILITIES
@@ -130,6 +130,14 @@ class Parameter:
     def fixed(self) -> bool:
         """Only one value left (for example after a device removed the others): never sampled."""
         return self.type == "categorical" and len(self.choices) == 1
+
+    def values(self) -> Sequence[Any] | None:
+        """Every value, in order, where they can be listed (choices, an int range); None for a float range."""
+        if self.type == "categorical":
+            return self.choices
+        if self.type == "int":
+            return range(int(self.low), int(self.high) + 1, 1 if self.log else int(self.step or 1))  # type: ignore[arg-type]
+        return None
 
     def draw(self, rng: random.Random) -> Any:
         """A value drawn at random: uniform, or log-uniform on a log range, on the step grid."""

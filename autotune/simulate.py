@@ -79,6 +79,9 @@ class _Simulation:
         """Every config of the space: those recorded that keep its constraints (see ``loop._next_unseen``)."""
         return self.recorded.configs
 
+    def on_stage(self, message: str) -> None:
+        """A replay says nothing of its stages."""
+
 
 def simulate(recorded: Recorded, trials: int, seed: int, sampler: str | None = None,
              objectives: int | None = None,

@@ -5,25 +5,14 @@ workload, the ``baseline`` its users run today and the ``defaults`` used when
 nothing is tuned. Each parameter is a set of choices or an int/float range,
 may be active only under a ``condition`` (see :mod:`autotune.conditions`),
 and may need device capabilities (``requires``), either for the whole
-parameter or per choice. Example::
-
-    schema_version: 1
-    parameters:
-      dtype:
-        choices: [float64, float32, bfloat16, float16]
-        requires: {bfloat16: [bf16], float16: [fp16]}
-      chunk_size:
-        type: int
-        low: 16
-        high: 4096
-        log: true
-        condition: "kernel == 'scan'"
-    defaults: {dtype: float32, chunk_size: 256}
-    baseline: {dtype: float32}
+parameter or per choice. The README's "Adding a workload" gives the format,
+with an example of every field.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -420,6 +409,15 @@ class SearchSpace:
                     if self.violated(candidate) is None:
                         found.setdefault(candidate.key, candidate)
         return list(found.values())
+
+    def every_config(self, limit: int = 10_000) -> list[Config]:
+        """Every allowed config, each once; none where a knob is a float range or the knobs' values combine more
+        than ``limit`` ways. How a search knows it has measured them all (see ``loop.run_trials``)."""
+        values = {p.name: p.values() for p in self.parameters.values()}
+        if any(v is None for v in values.values()) or math.prod(len(v) for v in values.values()) > limit:  # type: ignore[arg-type]
+            return []
+        configs = (self.complete(dict(zip(values, c))) for c in itertools.product(*values.values()))  # type: ignore[arg-type]
+        return list({c.key: c for c in configs if self.violated(c) is None}.values())  # equal keys: equal configs
 
     def sample(self, rng: random.Random) -> Config:
         """A config drawn at random (uniform choices; log-uniform where the range is log)."""

@@ -178,6 +178,10 @@ class Tuner:
             memory_limit_bytes=self.memory_limit_bytes if purpose == "trial" else None,
         )
 
+    def configs(self) -> list[Config]:
+        """Every allowed config, where the space can list them (``SearchSpace.every_config``); else none."""
+        return self.space.every_config()
+
     def ensure_reference(self) -> None:
         """Compute and cache the reference output once per workload, size, version and device.
 
@@ -390,12 +394,8 @@ class Tuner:
             study.set_user_attr("winner_trial", winner.trial)
             study.set_user_attr("speedup", speedup)
         return SearchResult(
-            workload=self.workload_class.name,
-            device=self.device.name,
-            size=self.size,
-            study_name=self.study_name,
-            storage=redact_storage(self.storage),
-            unit=self.workload_class.unit,
+            workload=self.workload_class.name, device=self.device.name, size=self.size,
+            study_name=self.study_name, storage=redact_storage(self.storage), unit=self.workload_class.unit,
             trials=records,
             counts=status_counts(study.get_trials(deepcopy=False)),
             candidates=candidates,

@@ -276,11 +276,28 @@ def test_a_neighbour_move_across_a_constraint_is_mended_not_dropped():
     tuner = Tuner()
     tuner.space = s
     rng = random.Random(0)
-    moves = [_next_unseen(tuner, study, {best.key: 0}, rng)[0] for _ in range(200)]
+    moves = [_next_unseen(tuner, study, {best.key: 0}, rng, s.every_config())[0] for _ in range(200)]
     assert all(s.violated(c) is None and c.key != best.key for c in moves)
     scans = [c for c in moves if c["kernel"] == "scan"]
     # Mended: 55 of 200 moves reach scan (seed 0). Dropped, only two-knob moves that change both get there: 9.
     assert len(scans) >= 30 and {c["dtype"] for c in scans} <= {"float32", "float64"}
+
+
+def test_every_config_lists_each_allowed_config_once_where_the_space_can_be_listed():
+    # chunk is active only under scan (its values there, the default elsewhere); the constraint drops bfloat16 scans.
+    data = {"schema_version": 1, "parameters": {
+        "dtype": {"choices": ["float32", "bfloat16"]},
+        "kernel": {"choices": ["loop", "scan"]},
+        "chunk": {"type": "int", "low": 8, "high": 32, "step": 8, "condition": "kernel == 'scan'"}},
+        "constraints": ["kernel != 'scan' or dtype == 'float32'"],
+        "defaults": {"dtype": "float32", "kernel": "loop", "chunk": 16}, "baseline": {}}
+    configs = space(data).every_config()
+    assert sorted((c["dtype"], c["kernel"], c["chunk"]) for c in configs) == [
+        ("bfloat16", "loop", 16), ("float32", "loop", 16),
+        ("float32", "scan", 8), ("float32", "scan", 16), ("float32", "scan", 24), ("float32", "scan", 32)]
+    # A float range cannot be listed, nor more combinations than the limit (2 x 2 x 4 = 16).
+    assert space().every_config() == [] and space(data).every_config(limit=15) == []
+    assert len(space(data).every_config(limit=16)) == 6
 
 
 def test_a_study_searched_over_a_space_optuna_cannot_resume_is_refused_before_any_trial():

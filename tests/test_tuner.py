@@ -270,14 +270,21 @@ def test_repeats_cost_no_budget_and_an_exhausted_space_ends(studies, tmp_path):
         "schema_version: 1\nparameters:\n  behaviour: {choices: [ok, fast]}\n"
         "defaults: {behaviour: ok}\nbaseline: {behaviour: ok}\n"
     )
-    tuner = Tuner(f"{tmp_path / 'two.py'}:BrokenWorkload", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
+    said: list[str] = []
+    tuner = Tuner(f"{tmp_path / 'two.py'}:BrokenWorkload", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1,
+                  on_stage=said.append)
     try:
         result = tuner.search(n_trials=4)  # only two configs exist
+        # Once both are measured the search ends: no repeats asked for until the sampler gives up (4 x 5 asks),
+        # and a search resumed on the study asks for none.
+        again = tuner.search(n_trials=4)
     finally:
         tuner.close()
     measured = [r for r in result.trials if r.duplicate_of is None]
     assert sorted(r.config["behaviour"] for r in measured) == ["fast", "ok"]
-    assert len(result.trials) == 4 * 5  # gave up after DUPLICATE_ASK_FACTOR asks per trial
+    assert result.trials[-1] is measured[-1]
+    assert again.trials == []
+    assert said.count("all 2 allowed configs of the space are measured: no new trials") == 2
     assert result.winner.config["behaviour"] == "fast"
 
 
