@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
+    from autotune.space import SearchSpace
     from autotune.tuner import Tuner
 
 __all__ = ["run_trials", "tell"]
@@ -49,12 +50,19 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
     # Every allowed config, where the space can list them: once all are measured the search ends, rather than
     # ask its sampler for repeats until it gives up (DUPLICATE_ASK_FACTOR asks per trial of the budget).
     every = tuner.configs()
-    known = guard(lambda: measured_configs(study.get_trials(deepcopy=False)), "reading the study") if every else {}
     try:
         while not tuner.should_stop():
-            if every and len(known) >= len(every) and all(config.key in known for config in every):
-                tuner.on_stage(f"all {len(every)} allowed configs of the space are measured: no new trials")
-                break
+            if every:
+                trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
+                known, busy = measured_configs(trials), _in_flight(tuner.space, trials)
+                left = [c for c in every if c.key not in known] if len(known) + len(busy) >= len(every) else every
+                if not left:
+                    tuner.on_stage(f"all {len(every)} allowed configs of the space are measured: no new trials")
+                    break
+                if left is not every and all(c.key in busy for c in left):
+                    # The rest are other workers' trials now: wait, as one may die and its retry needs a worker.
+                    time.sleep(poll_seconds)
+                    continue
             trial = guard(budget.take, "taking a trial")
             if trial is DONE:
                 break
@@ -68,12 +76,13 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 record = run_trial(tuner, study, trial, trials, known, best_throughput(trials, tuner.memory_budget_bytes), guard)
             repeats = repeats + 1 if record is not None and record.duplicate_of is not None else 0
             if record is None or repeats >= REPEAT_LIMIT:
-                fresh, role = _next_unseen(tuner, study, known, rng, every)
+                unseen = {**known, **_in_flight(tuner.space, trials, trial.number)}  # nor another worker's
+                fresh, role = _next_unseen(tuner, study, unseen, rng, every)
                 if fresh is not None:
                     study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": role})
                 repeats = 0
             if record is None:
-                continue  # a restricted config: not a trial of the budget
+                continue  # not measured by this trial (see run_trial): not a trial of the budget
             record.study_best = best_throughput(trials, tuner.memory_budget_bytes)  # a resumed study's best, too
             if record.role in FIRST_ROLES:
                 tuner.first_measured()
@@ -91,14 +100,21 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
 
 def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", trials: list["FrozenTrial"],
               known: dict[str, int], best: float, guard: Retry) -> TrialRecord | None:
-    """Suggest, measure (or reuse a repeat's figures), record and tell one trial; None for a restricted config."""
+    """Suggest, measure (or reuse a repeat's figures), record and tell one trial; None for a config not measured
+    by it (one that breaks a constraint, or that another worker is measuring)."""
     config = tuner.space.suggest(trial)
     role = trial.user_attrs.get("role", "search")
     broken = tuner.space.violated(config)
     if broken is not None:
-        _reject(study, trial, config, broken, guard)
+        _skip(study, trial, {"restricted": broken, "config": config.to_dict()}, guard)
         return None
     duplicate_of = known.get(config.key)
+    measuring = None if duplicate_of is not None else _in_flight(tuner.space, trials, trial.number).get(config.key)
+    if measuring is not None:
+        # Another worker is measuring this config now: measured twice, it would cost a trial of the budget and
+        # the time of one. Two workers on a five-config space measured the baseline's config twice this way.
+        _skip(study, trial, {"in_flight": measuring, "config": config.to_dict()}, guard)
+        return None
     if duplicate_of is not None:
         # Measured already: reuse its figures rather than spend the time again (see REPEAT_LIMIT).
         # Read from the trials already fetched (``known`` came from them), never `study.trials`: that deep-copies
@@ -125,12 +141,19 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", tria
                        unused=tuner.space.unused(config))
 
 
-def _reject(study: "optuna.Study", trial: "optuna.Trial", config: Config, broken: str, guard: Retry) -> None:
-    """A config that breaks a constraint is never measured and never counts: the sampler is told it failed."""
+def _skip(study: "optuna.Study", trial: "optuna.Trial", attrs: dict[str, Any], guard: Retry) -> None:
+    """A config that breaks a constraint, or that another worker is measuring, is not measured by this trial and
+    never counts (``trials.never_measured``): the sampler is told the trial failed, and the loop moves on."""
     from optuna.trial import TrialState
 
-    guard(lambda: _record(trial, {"restricted": broken, "config": config.to_dict()}), "recording a trial")
+    guard(lambda: _record(trial, attrs), "recording a trial")
     guard(lambda: study.tell(trial, state=TrialState.FAIL), "finishing a trial")
+
+
+def _in_flight(space: "SearchSpace", trials: list["FrozenTrial"], mine: int | None = None) -> dict[str, int]:
+    """Config key -> the running trial of another worker that is measuring it (suggested, not yet finished)."""
+    return {space.complete(t.params).key: t.number for t in trials
+            if t.state.name == "RUNNING" and t.number != mine and "claimed" in t.user_attrs and t.params}
 
 
 def _record(trial: "optuna.Trial", attrs: dict[str, Any]) -> None:

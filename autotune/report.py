@@ -23,7 +23,7 @@ from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
 from autotune.explain import explain_path, read_explanation
 from autotune.stored import open_stored_study
-from autotune.trials import feasible, outcomes
+from autotune.trials import feasible, never_measured, outcomes
 
 if TYPE_CHECKING:
     import optuna
@@ -244,10 +244,10 @@ def _get_table_info(study: "optuna.Study") -> list[dict[str, Any]]:
         if not t.state.is_finished():
             continue
         check = t.user_attrs.get("check") or {}
-        broke = t.user_attrs.get("restricted")  # asked for, never measured: not a failure of its config
+        why = never_measured(t)  # asked for, never measured: not a failure of its config
         rows.append({
             "number": t.number,
-            "status": t.user_attrs.get("status", "restricted" if broke else t.state.name.lower()),
+            "status": t.user_attrs.get("status", ("restricted" if "restricted" in t.user_attrs else "skipped") if why else t.state.name.lower()),
             "role": t.user_attrs.get("role", ""),
             "repeat_of": t.user_attrs.get("duplicate_of"),
             "config": t.user_attrs.get("config", t.params),
@@ -256,7 +256,7 @@ def _get_table_info(study: "optuna.Study") -> list[dict[str, Any]]:
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
             "check_error": check.get("error"),
             "check_tolerance": check.get("tolerance"),
-            "error": t.user_attrs.get("error", f"breaks {broke}: never measured" if broke else None),
+            "error": t.user_attrs.get("error", f"{why}: never measured" if why else None),
         })
     return rows
 
@@ -374,8 +374,8 @@ table { border-collapse: collapse; font-size: 0.85em; }
 td, th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
 table.header td:first-child { font-weight: bold; }
 tr.status-incorrect td { background: #fde8e8; } tr.status-ok td { background: #fff; }
-tr.status-oom td, tr.status-timeout td, tr.status-crash td, tr.status-error td, tr.status-restricted td { background: #eee; }
-p.empty, p.note { color: #555; font-style: italic; border-left: 4px solid #ccc; padding-left: 0.8em; }
+tr.status-oom td, tr.status-timeout td, tr.status-crash td, tr.status-error td { background: #eee; }
+tr.status-restricted td, tr.status-skipped td { background: #eee; } p.empty, p.note { color: #555; font-style: italic; border-left: 4px solid #ccc; padding-left: 0.8em; }
 """
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 __all__ = [
-    "TrialRecord", "best_throughput", "counted", "feasible", "is_repeat", "is_restricted", "measured_configs", "outcomes",
+    "TrialRecord", "best_throughput", "counted", "feasible", "is_repeat", "measured_configs", "never_measured", "outcomes",
     "result_of", "retried", "status_counts", "to_attrs",
 ]
 
@@ -69,9 +69,14 @@ def is_repeat(trial: "FrozenTrial") -> bool:
     return "duplicate_of" in trial.user_attrs
 
 
-def is_restricted(trial: "FrozenTrial") -> bool:
-    """A config that broke a constraint of the space: never measured, no outcome, no trial of the budget."""
-    return "restricted" in trial.user_attrs
+def never_measured(trial: "FrozenTrial") -> str | None:
+    """Why a trial's config was never measured (no outcome, no trial of the budget), else None: it broke a
+    constraint of the space, or another worker's trial was measuring it (a config is measured once)."""
+    if "restricted" in trial.user_attrs:
+        return f"breaks {trial.user_attrs['restricted']}"
+    if "in_flight" in trial.user_attrs:
+        return f"being measured by trial #{trial.user_attrs['in_flight']}"
+    return None
 
 
 def retried(trials: Iterable["FrozenTrial"]) -> set[int]:
@@ -83,7 +88,7 @@ def outcomes(trials: list["FrozenTrial"]) -> list["FrozenTrial"]:
     """Finished trials that are outcomes of a config: not repeats, not trials whose retry replaced them."""
     again = retried(trials)
     return [t for t in trials
-            if t.state.is_finished() and not is_repeat(t) and not is_restricted(t) and t.number not in again]
+            if t.state.is_finished() and not is_repeat(t) and not never_measured(t) and t.number not in again]
 
 
 def counted(trials: list["FrozenTrial"]) -> list["FrozenTrial"]:

@@ -458,6 +458,92 @@ def test_a_restricted_config_is_never_measured_and_never_counts(studies, tmp_pat
     assert result.counts == {"ok": 2}
 
 
+def test_a_config_another_worker_is_measuring_is_not_measured_again_and_never_counts():
+    # Two workers on a five-config space measured the baseline's config twice: one took it from the queue while
+    # the other's sampler asked for it, and both runs counted toward the budget.
+    from autotune.loop import run_trial
+    from autotune.report import _get_table_info
+    from autotune.trials import counted
+
+    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {"batch": {"choices": [1, 2, 4]}},
+                                   "defaults": {"batch": 2}, "baseline": {"batch": 1}})
+    study = optuna.create_study(direction="maximize")
+    for worker in ("host:1", "host:2"):  # each worker's trial asks for batch=1
+        study.enqueue_trial({"batch": 1})
+        trial = study.ask()
+        trial.set_user_attr("claimed", worker)
+        space.suggest(trial)
+
+    class Unrun:
+        def run(self, request):
+            raise AssertionError("measured a config another worker is measuring")
+
+    class Worker:
+        pass
+
+    tuner = Worker()
+    tuner.space, tuner.runner = space, Unrun()
+    tuner.request = lambda config, best_throughput=None: config
+    trials = study.get_trials(deepcopy=False)
+    assert run_trial(tuner, study, trial, trials, {}, 0.0, lambda action, what: action()) is None
+    skipped = study.get_trials(deepcopy=False)[1]
+    assert skipped.state.name == "FAIL" and skipped.user_attrs["in_flight"] == 0 and not counted([skipped])
+    row = _get_table_info(study)[0]
+    assert row["status"] == "skipped" and row["error"] == "being measured by trial #0: never measured"
+
+
+def test_a_worker_waits_while_the_configs_left_are_other_workers_trials_then_ends(monkeypatch):
+    # batch=2 is measured and another worker is measuring batch=1: nothing is left to measure here, yet that worker
+    # may die (its retry needs a worker), so this one waits, then ends once batch=1 is measured too.
+    import autotune.loop as loop
+    from autotune.shared_study import NoLock, TrialBudget
+
+    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {"batch": {"choices": [1, 2]}},
+                                   "defaults": {"batch": 2}, "baseline": {"batch": 1}})
+    study = optuna.create_study(direction="maximize")
+    trials = {}
+    for batch in (2, 1):
+        study.enqueue_trial({"batch": batch})
+        trials[batch] = study.ask()
+        trials[batch].set_user_attr("claimed", {"host": "elsewhere", "pid": batch})
+        space.suggest(trials[batch])
+
+    def finish(batch):
+        config = space.complete({"batch": batch})
+        for key, value in {"status": "ok", "config": config.to_dict(), "config_key": config.key,
+                           "throughput": 1.0}.items():
+            trials[batch].set_user_attr(key, value)
+        study.tell(trials[batch], 1.0)
+
+    finish(2)
+    waits, said = [], []
+    monkeypatch.setattr(loop.time, "sleep", lambda seconds: (waits.append(seconds), finish(1)))
+
+    class Worker:
+        seed, on_trial, memory_budget_bytes, memory_bytes = 0, None, None, 0
+
+        def request(self, config, best_throughput=None):
+            raise AssertionError("measured a config another worker is measuring")
+
+        def first_measured(self):
+            pass
+
+        def configs(self):
+            return space.every_config()
+
+        def should_stop(self):
+            return False
+
+        def on_stage(self, message):
+            said.append(message)
+
+    tuner = Worker()
+    tuner.space = space
+    records = loop.run_trials(tuner, study, TrialBudget(study, 10, NoLock(), None, None, None, shared=True))
+    assert records == [] and len(study.trials) == 2 and waits == [2.0]
+    assert said == ["all 2 allowed configs of the space are measured: no new trials"]
+
+
 def test_a_trial_races_the_study_s_best_and_the_baseline_never_does(studies):
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER)
     config = tuner.space.baseline
