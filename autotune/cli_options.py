@@ -162,7 +162,7 @@ def device_option(f: Callable) -> Callable:
 
 
 def size_option(f: Callable) -> Callable:
-    return click.option("--size", "-s", default=None, help="Workload size: tiny, small (default) or full.")(f)
+    return click.option("--size", "-s", default=None, help="Workload size: tiny, small or full [default: the workload's; small for the built-ins].")(f)
 
 
 def studies_option(f: Callable) -> Callable:

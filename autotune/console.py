@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from autotune.config import Config
+from autotune.exceptions import SearchSpaceError
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
            "simulation_table", "workload_text"]
@@ -290,6 +291,11 @@ def workload_text(cls: Any, space: Any) -> str:
         sized += [f"{name}: true on a device that has it" for name in sorted(constraint.names)
                   if name not in space.parameters and name not in space.size_parameters]
         lines.append(f"  never run unless: {constraint.text}" + (f"  ({'; '.join(sized)})" if sized else ""))
+    for size, params in cls.sizes.items():  # a search, run or explain at that size is refused with this error
+        try:
+            space.for_size(params, size)
+        except SearchSpaceError as exc:
+            lines.append(f"  warning: {str(exc).removeprefix(f'{space.source}: ')}")
     return "\n".join(lines)
 
 

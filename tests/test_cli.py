@@ -185,6 +185,23 @@ def test_search_then_best(tmp_path):
     assert missing.returncode == 2 and "unknown study 'nope'; valid: chmm-cpu-tiny. Looked in sqlite:///" in missing.stderr
 
 
+def test_list_warns_of_a_size_whose_defaults_break_a_constraint():
+    # Only a search at tiny said so (exit 2); the listing showed the constraint and nothing amiss.
+    from autotune.console import workload_text
+    from autotune.space import SearchSpace
+
+    class MicroBatch:
+        name, unit, default_size = "mb", "items", "tiny"
+        sizes = {"tiny": {"total": 4}, "small": {"total": 16}, "full": {"total": 32}}
+
+    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {"batch": {"choices": [1, 2, 4, 8, 16]}},
+                                   "size_parameters": ["total"], "constraints": ["total % batch == 0"],
+                                   "defaults": {"batch": 8}, "baseline": {"batch": 1}}, source="mb.yaml")
+    lines = workload_text(MicroBatch, space).splitlines()
+    assert lines[-2:] == ["  never run unless: total % batch == 0  (total: tiny 4, small 16, full 32)",
+                          "  warning: defaults breaks the constraint 'total % batch == 0' at size 'tiny'"]
+
+
 def test_list_and_devices(tmp_path):
     listing = run_cli("list", cwd=tmp_path)
     assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
