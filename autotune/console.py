@@ -141,10 +141,11 @@ class Progress:
             note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"
                      else "  (cut short once warm: over 3x slower than the best)")
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
-        role = f" {record.role}" if record.role in ("baseline", "defaults", "probe") else ""
+        role = record.role if record.role in ("baseline", "defaults", "probe") else ""
         counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
+        # Fixed-width fields up to trial #999, so that the figures of trial #9 and #10 line up.
         self._echo(
-            f"[{counter}/{total}] trial #{record.number}{role} {result.status:<9} {figures}  "
+            f"[{counter}/{total}] trial #{record.number:<3} {role:<8} {result.status:<9} {figures}  "
             f"best {rate(self.best, result.unit)}  {record.config.describe(record.unused)}{note}{error}"
         )
 

@@ -160,7 +160,7 @@ def test_search_then_best(tmp_path):
     done = run_cli("search", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-n", "3", "--min-time", "0.05",
                    "--remeasure-rounds", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "[1/3] trial #0 baseline" in done.stderr and "[3/3]" in done.stderr
+    assert "[1/3] trial #0   baseline" in done.stderr and "[3/3]" in done.stderr
     for word in ("Best config", "throughput", "peak memory", "baseline", "speedup", "check", "passed"):
         assert word in done.stdout, word
     assert (tmp_path / "studies" / "autotune.db").is_file()
@@ -259,7 +259,7 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     for index, record in enumerate(records, 1):
         plain.trial(record, min(index, 2), 2)
     err = capsys.readouterr().err
-    assert "[1/2] trial #0 baseline ok" in err and "process died from SIGSEGV" in err and "not counted" in err
+    assert "[1/2] trial #0   baseline ok" in err and "process died from SIGSEGV" in err and "not counted" in err
     quiet = Progress(quiet=True, total=2)
     quiet.trial(records[0], 1, 2)
     assert capsys.readouterr().err == ""

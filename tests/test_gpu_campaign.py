@@ -31,7 +31,7 @@ def test_the_campaign_dry_runs_on_the_cpu(tmp_path):
     explained = json.loads((out / "explain-chmm.json").read_text())
     assert explained["fixes"] and all(f["verdict"] for f in explained["fixes"])
     assert "### chmm: what each fix bought" in (out / "summary-chmm.md").read_text()
-    assert "trial #0 baseline ok" in (out / "log-chmm.txt").read_text()  # the search's progress, for reading back
+    assert "trial #0   baseline ok" in (out / "log-chmm.txt").read_text()  # the search's progress, for reading back
     summary = json.loads((out / "summary-chmm.json").read_text())
     row = summary["rows"][0]
     assert row["workload"] == "chmm" and row["error"] is None and row["speedup"] > 0
