@@ -40,16 +40,18 @@ REPEAT_LIMIT = 5
 
 
 def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry: Retry | None = None,
-               poll_seconds: float = 2.0) -> list[TrialRecord]:
-    """Run trials from ``budget`` until it is done, a stop is asked for, or the time budget is spent."""
+               poll_seconds: float = 2.0, every: list[Config] | None = None) -> list[TrialRecord]:
+    """Run trials from ``budget`` until it is done, a stop is asked for, the time budget is spent, or each of
+    ``every`` allowed config (where the space is small enough to list them: ``Tuner.configs``) is measured."""
     guard: Retry = retry or (lambda action, what: action())
     # Workers on one study draw different fresh configs after a repeat.
     rng = random.Random(None if tuner.seed is None else tuner.seed + (os.getpid() if budget.shared else 0))
     records: list[TrialRecord] = []
     repeats = 0
-    # Every allowed config, where the space can list them: once all are measured the search ends, rather than
-    # ask its sampler for repeats until it gives up (DUPLICATE_ASK_FACTOR asks per trial of the budget).
-    every = tuner.configs()
+    # Once all are measured the search ends, rather than ask its sampler for repeats until it gives up
+    # (DUPLICATE_ASK_FACTOR asks per trial of the budget). A replay needs no such end: its budget is at most
+    # the configs it has, and listing 300,000 of them up front cost 5 s and 130 MiB (benchmarks/large_space.py).
+    every = every or []
     try:
         while not tuner.should_stop():
             if every:
@@ -232,5 +234,5 @@ def _next_unseen(tuner: "Tuner", study: "optuna.Study", known: dict[str, int], r
     # A sparse space, where random draws miss: a recorded one lists its configs (a study's 8 configs of lsd
     # are 8 of 19,200 combinations of their knobs' values), and its replay goes on to the last of them; so
     # does a search of a space small enough to list.
-    left = [config for config in every if config.key not in known]
+    left = [config for config in every or tuner.configs() if config.key not in known]
     return (rng.choice(left) if left else None), "random"  # None: the space is (nearly) exhausted

@@ -287,7 +287,7 @@ class Tuner:
         done = len(counted(study.get_trials(deepcopy=False)))
         budget = TrialBudget(study, done + n_trials, lock, self.storage_object(), None, self.grace_period, shared=False)
         self._start_clock(time.perf_counter())  # the time budget is for trials: the reference is made by now
-        records = run_trials(self, study, budget)
+        records = run_trials(self, study, budget, every=self.configs())
         return self.finish(study, records, started)
 
     # -- many workers on one study ----------------------------------------------------
@@ -306,7 +306,7 @@ class Tuner:
         def retry(action: Callable[[], Any], what: str) -> Any:
             return retrying(action, what, self.storage, on_retry=self.on_stage)
 
-        return run_trials(self, study, trials, retry, poll_seconds)
+        return run_trials(self, study, trials, retry, poll_seconds, self.configs())
 
     def budget_done(self, budget: int) -> bool:
         return len(counted(self.open_study().get_trials(deepcopy=False))) >= budget

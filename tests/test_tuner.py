@@ -539,7 +539,8 @@ def test_a_worker_waits_while_the_configs_left_are_other_workers_trials_then_end
 
     tuner = Worker()
     tuner.space = space
-    records = loop.run_trials(tuner, study, TrialBudget(study, 10, NoLock(), None, None, None, shared=True))
+    records = loop.run_trials(tuner, study, TrialBudget(study, 10, NoLock(), None, None, None, shared=True),
+                              every=space.every_config())
     assert records == [] and len(study.trials) == 2 and waits == [2.0]
     assert said == ["all 2 allowed configs of the space are measured: no new trials"]
 
