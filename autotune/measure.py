@@ -4,8 +4,9 @@ The measurer follows ``torch.utils.benchmark``'s ``blocked_autorange`` and
 triton's ``do_bench``: the first run (which pays for compilation and caches)
 is recorded on its own, warm-up continues until two runs agree (or, when a
 config is re-measured, until one agrees with its known warm time), then timed
-runs repeat until both a minimum time and a minimum count are reached. Every
-raw time is kept; the figures are computed from them.
+runs repeat until both a minimum time and a minimum count are reached, and
+while they are few and noisy, up to ten runs or three times that minimum
+time. Every raw time is kept; the figures are computed from them.
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ class Measurer:
     warmup_agreement: float = 0.1  # two consecutive warm-up runs within 10% count as stable
     max_warmup_time: float = 10.0
     noisy_threshold: float = 0.1
+    #: Fewer timed runs than this that are noisy (their interquartile range over a tenth of their median) go on
+    #: until they are not, or are this many, or take ``noisy_time_factor`` times ``min_time``: a median of three
+    #: runs, two of them slowed by other work on the machine, was 18x a config's time (vlm_mc's defaults at tiny:
+    #: 0.68 s a run against 0.037 s, this CPU). Many runs need no more: their median already outvotes a burst,
+    #: and going on while noisy at any count cost a seeded quick start 12 s (117 s against 104 s) on configs
+    #: whose 20-40 ms runs spread 14% however long they ran; with this limit it took 105 s.
+    noisy_runs: int = 10
+    noisy_time_factor: float = 3.0
     #: A config whose first run and first warm run both fall below this
     #: throughput stops after them: its figure only needs to say "far slower".
     hopeless_below: float | None = None
@@ -150,7 +159,13 @@ class Measurer:
         times: list[float] = []
         total = 0.0
         output = None
-        while len(times) < self.max_runs and (len(times) < self.min_runs or total < self.min_time):
+        def more(times: list[float], total: float) -> bool:
+            if len(times) < self.min_runs or total < self.min_time:
+                return True
+            return (len(times) < self.noisy_runs and total < self.noisy_time_factor * self.min_time
+                    and Measurement(times, items_per_run, first, noisy_threshold=self.noisy_threshold).noisy)
+
+        while len(times) < self.max_runs and more(times, total):
             seconds, output = self._timed(run, sync)
             times.append(seconds)
             total += seconds

@@ -1,3 +1,4 @@
+import pytest
 
 from autotune.measure import Measurement, Measurer
 
@@ -34,6 +35,25 @@ def test_runs_continue_until_minimum_time():
     clock = FakeClock([0.125] * 100)
     m = Measurer(min_time=1.0, min_runs=3, clock=clock).measure(clock.run, 1)
     assert len(m.times) == 8 and m.median == 0.125
+
+
+def test_noisy_runs_go_on_until_they_settle_and_quiet_ones_stop_at_the_minimum_time():
+    # Two of the first three timed runs slowed by other work on the machine: their median was 18x the config's
+    # time (vlm_mc's defaults at tiny in a search on this CPU: runs of 0.68, 0.83 and 0.049 s; alone, 0.037 s).
+    clock = FakeClock([0.1, 0.04, 0.04, 0.68, 0.83, 0.049] + [0.037] * 100)
+    m = Measurer(min_time=1.0, min_runs=3, clock=clock).measure(clock.run, 1)
+    assert m.times[:3] == pytest.approx([0.68, 0.83, 0.049]) and m.median == pytest.approx(0.037)
+    assert len(m.times) == 10  # its median outvotes the burst
+    # Noisy to the end: long runs stop at three times the minimum time, short ones at ten runs.
+    clock = FakeClock([0.5, 0.5, 0.5] + [0.5, 1.0] * 100)
+    m = Measurer(min_time=1.0, min_runs=3, clock=clock).measure(clock.run, 1)
+    assert m.noisy and m.times == [0.5, 0.5, 1.0, 0.5, 1.0]  # 3.5 s: past 3 s, it stops
+    clock = FakeClock([0.125, 0.125, 0.125] + [0.125, 0.25] * 100)
+    m = Measurer(min_time=1.0, min_runs=3, clock=clock).measure(clock.run, 1)
+    assert m.noisy and len(m.times) == 10
+    # Quiet runs stop at the minimum time, as before.
+    clock = FakeClock([0.125] * 100)
+    assert len(Measurer(min_time=1.0, min_runs=3, clock=clock).measure(clock.run, 1).times) == 8
 
 
 def test_spread_and_noise_come_from_the_raw_times():
