@@ -72,6 +72,18 @@ def test_every_knob_passes_the_check(tiny, space, knobs):
     torch.testing.assert_close(first["mean"], again["mean"], rtol=0, atol=0)
 
 
+def test_more_loader_workers_than_cores_are_measured_without_torch_s_warning(tiny, space, monkeypatch):
+    # The search measures what the warning guesses at: it printed 4 lines into the progress of every such trial.
+    import os
+    import warnings
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)  # one core: 2 workers are "too many"
+    workload, _ = tiny
+    with warnings.catch_warnings(record=True) as caught:  # under the filters a trial has
+        workload.build(space.validate({**space.baseline, "precompute": "none", "num_workers": 2, "batch_size": 500}))()
+    assert not [w for w in caught if "DataLoader will create" in str(w.message)]
+
+
 def test_compiled_encoder_passes_the_check(tiny, space):
     workload, reference = tiny
     config = space.defaults.replace(compile="default")

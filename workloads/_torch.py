@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence, TypeVar
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["AUTOCAST", "SDPA_BACKENDS", "attention_backend", "autocast", "cached", "maybe_compile", "own_gradients",
-           "restart"]
+__all__ = ["AUTOCAST", "SDPA_BACKENDS", "attention_backend", "autocast", "cached", "data_loader", "maybe_compile",
+           "own_gradients", "restart"]
 
 T = TypeVar("T")
 
@@ -31,6 +32,17 @@ SDPA_BACKENDS: Mapping[str, SDPBackend | None] = {
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
     "cudnn": SDPBackend.CUDNN_ATTENTION,
 }
+
+
+def data_loader(*args: Any, **kwargs: Any) -> "torch.utils.data.DataLoader":
+    """torch's DataLoader, without its warning that ``num_workers`` is above this machine's suggested count.
+
+    Such a value is one the search measures, not a mistake: torch warned twice a trial (at the loader and at its
+    iterator), four lines in the progress of each. The filter is the process's, as the iterator warns in the run.
+    """
+    warnings.filterwarnings("ignore", message="This DataLoader will create .* worker processes in total",
+                            category=UserWarning)
+    return torch.utils.data.DataLoader(*args, **kwargs)
 
 
 def autocast(device: torch.device, precision: str) -> ContextManager[Any]:

@@ -44,7 +44,7 @@ from autotune.check import Check
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
 from workloads import _training
-from workloads._torch import attention_backend, autocast, maybe_compile, own_gradients, restart
+from workloads._torch import attention_backend, autocast, data_loader, maybe_compile, own_gradients, restart
 from workloads._training import micro_batch
 
 __all__ = ["TOLERANCES", "ChatTokenizer", "LatentWireModel", "LatentWireWorkload", "make_examples"]
@@ -361,7 +361,7 @@ class LatentWireWorkload(Workload):
         non_blocking = bool(config["non_blocking"])
         if config["loader"] == "dataloader":
             workers = config["num_workers"]
-            loader = torch.utils.data.DataLoader(
+            loader = data_loader(
                 _Samples(p["samples"]), batch_size=micro, sampler=order, collate_fn=make_batch,
                 num_workers=workers, persistent_workers=workers > 0, pin_memory=pin)
 

@@ -49,7 +49,7 @@ from torch import nn
 from autotune.check import Check, relative_error
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
-from workloads._torch import autocast, cached, maybe_compile
+from workloads._torch import autocast, cached, data_loader, maybe_compile
 
 __all__ = ["ImageProcessor", "PIXEL_TOLERANCE", "McViT", "VlmMcWorkload", "make_images", "mc_z2", "mc_z2_tolerance", "mean_scale", "variance_ratio"]
 
@@ -374,7 +374,7 @@ class VlmMcWorkload(Workload):
 
         if config["precompute"] == "none":
             workers = config["num_workers"]
-            loader = torch.utils.data.DataLoader(
+            loader = data_loader(
                 ImageFolder(paths, processor), batch_size=batch, shuffle=False, num_workers=workers,
                 persistent_workers=workers > 0, pin_memory=device.type == "cuda",
                 # Its own generator: the loader's seeds must not come from the stream that
