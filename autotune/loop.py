@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from autotune.config import Config
 from autotune.runner import TrialResult
 from autotune.shared_study import DONE, FIRST_ROLES, WAIT, Heartbeat, TrialBudget, release_own_trials
-from autotune.trials import TrialRecord, best_throughput, measured_configs, result_of, to_attrs
+from autotune.trials import TrialRecord, best_throughput, in_flight, measured_configs, result_of, to_attrs
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from autotune.space import SearchSpace
     from autotune.tuner import Tuner
 
 __all__ = ["run_trials", "tell"]
@@ -56,7 +55,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
         while not tuner.should_stop():
             if every:
                 trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
-                known, busy = measured_configs(trials), _in_flight(tuner.space, trials)
+                known, busy = measured_configs(trials), in_flight(tuner.space, trials)
                 left = [c for c in every if c.key not in known] if len(known) + len(busy) >= len(every) else every
                 if not left:
                     tuner.on_stage(f"all {len(every)} allowed configs of the space are measured: no new trials")
@@ -78,7 +77,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 record = run_trial(tuner, study, trial, trials, known, best_throughput(trials, tuner.memory_budget_bytes), guard)
             repeats = repeats + 1 if record is not None and record.duplicate_of is not None else 0
             if record is None or repeats >= REPEAT_LIMIT:
-                unseen = {**known, **_in_flight(tuner.space, trials, trial.number)}  # nor another worker's
+                unseen = {**known, **in_flight(tuner.space, trials, trial.number)}  # nor another worker's
                 fresh, role = _next_unseen(tuner, study, unseen, rng, every)
                 if fresh is not None:
                     study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": role})
@@ -111,7 +110,7 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", tria
         _skip(study, trial, {"restricted": broken, "config": config.to_dict()}, guard)
         return None
     duplicate_of = known.get(config.key)
-    measuring = None if duplicate_of is not None else _in_flight(tuner.space, trials, trial.number).get(config.key)
+    measuring = None if duplicate_of is not None else in_flight(tuner.space, trials, trial.number).get(config.key)
     if measuring is not None:
         # Another worker is measuring this config now: measured twice, it would cost a trial of the budget and
         # the time of one. Two workers on a five-config space measured the baseline's config twice this way.
@@ -150,12 +149,6 @@ def _skip(study: "optuna.Study", trial: "optuna.Trial", attrs: dict[str, Any], g
 
     guard(lambda: _record(trial, attrs), "recording a trial")
     guard(lambda: study.tell(trial, state=TrialState.FAIL), "finishing a trial")
-
-
-def _in_flight(space: "SearchSpace", trials: list["FrozenTrial"], mine: int | None = None) -> dict[str, int]:
-    """Config key -> the running trial of another worker that is measuring it (suggested, not yet finished)."""
-    return {space.complete(t.params).key: t.number for t in trials
-            if t.state.name == "RUNNING" and t.number != mine and "claimed" in t.user_attrs and t.params}
 
 
 def _record(trial: "optuna.Trial", attrs: dict[str, Any]) -> None:

@@ -176,14 +176,11 @@ def _outcomes(study: optuna.Study, space: "SearchSpace",
 
     A config this space no longer allows (a study resumed after the space changed) teaches nothing here.
     """
-    from optuna.trial import TrialState
-
     from autotune.exceptions import AutotuneError
-    from autotune.trials import counted
+    from autotune.trials import counted, in_flight
 
     trials = study.get_trials(deepcopy=False)
-    running = {space.complete(t.params).key for t in trials
-               if t.state == TrialState.RUNNING and t.number != asking}  # the trial being planned has no config yet
+    running = set(in_flight(space, trials, asking))  # the trial being planned has no config yet
     measured: dict[str, tuple[Config, float | None]] = {}
     for trial in counted(trials):  # not repeats, restricted, lost or retried trials
         attrs = trial.user_attrs

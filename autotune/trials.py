@@ -20,8 +20,11 @@ from autotune.runner import STATUSES, TrialResult
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
+    from autotune.space import SearchSpace
+
 __all__ = [
-    "TrialRecord", "best_throughput", "counted", "feasible", "is_repeat", "measured_configs", "never_measured", "outcomes",
+    "TrialRecord", "best_throughput", "counted", "feasible", "in_flight", "is_repeat", "measured_configs", "never_measured",
+    "outcomes",
     "result_of", "retried", "status_counts", "to_attrs",
 ]
 
@@ -77,6 +80,14 @@ def never_measured(trial: "FrozenTrial") -> str | None:
     if "in_flight" in trial.user_attrs:
         return f"being measured by trial #{trial.user_attrs['in_flight']}"
     return None
+
+
+def in_flight(space: "SearchSpace", trials: Iterable["FrozenTrial"], mine: int | None = None) -> dict[str, int]:
+    """Config key -> the running trial measuring it (another worker's, or another process's), once its config is
+    suggested; ``mine``, the trial asking, is left out. The loop does not measure such a config again, and the
+    linear model does not pick it."""
+    return {space.complete(t.params).key: t.number for t in trials
+            if t.state.name == "RUNNING" and t.number != mine and t.params}
 
 
 def retried(trials: Iterable["FrozenTrial"]) -> set[int]:
