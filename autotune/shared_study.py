@@ -108,7 +108,13 @@ class TrialBudget:
         with whole_step(), self.lock.held():
             return self._take()
 
-    def _take(self) -> "optuna.Trial | None | bool":
+    def release_dead(self) -> None:
+        """Fail, and queue once more, the trials of workers that died (as :meth:`take` does first): a worker
+        waiting for other workers' trials, without taking one, must still find one whose worker is gone."""
+        with whole_step(), self.lock.held():
+            self._release_dead()
+
+    def _release_dead(self) -> None:
         import optuna
         from optuna.storages import fail_stale_trials
 
@@ -116,6 +122,9 @@ class TrialBudget:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             fail_stale_trials(self.study)
         fail_abandoned_trials(self.study, self.grace_period)
+
+    def _take(self) -> "optuna.Trial | None | bool":
+        self._release_dead()
         trials = self.study.get_trials(deepcopy=False)
         done = len(counted(trials))
         if done >= self.budget or self.asks >= self.max_asks:

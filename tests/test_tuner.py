@@ -545,6 +545,66 @@ def test_a_worker_waits_while_the_configs_left_are_other_workers_trials_then_end
     assert said == ["all 2 allowed configs of the space are measured: no new trials"]
 
 
+def test_a_waiting_worker_finds_a_dead_worker_s_trial_and_measures_its_config(monkeypatch):
+    # The other worker died measuring batch=1. Failing its trial (and queueing it once more) happened only when a
+    # worker took a trial, and a worker that waits takes none: both would have waited for ever.
+    import socket
+    import subprocess
+    import sys
+
+    import autotune.loop as loop
+    from autotune.runner import TrialResult
+    from autotune.shared_study import NoLock, TrialBudget
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          timeout=60, check=True)
+    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {"batch": {"choices": [1, 2]}},
+                                   "defaults": {"batch": 2}, "baseline": {"batch": 1}})
+    study = optuna.create_study(direction="maximize")
+    trials = {}
+    for batch in (2, 1):
+        study.enqueue_trial({"batch": batch})
+        trials[batch] = study.ask()
+        trials[batch].set_user_attr("claimed", {"host": socket.gethostname(), "pid": int(gone.stdout)})
+        space.suggest(trials[batch])
+    config = space.complete({"batch": 2})
+    for key, value in {"status": "ok", "config": config.to_dict(), "config_key": config.key, "throughput": 1.0}.items():
+        trials[2].set_user_attr(key, value)
+    study.tell(trials[2], 1.0)
+    waits = []
+
+    def wait(seconds):
+        waits.append(seconds)
+        assert len(waits) < 5, "waited for a dead worker's trial"
+
+    monkeypatch.setattr(loop.time, "sleep", wait)
+
+    class Runner:
+        def run(self, config):
+            return TrialResult("ok", config.to_dict(), "items", 1, throughput=2.0, times=[0.5], median_seconds=0.5)
+
+    class Worker:
+        seed, on_trial, memory_budget_bytes, memory_bytes, runner = 0, None, None, 0, Runner()
+
+        def request(self, config, best_throughput=None):
+            return config
+
+        def first_measured(self):
+            pass
+
+        def should_stop(self):
+            return False
+
+        def on_stage(self, message):
+            pass
+
+    tuner = Worker()
+    tuner.space = space
+    records = loop.run_trials(tuner, study, TrialBudget(study, 10, NoLock(), None, None, None, shared=True),
+                              every=space.every_config())
+    assert [r.config["batch"] for r in records] == [1] and waits == [2.0]
+
+
 def test_a_trial_races_the_study_s_best_and_the_baseline_never_does(studies):
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER)
     config = tuner.space.baseline
