@@ -474,30 +474,16 @@ def test_a_config_another_worker_is_measuring_is_not_measured_again_and_never_co
         trial.set_user_attr("claimed", worker)
         space.suggest(trial)
 
-    class Unrun:
-        def run(self, request):
-            raise AssertionError("measured a config another worker is measuring")
-
-    class Worker:
-        pass
-
-    tuner = Worker()
-    tuner.space, tuner.runner = space, Unrun()
-    tuner.request = lambda config, best_throughput=None: config
     trials = study.get_trials(deepcopy=False)
-    assert run_trial(tuner, study, trial, trials, {}, 0.0, lambda action, what: action()) is None
+    assert run_trial(_Worker(space), study, trial, trials, {}, 0.0, lambda action, what: action()) is None
     skipped = study.get_trials(deepcopy=False)[1]
     assert skipped.state.name == "FAIL" and skipped.user_attrs["in_flight"] == 0 and not counted([skipped])
     row = _get_table_info(study)[0]
     assert row["status"] == "skipped" and row["error"] == "being measured by trial #0: never measured"
 
 
-def test_a_worker_waits_while_the_configs_left_are_other_workers_trials_then_ends(monkeypatch):
-    # batch=2 is measured and another worker is measuring batch=1: nothing is left to measure here, yet that worker
-    # may die (its retry needs a worker), so this one waits, then ends once batch=1 is measured too.
-    import autotune.loop as loop
-    from autotune.shared_study import NoLock, TrialBudget
-
+def _two_configs_one_measured(owner):
+    """A study of a two-config space: batch=2 measured, batch=1 in flight in a trial claimed by ``owner``."""
     space = SearchSpace.from_dict({"schema_version": 1, "parameters": {"batch": {"choices": [1, 2]}},
                                    "defaults": {"batch": 2}, "baseline": {"batch": 1}})
     study = optuna.create_study(direction="maximize")
@@ -505,7 +491,7 @@ def test_a_worker_waits_while_the_configs_left_are_other_workers_trials_then_end
     for batch in (2, 1):
         study.enqueue_trial({"batch": batch})
         trials[batch] = study.ask()
-        trials[batch].set_user_attr("claimed", {"host": "elsewhere", "pid": batch})
+        trials[batch].set_user_attr("claimed", owner)
         space.suggest(trials[batch])
 
     def finish(batch):
@@ -516,33 +502,45 @@ def test_a_worker_waits_while_the_configs_left_are_other_workers_trials_then_end
         study.tell(trials[batch], 1.0)
 
     finish(2)
-    waits, said = [], []
+    return space, study, finish
+
+
+class _Worker:
+    """What the search loop asks of a tuner, measuring with ``runner`` (none: it must measure nothing)."""
+
+    seed, on_trial, memory_budget_bytes, memory_bytes = 0, None, None, 0
+
+    def __init__(self, space, runner=None):
+        self.space, self.runner, self.said = space, runner, []
+
+    def request(self, config, best_throughput=None):
+        assert self.runner is not None, "measured a config another worker is measuring"
+        return config
+
+    def first_measured(self):
+        pass
+
+    def should_stop(self):
+        return False
+
+    def on_stage(self, message):
+        self.said.append(message)
+
+
+def test_a_worker_waits_while_the_configs_left_are_other_workers_trials_then_ends(monkeypatch):
+    # batch=2 is measured and another worker is measuring batch=1: nothing is left to measure here, yet that worker
+    # may die (its retry needs a worker), so this one waits, then ends once batch=1 is measured too.
+    import autotune.loop as loop
+    from autotune.shared_study import NoLock, TrialBudget
+
+    space, study, finish = _two_configs_one_measured({"host": "elsewhere", "pid": 1})
+    waits = []
     monkeypatch.setattr(loop.time, "sleep", lambda seconds: (waits.append(seconds), finish(1)))
-
-    class Worker:
-        seed, on_trial, memory_budget_bytes, memory_bytes = 0, None, None, 0
-
-        def request(self, config, best_throughput=None):
-            raise AssertionError("measured a config another worker is measuring")
-
-        def first_measured(self):
-            pass
-
-        def configs(self):
-            return space.every_config()
-
-        def should_stop(self):
-            return False
-
-        def on_stage(self, message):
-            said.append(message)
-
-    tuner = Worker()
-    tuner.space = space
+    tuner = _Worker(space)
     records = loop.run_trials(tuner, study, TrialBudget(study, 10, NoLock(), None, None, None, shared=True),
                               every=space.every_config())
     assert records == [] and len(study.trials) == 2 and waits == [2.0]
-    assert said == ["all 2 allowed configs of the space are measured: no new trials"]
+    assert tuner.said == ["all 2 allowed configs of the space are measured: no new trials"]
 
 
 def test_a_waiting_worker_finds_a_dead_worker_s_trial_and_measures_its_config(monkeypatch):
@@ -558,19 +556,7 @@ def test_a_waiting_worker_finds_a_dead_worker_s_trial_and_measures_its_config(mo
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           timeout=60, check=True)
-    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {"batch": {"choices": [1, 2]}},
-                                   "defaults": {"batch": 2}, "baseline": {"batch": 1}})
-    study = optuna.create_study(direction="maximize")
-    trials = {}
-    for batch in (2, 1):
-        study.enqueue_trial({"batch": batch})
-        trials[batch] = study.ask()
-        trials[batch].set_user_attr("claimed", {"host": socket.gethostname(), "pid": int(gone.stdout)})
-        space.suggest(trials[batch])
-    config = space.complete({"batch": 2})
-    for key, value in {"status": "ok", "config": config.to_dict(), "config_key": config.key, "throughput": 1.0}.items():
-        trials[2].set_user_attr(key, value)
-    study.tell(trials[2], 1.0)
+    space, study, _ = _two_configs_one_measured({"host": socket.gethostname(), "pid": int(gone.stdout)})
     waits = []
 
     def wait(seconds):
@@ -583,25 +569,8 @@ def test_a_waiting_worker_finds_a_dead_worker_s_trial_and_measures_its_config(mo
         def run(self, config):
             return TrialResult("ok", config.to_dict(), "items", 1, throughput=2.0, times=[0.5], median_seconds=0.5)
 
-    class Worker:
-        seed, on_trial, memory_budget_bytes, memory_bytes, runner = 0, None, None, 0, Runner()
-
-        def request(self, config, best_throughput=None):
-            return config
-
-        def first_measured(self):
-            pass
-
-        def should_stop(self):
-            return False
-
-        def on_stage(self, message):
-            pass
-
-    tuner = Worker()
-    tuner.space = space
-    records = loop.run_trials(tuner, study, TrialBudget(study, 10, NoLock(), None, None, None, shared=True),
-                              every=space.every_config())
+    records = loop.run_trials(_Worker(space, Runner()), study,
+                              TrialBudget(study, 10, NoLock(), None, None, None, shared=True), every=space.every_config())
     assert [r.config["batch"] for r in records] == [1] and waits == [2.0]
 
 
