@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from autotune.config import Config
 from autotune.runner import TrialResult
 from autotune.shared_study import DONE, FIRST_ROLES, WAIT, Heartbeat, TrialBudget, release_own_trials
-from autotune.trials import TrialRecord, best_throughput, in_flight, measured_configs, result_of, to_attrs
+from autotune.trials import (TrialRecord, best_throughput, in_flight, measured_configs, never_measured, result_of,
+                             to_attrs)
 
 if TYPE_CHECKING:
     import optuna
@@ -83,8 +84,9 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 if fresh is not None:
                     study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": role})
                 repeats = 0
-            if record is None:
-                continue  # not measured by this trial (see run_trial): not a trial of the budget
+            if record is None:  # not measured by this trial (see run_trial): not a trial of the budget
+                tuner.on_stage(f"trial #{trial.number} not measured, not counted: {never_measured(trial)}")
+                continue
             record.study_best = best_throughput(trials, tuner.memory_budget_bytes)  # a resumed study's best, too
             if record.role in FIRST_ROLES:
                 tuner.first_measured()

@@ -445,8 +445,9 @@ def test_a_restricted_config_is_never_measured_and_never_counts(studies, tmp_pat
         def sample_independent(self, study, trial, name, distribution):
             return "wrong"
 
+    said: list[str] = []
     tuner = Tuner(f"{tmp_path / 'three.py'}:BrokenWorkload", "cpu", "tiny", measurer=FAST_MEASURER,
-                  remeasure_rounds=1, sampler=Stuck())
+                  remeasure_rounds=1, sampler=Stuck(), on_stage=said.append)
     try:
         result = tuner.search(n_trials=2)
         study = optuna.load_study(study_name=tuner.study_name, storage=tuner.storage)
@@ -455,6 +456,9 @@ def test_a_restricted_config_is_never_measured_and_never_counts(studies, tmp_pat
     assert sorted(r.config["behaviour"] for r in result.trials) == ["fast", "ok"]
     restricted = [t for t in study.trials if "restricted" in t.user_attrs]
     assert restricted and all("status" not in t.user_attrs for t in restricted)
+    # Said as it happens: the progress skipped the trial's number without a word.
+    assert [f"trial #{t.number} not measured, not counted: breaks behaviour != 'wrong'" for t in restricted] == [
+        line for line in said if "not measured" in line]
     assert result.counts == {"ok": 2}
 
 
