@@ -64,7 +64,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 if left is not every and all(c.key in busy for c in left):
                     # The rest are other workers' trials now: wait, as one may die and its retry needs a worker.
                     time.sleep(poll_seconds)
-                    guard(budget.release_dead, "reading the study")  # take() would; this worker takes none
+                    guard(budget.release_dead, "failing dead workers' trials")  # as take() would: this worker takes none
                     continue
             trial = guard(budget.take, "taking a trial")
             if trial is DONE:
