@@ -49,8 +49,8 @@ def cli() -> None:
 @device_option
 @size_option
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Configs to measure in this run; a config the study already measured is not re-run "
-                   "and not counted. A re-run resumes the study.")
+              help="Configs to measure in this run (fewer where a small space has no more); a config the study "
+                   "already measured is not re-run and not counted. A re-run resumes the study.")
 @click.option("--storage", default=None, envvar=STORAGE_ENV,
               help="Study storage: an SQLAlchemy URL (sqlite:///f.db, postgresql://user:pw@host/db) or a journal "
                    "file path (several workers on one machine); also read from $AUTOTUNE_STORAGE, which keeps a "
