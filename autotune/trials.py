@@ -127,7 +127,9 @@ def feasible(trial: "FrozenTrial", memory_budget_bytes: int | None) -> bool:
     under the budget of the run that measured it, and a study resumed with
     another budget (or none) would keep judging by the old one.
     """
-    if trial.user_attrs.get("status") != "ok" or is_repeat(trial):
+    # Finished as COMPLETE, as every measured trial is told: a worker killed while it recorded its figures leaves
+    # a failed trial with only some of them ("status" without "config_key"), and its retry measures it again.
+    if trial.user_attrs.get("status") != "ok" or is_repeat(trial) or trial.state.name != "COMPLETE":
         return False
     return memory_budget_bytes is None or (trial.user_attrs.get("peak_memory_bytes") or 0) <= memory_budget_bytes
 

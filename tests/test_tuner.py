@@ -228,6 +228,24 @@ def test_the_best_that_may_win_is_judged_by_the_recorded_peak_and_the_budget():
     assert [c.trial for c in candidates(trials, Config({"t": 0}), top=2, memory_budget_bytes=100)] == [0]
 
 
+def test_a_trial_whose_worker_died_while_recording_it_may_not_win():
+    # PostgreSQL, four workers, one killed mid-trial (test_workers, slow): one run in about ten, the kill landed
+    # while the worker wrote its figures one attribute at a time. Its trial, failed by its heartbeat, had
+    # "status": "ok" and no "config_key", and the export died with KeyError: 'config_key'.
+    from optuna.trial import TrialState
+
+    from autotune.selection import candidates
+    from autotune.trials import best_throughput
+
+    config = Config({"t": 0})
+    measured = optuna.trial.create_trial(value=1.0, user_attrs={
+        "config": config.to_dict(), "config_key": config.key, "status": "ok", "throughput": 1.0})
+    killed = optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"status": "ok", "throughput": 9.0})
+    measured.number, killed.number = 0, 1
+    assert best_throughput([measured, killed], None) == 1.0
+    assert [c.trial for c in candidates([measured, killed], config, top=2)] == [0]
+
+
 def test_interrupt_keeps_completed_trials_and_resume_goes_on(studies, monkeypatch):
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1)
     real_run = tuner.runner.run
