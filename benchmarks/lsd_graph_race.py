@@ -17,6 +17,8 @@ run's check error (lsd's tolerance in fp32 is 2e-6):
   allocator cannot hand their memory out again;
 - ``keep-run`` and ``keep-last``: the same, bounded, as a fix in the workload would have to be: released
   when the next run starts, or only the last replay's kept (added after the H100 run of 2026-11-25);
+- ``keep-x``, ``keep-t``, ``keep-out``: only one of the last replay's tensors kept; ``wrap-only``: the
+  wrapper that keeps them, keeping nothing (added after the H200 run of 2026-11-25, below);
 - ``blocking-copies``: every ``.to(..., non_blocking=True)`` made blocking;
 - ``cudnn-off``: cuDNN disabled, so the convolutions run PyTorch's own kernels: right here
   would put the race in cuDNN's (its workspace, or a stream of its own);
@@ -30,6 +32,14 @@ is not the cause; the host waiting for the current stream alone is enough; and, 
 is keeping every replay's tensors from being freed: memory handed out again while something not ordered
 by that stream still uses it. ``CUDA_LAUNCH_BLOCKING=1`` does not make ``graph.replay()`` wait. Not yet
 found: which memory, and what reads it.
+
+On an H200 (2026-11-25, ``benchmarks/gpu_runs/2026-11-25-h200/``): ``as-is`` wrong with the H100's errors
+(0.328 and 0.306), ``keep-run`` and ``keep-last`` right (1.82e-07), ``blocking-copies`` wrong (0.328 and
+0.306): pageable host copies are not the cause. Then lsd's own replay was made to keep its last input,
+timestep and output (``5-graph-kept-inside/kept-inside.diff``): ``as-is`` stayed wrong (0.326 and 0.318,
+twice) while ``keep-last``, which keeps the same tensors from this script's wrapper, was right in the same
+process. The errors repeat to three digits in every process and on both GPUs. So the lifetime of those
+tensors is not the whole story; the next run is ``--variants as-is wrap-only keep-x keep-t keep-out``.
 
 Needs a CUDA device; about a minute on the H100 (11 s on 2026-11-25), the wheel install aside::
 
@@ -109,6 +119,11 @@ KEPT: list[torch.Tensor] = []
 def _keep_every_replay() -> contextlib.AbstractContextManager[Any]:
     return _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out)))
 
+def _keep_last(*which: int) -> contextlib.AbstractContextManager[Any]:
+    """Keep the last replay's input ``x`` (0), timestep ``t`` (1) and/or output (2) until the next replay."""
+    return _around_replay(after=lambda eps, *seen: KEPT.__setitem__(slice(None), [seen[i] for i in which]))
+
+
 VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     "as-is": contextlib.nullcontext,
     "sync-after": lambda: _around_replay(after=lambda *_: torch.cuda.synchronize()),
@@ -119,7 +134,14 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     # Bounded forms of keep-alive, the fix the workload could take: a run's tensors released when the next run
     # starts (check_errors clears them), or only the last replay's kept until the next replay.
     "keep-run": _keep_every_replay,
-    "keep-last": lambda: _around_replay(after=lambda eps, x, t, out: KEPT.__setitem__(slice(None), (x, t, out))),
+    "keep-last": lambda: _keep_last(0, 1, 2),
+    # On an H200 (2026-11-25) keep-last was right, and the same three tensors kept inside lsd's own replay
+    # were not. These tell which of them matters, and whether the wrapper alone (an extra call a replay,
+    # nothing kept) is what changes the run.
+    "keep-x": lambda: _keep_last(0),
+    "keep-t": lambda: _keep_last(1),
+    "keep-out": lambda: _keep_last(2),
+    "wrap-only": _around_replay,
     "blocking-copies": _blocking_copies,
     "cudnn-off": lambda: torch.backends.cudnn.flags(enabled=False),
 }

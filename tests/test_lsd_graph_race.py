@@ -101,3 +101,25 @@ def test_keep_run_releases_a_runs_tensors_when_the_next_run_starts(monkeypatch):
     monkeypatch.setattr(lsd_graph_race, "resolve_device", lambda name: type("D", (), {"profile": PROFILES["h100"]})())
     results = lsd_graph_race.check_errors("keep-run", Workload(), torch.full((1,), 3.0), runs=3)
     assert results == [(0.0, True)] * 3 and kept_at_start == [0, 0, 0] and lsd_graph_race.KEPT == []
+
+
+@pytest.mark.parametrize("variant, index", [("keep-x", 0), ("keep-t", 1), ("keep-out", 2)])
+def test_keep_one_holds_only_that_tensor_of_the_last_replay(monkeypatch, variant, index):
+    monkeypatch.setattr(lsd, "_graphed", lambda eps, *args: eps)
+    with lsd_graph_race.VARIANTS[variant]():
+        replay = lsd._graphed(lambda x, t: x * 2, (1,), torch.device("cpu"), torch.no_grad)
+        replay(torch.ones(1), torch.zeros(1))
+        x, t = torch.full((1,), 3.0), torch.full((1,), 5.0)
+        out = replay(x, t)
+    assert len(lsd_graph_race.KEPT) == 1 and lsd_graph_race.KEPT[0] is (x, t, out)[index]
+    lsd_graph_race.KEPT.clear()
+
+
+def test_wrap_only_keeps_nothing_and_changes_no_output(monkeypatch):
+    monkeypatch.setattr(lsd, "_graphed", lambda eps, *args: eps)
+    lsd_graph_race.KEPT.clear()
+    with lsd_graph_race.VARIANTS["wrap-only"]():
+        replay = lsd._graphed(lambda x, t: x * 2, (1,), torch.device("cpu"), torch.no_grad)
+        assert float(replay(torch.ones(1), torch.zeros(1))[0]) == 2.0
+        assert replay.__name__ == "call"  # the script's wrapper, not the replay itself
+    assert lsd_graph_race.KEPT == []
