@@ -19,9 +19,10 @@ PRESETS = Path(__file__).resolve().parent.parent / "studies" / "presets"
 FILES = sorted(PRESETS.glob("*/*.json"))
 
 
-def test_the_h100_campaign_shipped_its_presets():
+def test_the_gpu_campaigns_shipped_a_preset_of_every_workload():
     names = {f"{p.parent.name}/{p.name}" for p in FILES}
-    assert {"chmm/h100-small.json", "lsd/h100-full.json", "ten/h100-small.json", "latentwire/h100-small.json"} <= names
+    assert {"chmm/h100-small.json", "lsd/h100-full.json", "ten/h100-small.json", "latentwire/h100-small.json",
+            "vlm_mc/h200-small.json"} <= names
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -51,10 +52,12 @@ def test_load_config_finds_a_preset_on_any_machine(path, tmp_path):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_readmes_gpu_table_states_each_presets_figures(path):
-    # The README's table and the shipped files must not drift apart: each row is its preset's re-measurement.
+    # The README's table and the shipped files must not drift apart: each row is its preset's re-measurement,
+    # in the newest section measured on the preset's device (the sections run newest first).
     document = json.loads(path.read_text())
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Measured on an H100 (2026-11-25)"):readme.index("### Measured on an H100 (2026-11-23)")]
+    start = readme.index(f"### Measured on an {document['device'].upper()} (")
+    section = readme[start:readme.index("\n### ", start + 1)]
     row = next(line for line in section.splitlines() if line.startswith(f"| {document['workload']} | {document['size']}"))
     assert f"| {document['speedup']:.1f}x |" in row, row
     assert f"| {document['measured']['peak_memory_bytes'] / 2**30:.2f} GiB |" in row, row
