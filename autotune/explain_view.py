@@ -20,7 +20,11 @@ __all__ = ["claims_html", "draw_waterfall", "explain_text", "get_explain_info", 
 def interval_text(interval: Mapping[str, float] | None) -> str:
     if interval is None:
         return "-"
-    return f"{interval['value']:.2f}x [{interval['low']:.2f}, {interval['high']:.2f}]"
+    low, high = interval["low"], interval["high"]
+    # Three decimals where two would print 1.00 at an end of an interval that leaves 1 out: a verdict of
+    # "faster" beside "1.00x [1.00, 1.00]" reads as a contradiction (lsd's SDPA alone on an H200: 1.001-1.004).
+    digits = 3 if (low > 1 and round(low, 2) <= 1) or (high < 1 and round(high, 2) >= 1) else 2
+    return f"{interval['value']:.{digits}f}x [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def _claimed(claim: Mapping[str, Any] | None) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from autotune.exceptions import InvalidConfigError, SearchSpaceError
 from autotune.explain import explain, plan, read_explanation, shift, speedup, verdict
-from autotune.explain_view import explain_text, get_explain_info
+from autotune.explain_view import explain_text, get_explain_info, interval_text
 from autotune.runner import TrialResult
 from autotune.space import SearchSpace
 from tests.conftest import run_cli
@@ -242,6 +242,18 @@ def test_the_target_must_differ_from_the_baseline(space):
 ])
 def test_verdicts(interval, claim, expected):
     assert verdict(interval, claim) == expected
+
+
+@pytest.mark.parametrize("interval, text", [
+    ({"value": 1.6327, "low": 1.6186, "high": 1.7653}, "1.63x [1.62, 1.77]"),
+    ({"value": 1.0, "low": 0.98, "high": 1.03}, "1.00x [0.98, 1.03]"),
+    # lsd's SDPA alone on an H200 (2026-11-25): "faster", which two decimals printed as [1.00, 1.00]
+    ({"value": 1.00326, "low": 1.00095, "high": 1.00441}, "1.003x [1.001, 1.004]"),
+    ({"value": 0.9968, "low": 0.9951, "high": 0.9979}, "0.997x [0.995, 0.998]"),
+    (None, "-"),
+])
+def test_an_interval_that_leaves_1_out_never_prints_as_1_00_at_its_end(interval, text):
+    assert interval_text(interval) == text
 
 
 def test_the_interval_is_a_bootstrap_of_pooled_run_times():
