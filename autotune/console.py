@@ -79,6 +79,7 @@ class Progress:
         self.memory_budget_bytes = memory_budget_bytes
         self.prefix = prefix
         self.best: float | None = None
+        self.best_unit: str | None = None  # a trial that timed out or crashed reports no unit of its own
         self.counts: dict[str, int] = {}
         self.bar = None
         if not quiet and (terminal_width() > 0 if bar is None else bar):
@@ -116,6 +117,7 @@ class Progress:
 
     def trial(self, record: Any, index: int, total: int) -> None:
         result = record.result
+        self.best_unit = result.unit or self.best_unit
         if record.study_best:  # trials of earlier runs of the study, or of other workers
             self.best = max(self.best or 0.0, record.study_best)
         over = result.status == "ok" and not record.fits_memory
@@ -129,7 +131,7 @@ class Progress:
             if record.duplicate_of is None:
                 self.bar.update(1)
             self.bar.set_postfix_str(
-                f"best {rate(self.best, result.unit)}, last {result.status}, "
+                f"best {rate(self.best, self.best_unit)}, last {result.status}, "
                 + " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
             )
             return
@@ -146,7 +148,7 @@ class Progress:
         # Fixed-width fields up to trial #999, so that the figures of trial #9 and #10 line up.
         self._echo(
             f"[{counter}/{total}] trial #{record.number:<3} {role:<8} {result.status:<9} {figures}  "
-            f"best {rate(self.best, result.unit)}  {record.config.describe(record.unused)}{note}{error}"
+            f"best {rate(self.best, self.best_unit)}  {record.config.describe(record.unused)}{note}{error}"
         )
 
 

@@ -281,6 +281,28 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     assert "best 900 items/s" in capsys.readouterr().err
 
 
+def test_a_trial_without_figures_shows_the_best_in_the_workload_s_unit(capsys):
+    # On an H200 (2026-11-25) a vlm_mc trial that timed out printed "best 69,225 items/s" among lines in
+    # images/s: a trial the runner killed reports no unit of its own.
+    from autotune.config import Config
+    from autotune.console import Progress
+    from autotune.runner import TrialResult
+    from autotune.tuner import TrialRecord
+
+    records = [TrialRecord(0, Config(x=1), TrialResult("ok", {"x": 1}, unit="images", throughput=500.0), "baseline"),
+               TrialRecord(1, Config(x=2), TrialResult("timeout", {"x": 2}, error="ran past the 45 s trial timeout"))]
+    plain = Progress(quiet=False, total=2, bar=False)
+    for index, record in enumerate(records, 1):
+        plain.trial(record, index, 2)
+    timeout_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "timeout" in timeout_line and "best 500 images/s" in timeout_line, timeout_line
+    bar = Progress(quiet=False, total=2, bar=True)
+    for index, record in enumerate(records, 1):
+        bar.trial(record, index, 2)
+    assert "best 500 images/s" in bar.bar.postfix
+    bar.close()
+
+
 @pytest.mark.parametrize("args", [
     ["search", "-w", "chmm", "-s", "tiny", "--studies", "afile/studies"],
     ["search", "-w", "chmm", "-s", "tiny", "--studies", "afile/studies", "--storage", "x.journal"],
