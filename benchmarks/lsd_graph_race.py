@@ -119,6 +119,7 @@ KEPT: list[torch.Tensor] = []
 def _keep_every_replay() -> contextlib.AbstractContextManager[Any]:
     return _around_replay(after=lambda eps, x, t, out: KEPT.extend((x, t, out)))
 
+
 def _keep_last(*which: int) -> contextlib.AbstractContextManager[Any]:
     """Keep the last replay's input ``x`` (0), timestep ``t`` (1) and/or output (2) until the next replay."""
     return _around_replay(after=lambda eps, *seen: KEPT.__setitem__(slice(None), [seen[i] for i in which]))
