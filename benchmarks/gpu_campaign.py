@@ -1,6 +1,6 @@
 """The GPU campaign: tune the built-in workloads on one GPU within a short lease, and weigh each guide's claim.
 
-A GPU machine is lent for about 30 minutes, 10 minutes a command. The
+A GPU machine is lent for 15 to 30 minutes of device time, 10 minutes a command. The
 campaign therefore runs in parts, a workload or two a command, each part
 writing only under ``--out`` (what comes back from the machine, at most 8
 files): a summary (markdown and JSON), the search's log, its study database,
