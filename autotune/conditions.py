@@ -295,7 +295,8 @@ def parse_constraints(raw: Any, parameters: Collection[str], capabilities: Colle
 
 
 def size_read(names: Collection[str], size_parameters: Collection[str], facts: Mapping[str, Any],
-              show: Callable[[Any], str] = str) -> str:
-    """What a constraint reading ``names`` read of the size, said after it: `` (global_batch is 8 at this size)``."""
+              show: Callable[[Any], str]) -> str:
+    """What a constraint reading ``names`` read of the size, said after it: `` (global_batch is 8 at this size)``.
+    ``show`` is ``parameters.show``, passed in: ``parameters`` imports this module."""
     read = [f"{name} is {show(facts[name])}" for name in size_parameters if name in names]
     return f" ({', '.join(read)} at this size)" if read else ""
