@@ -4,6 +4,7 @@ import dataclasses
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -352,3 +353,21 @@ def test_a_search_that_exports_nothing_says_so_and_exits_1(tmp_path, as_json):
         assert "but none may win: each is over the memory budget" in done.stdout and "nothing exported." in done.stdout
         assert "Best config" not in done.stdout
     assert not list((tmp_path / "studies").glob("*/*.json"))
+
+
+@pytest.mark.parametrize("storage", [[], ["--storage", "s.journal"]], ids=["sqlite", "journal-worker"])
+def test_a_resumed_search_whose_first_trial_times_out_shows_the_best_in_the_workload_s_unit(tmp_path, storage):
+    # The unit was learnt from the first trial that reported one, so a resumed study's first trial, killed at
+    # --trial-timeout, printed the study's best in items/s (a journal study runs its trials in a worker process).
+    source = Path(BROKEN.split(":")[0]).read_text().replace('unit = "items"', 'unit = "widgets"')
+    (tmp_path / "widgets.py").write_text(source)
+    (tmp_path / "widgets.yaml").write_text(
+        "schema_version: 1\nworkload: broken\nparameters:\n  behaviour:\n    choices: [ok, hang]\n"
+        "defaults:\n  behaviour: ok\nbaseline:\n  behaviour: ok\nreference:\n  behaviour: ok\n")
+    search = ["search", "-w", f"{tmp_path / 'widgets.py'}:BrokenWorkload", "-d", "cpu", "--min-time", "0.05",
+              "--remeasure-rounds", "1", "--trial-timeout", "5", "--seed", "0", *storage]
+    first = run_cli(*search, "-n", "1", cwd=tmp_path, timeout=180)
+    assert first.returncode == 0, first.stderr[-2000:]
+    resumed = run_cli(*search, "-n", "2", cwd=tmp_path, timeout=180)  # the one config left: hang
+    lines = [line for line in resumed.stderr.splitlines() if "timeout" in line and "best" in line]
+    assert lines and all("widgets/s" in line and "items/s" not in line for line in lines), resumed.stderr[-2000:]
