@@ -171,6 +171,10 @@ def load_config(
         get_workload_class(workload).size_named(size)
     # Name the pattern searched, not only the files that happened to be tried.
     looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))
+    if size is not None:  # a search at another size ("tiny") is likely what the user meant to load
+        others = sorted({path.stem.removeprefix(f"{device}-") for folder in folders
+                         for path in _exports(folder, device, None)[:-1] if path.is_file()})
+        looked += f"; exported only at size {', '.join(map(repr, others))}" if others else ""
     if strict:
         raise ConfigNotFoundError(
             f"no tuned config for workload {workload!r} on device {device!r}{f' at size {size!r}' if size else ''} "

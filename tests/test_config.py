@@ -140,3 +140,16 @@ def test_a_device_that_is_no_device_is_an_error_not_the_defaults(tmp_path):
     with pytest.warns(UserWarning, match="no tuned config for 'chmm' on 'cuda-nvidia-l4'"):
         assert load_config("chmm", device="cuda-nvidia-l4", studies=tmp_path).source == "defaults"
 
+
+
+def test_a_size_not_exported_names_the_sizes_that_are(tmp_path):
+    # After `search --size tiny`, `explain` (size small by default) said only to search at small.
+    write_tuned_config(_document(size="tiny"), config_path("chmm", "cpu", "tiny", tmp_path))
+    write_tuned_config(_document(size="full"), config_path("chmm", "cpu", "full", tmp_path))
+    with pytest.raises(ConfigNotFoundError, match=r"cpu-small\.json; exported only at size 'full', 'tiny'\)"):
+        load_config("chmm", device="cpu", size="small", studies=tmp_path, strict=True)
+    with pytest.warns(UserWarning, match="exported only at size 'full', 'tiny'"):
+        load_config("chmm", device="cpu", size="small", studies=tmp_path)
+    with pytest.raises(ConfigNotFoundError) as nothing:  # nothing exported on this device: no hint
+        load_config("chmm", device="v100", size="small", studies=tmp_path, strict=True)
+    assert "exported only" not in str(nothing.value)
