@@ -126,7 +126,8 @@ def draw_waterfall(info: Mapping[str, Any]) -> Any:
         y=[s["speedup"] if i == 0 else s["change"] for i, s in enumerate(steps)],
         measure=["absolute"] + ["relative"] * (len(steps) - 1),
         text=[f"{s['speedup']:.2f}x" for s in steps], textposition="outside",
-        hovertext=[f"{s['speedup']:.2f}x over the baseline [{s['low']:.2f}, {s['high']:.2f}]" for s in steps],
+        hovertext=[f"{interval_text({'value': s['speedup'], 'low': s['low'], 'high': s['high']})} over the baseline"
+                   for s in steps],
     ))
     figure.update_layout(yaxis_title="speedup over the baseline", showlegend=False,
                          title="From the baseline to the winner, one fix at a time")

@@ -405,3 +405,14 @@ def test_the_export_of_another_workload_is_refused_by_name(tmp_path):
     (tmp_path / "steady.json").write_text(json.dumps({"schema_version": 1, "workload": "steady", "config": {"work": 5}}))
     with pytest.raises(InvalidConfigError, match="steady.json is an export of workload 'steady', not 'chmm'$"):
         target_from_file(SearchSpace.from_file(space_path("chmm")), tmp_path / "steady.json")
+
+
+def test_the_waterfall_s_hover_prints_an_interval_that_leaves_1_out_as_the_table_does():
+    # The hover of lsd's SDPA step on an H200 would read "1.00x over the baseline [1.00, 1.00]" for 1.001-1.004.
+    pytest.importorskip("plotly")
+    from autotune.explain_view import draw_waterfall
+
+    steps = [{"label": "baseline", "speedup": 1.0, "change": 1.0, "low": 1.0, "high": 1.0},
+             {"label": "+ attention", "speedup": 1.003, "change": 0.003, "low": 1.001, "high": 1.004}]
+    hover = draw_waterfall({"steps": steps})["data"][0]["hovertext"]
+    assert list(hover) == ["1.00x [1.00, 1.00] over the baseline", "1.003x [1.001, 1.004] over the baseline"]
