@@ -13,7 +13,9 @@ Variants: ``thompson`` (the strategy of ``--sampler linear``), ``tau=X``
 ``no-pairs`` (no pair terms), ``drop-failures`` (a failed config is left out
 of the fit instead of counting as the slowest seen), ``trust-region`` (the
 draw's choice kept near the best config, see :func:`within_trust_region`),
-``neighbour=K`` (every K-th choice a neighbour of the best config).
+``neighbour=K`` (every K-th choice a neighbour of the best config), ``late=K``
+(the last K choices of ``--trials`` take the posterior mean's best: no
+exploration once the budget's end is near).
 
 Examples::
 
@@ -80,7 +82,7 @@ def moments(seen: np.ndarray, targets: np.ndarray, candidates: np.ndarray,
     return cross @ np.linalg.solve(gram, targets), np.sqrt(np.maximum(variance, 1e-12))
 
 
-def choose(features, times, knobs, measured: list[int], rng, variant: str) -> int:
+def choose(features, times, knobs, measured: list[int], rng, variant: str, trials: int = 50) -> int:
     fresh = np.setdiff1d(np.arange(len(times)), measured)
     seen_times = times[measured]
     ok = ~np.isnan(seen_times)
@@ -115,6 +117,8 @@ def choose(features, times, knobs, measured: list[int], rng, variant: str) -> in
     if variant == "trust-region":
         fresh = within_trust_region(features, times, knobs, measured, fresh, incumbent)
     spread = float(variant.split("=")[1]) if variant.startswith("tau=") else 1.0
+    if variant.startswith("late=") and trials - len(measured) <= int(variant.split("=")[1]):
+        spread = 0.0  # the budget's last choices: the posterior mean's best, no exploration
     pairs_prior = 0.0 if variant == "no-pairs" else linear.PAIRS
     draw = linear.thompson_draw(features[rows], logs, features[fresh], knobs, rng, spread, pairs_prior)
     return int(fresh[np.argmin(draw)])
@@ -152,7 +156,7 @@ def main() -> None:
         for seed in range(args.repeats):
             rng, measured = np.random.default_rng(seed), [0]
             while len(measured) < args.trials:
-                measured.append(choose(features, times, knobs, measured, rng, variant))
+                measured.append(choose(features, times, knobs, measured, rng, variant, args.trials))
             found = np.fmin.accumulate(times[measured])
             # Back from the loss to the file's units (1/loss where the objective is a maximised rate).
             best_so_far = [None if np.isnan(v) else float(1 / v if recorded.maximized else v) for v in found]
