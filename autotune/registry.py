@@ -68,8 +68,10 @@ def get_workload_class(spec: str) -> type[Workload]:
         if not (isinstance(cls, type) and issubclass(cls, Workload)):
             raise AutotuneError(f"entry point {spec!r} in {ENTRY_POINT_GROUP} is not a Workload subclass")
         return cls
-    raise UnknownNameError("workload", spec, workload_names(),
-                           hint="A workload may also be given as path/to/file.py:ClassName")
+    # A file named without its class ("my_workload.py") is the likeliest slip: say what to add.
+    hint = (f"To load a workload from the file {spec}, name its class: {spec}:ClassName" if spec.endswith(".py")
+            else "A workload may also be given as path/to/file.py:ClassName")
+    raise UnknownNameError("workload", spec, workload_names(), hint=hint)
 
 
 def shipped_space(name: str) -> Path | None:

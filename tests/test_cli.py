@@ -71,6 +71,8 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["run", "--workload", "chmm", "--min-time", "nan"], "not a positive, finite number of seconds"),
         (["search", "--workload", "chmm", "--seed", "-1"], "--seed"),
         (["best", "--workload", "nope", "--device", "cpu"], "unknown workload 'nope'; valid: chmm"),
+        (["search", "--workload", "my_workload.py"], "To load a workload from the file my_workload.py, name its class: "
+                                                     "my_workload.py:ClassName"),
         (["search", "--workload", "chmm", "--study", ""], "'' is not a study name"),
         (["report", "--workload", "chmm", "--study", "  "], "'  ' is not a study name"),
         (["search", "--workload", "chmm", "--threads", "100000"], "100000 is not in the range 1<=x<="),
