@@ -141,7 +141,6 @@ def test_a_device_that_is_no_device_is_an_error_not_the_defaults(tmp_path):
         assert load_config("chmm", device="cuda-nvidia-l4", studies=tmp_path).source == "defaults"
 
 
-
 def test_a_size_not_exported_names_the_sizes_that_are(tmp_path):
     # After `search --size tiny`, `explain` (size small by default) said only to search at small.
     write_tuned_config(_document(size="tiny"), config_path("chmm", "cpu", "tiny", tmp_path))
