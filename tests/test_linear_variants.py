@@ -18,8 +18,8 @@ def test_late_takes_the_posterior_mean_s_best_only_at_the_budget_s_end():
     variants = load_benchmark("linear_variants")
     features, times, knobs = _space()
     measured = list(range(0, 75, 3))  # 25 configs measured
-    choices = {(variant, trials): {variants.choose(features, times, knobs, measured, np.random.default_rng(seed), variant, trials)
-                         for seed in range(8)}
+    choices = {(variant, trials): {variants.choose(features, times, knobs, measured, np.random.default_rng(seed),
+                                                   variant, trials) for seed in range(8)}
                for variant, trials in [("late=5", 28), ("late=5", 40), ("thompson", 28)]}
     assert len(choices[("late=5", 28)]) == 1  # 3 choices left of the budget: no draw, one answer whatever the seed
     assert len(choices[("late=5", 40)]) > 1  # 15 left: still Thompson draws, as the plain rule's
