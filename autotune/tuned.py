@@ -67,7 +67,10 @@ class TunedConfig(Mapping[str, Any]):
         self.unused = unused
 
     def __getitem__(self, name: str) -> Any:
-        return self._config[name]
+        try:
+            return self._config[name]
+        except KeyError:  # a typo in a user's script ("dytpe"): name the knobs there are
+            raise KeyError(f"{name!r} is not a knob of {self.workload}; its knobs: {', '.join(self._config)}") from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._config)

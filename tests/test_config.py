@@ -152,3 +152,11 @@ def test_a_size_not_exported_names_the_sizes_that_are(tmp_path):
     with pytest.raises(ConfigNotFoundError) as nothing:  # nothing exported on this device: no hint
         load_config("chmm", device="v100", size="small", studies=tmp_path, strict=True)
     assert "exported only" not in str(nothing.value)
+
+
+def test_a_knob_it_lacks_is_a_key_error_naming_the_knobs(tmp_path):
+    write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path))
+    cfg = load_config("chmm", device="cpu", studies=tmp_path)
+    with pytest.raises(KeyError, match="'dytpe' is not a knob of chmm; its knobs: .*dtype"):
+        cfg["dytpe"]
+    assert cfg.get("dytpe") is None and "dytpe" not in cfg and cfg.get("dtype") == "float64"
