@@ -175,8 +175,9 @@ def load_config(
     # Name the pattern searched, not only the files that happened to be tried.
     looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))
     if size is not None:  # a search at another size ("tiny") is likely what the user meant to load
-        others = sorted({path.stem.removeprefix(f"{device}-") for folder in folders
-                         for path in _exports(folder, device, None)[:-1] if path.is_file()})
+        sized = _export_names(device, None)[0]  # <device>-*.json
+        others = sorted({path.stem.removeprefix(f"{device}-") for folder in folders if folder.is_dir()
+                         for path in folder.glob(sized)})
         looked += f"; exported only at size {', '.join(map(repr, others))}" if others else ""
     if strict:
         raise ConfigNotFoundError(

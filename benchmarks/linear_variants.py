@@ -82,7 +82,7 @@ def moments(seen: np.ndarray, targets: np.ndarray, candidates: np.ndarray,
     return cross @ np.linalg.solve(gram, targets), np.sqrt(np.maximum(variance, 1e-12))
 
 
-def choose(features, times, knobs, measured: list[int], rng, variant: str, trials: int = 50) -> int:
+def choose(features, times, knobs, measured: list[int], rng, variant: str, trials: int) -> int:
     fresh = np.setdiff1d(np.arange(len(times)), measured)
     seen_times = times[measured]
     ok = ~np.isnan(seen_times)
