@@ -99,6 +99,12 @@ class Measurer:
     #: The race: a config whose warm-up has settled (two consecutive runs agree) at a
     #: throughput below this stops there; it cannot reach the study's best.
     race_below: float | None = None
+    #: Both cuts judge only runs at least this long. A trial starts in a fresh process, and there short runs
+    #: stall: on this 2-core CPU, chmm at tiny as fast as the best ran its 3.8 ms scan runs at 24 ms and its 8 ms
+    #: loop runs at 32 ms, runs that agreed, and the race cut 2 of 40 trials of each as over 3x slower
+    #: (benchmarks/cold_start.py; 9 of 40 of the scan in another run). The longest stalled run was 36 ms, and
+    #: runs under this cost little to measure in full (at most max_runs of them, or min_time).
+    cut_min_seconds: float = 0.1
     #: A run time this config is known to settle at (its median in the search, for a re-measurement): a run
     #: within ``warmup_agreement`` of it is warm, so a first run that already agrees needs no warm-up.
     warm_seconds: float | None = None
@@ -119,7 +125,8 @@ class Measurer:
         on_output: Callable[[str, Any], None] | None = None,
     ) -> Measurement:
         def hopeless(seconds: float) -> bool:
-            return self.hopeless_below is not None and seconds > 0 and items_per_run / seconds < self.hopeless_below
+            return (self.hopeless_below is not None and seconds > 0 and seconds >= self.cut_min_seconds
+                    and items_per_run / seconds < self.hopeless_below)
 
         def settled(seconds: float, previous: float) -> bool:
             return abs(seconds - previous) <= self.warmup_agreement * max(seconds, previous)
@@ -130,6 +137,7 @@ class Measurer:
         def raced(seconds: float, previous: float) -> bool:
             """Warm (two consecutive runs agree) and still slower than the race allows."""
             return (self.race_below is not None and settled(seconds, previous)
+                    and min(seconds, previous) >= self.cut_min_seconds
                     and items_per_run / min(seconds, previous) < self.race_below)
 
         first, output = self._timed(run, sync)
