@@ -23,6 +23,7 @@ error       an exception in build or run (its type and message are kept)
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import resource
 import signal
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune._forkserver import ForkServer
-from autotune.check import share_of_tolerance
+from autotune.check import Check, share_of_tolerance
 from autotune.measure import Measurement, Measurer
 
 __all__ = ["STATUSES", "Runner", "TrialRequest", "TrialResult"]
@@ -188,7 +189,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         if request.torch_device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         run = workload.build(config)
-        result.items_per_run = workload.items_per_run(config)
+        result.items_per_run = _items_per_run(workload, config)
 
         if request.purpose == "reference":
             _write_reference(workload, run, request.reference_path, result)
@@ -232,8 +233,12 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
 
     def on_output(which: str, output: Any) -> bool:
         # Checked at once: a workload may reuse its output buffers on the next run.
-        checks.append(workload.check(output, reference, config))
-        return checks[-1].passed
+        check = workload.check(output, reference, config)
+        if not isinstance(check, Check):
+            raise TypeError(f"{type(workload).__name__}.check returned a {type(check).__name__}; it must return an "
+                            "autotune.check.Check, e.g. Check.from_metrics({'output': (error, tolerance)})")
+        checks.append(check)
+        return check.passed
 
     measurement = Measurer(**request.measurer).measure(run, result.items_per_run, workload.synchronize, on_output)
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
@@ -251,6 +256,15 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     if not worst.passed:
         result.error = (f"output differs from the reference: {worst.metric} error "
                         f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
+
+
+def _items_per_run(workload: Any, config: Any) -> float:
+    """The workload's count of items a run, which every throughput divides: a positive, finite number."""
+    items = workload.items_per_run(config)
+    if isinstance(items, bool) or not isinstance(items, numbers.Real) or not 0 < items < math.inf:
+        raise ValueError(f"{type(workload).__name__}.items_per_run returned {items!r}; it must be a positive number "
+                         f"of {workload.unit} a run")
+    return items
 
 
 def _mapped_bytes() -> int:

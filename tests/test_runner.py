@@ -41,6 +41,11 @@ def _gone(pid: int) -> bool:
         ("exit", "crash", "exited with status 3"),
         ("oom_torch", "oom", "DefaultCPUAllocator"),
         ("oom_numpy", "oom", "MemoryError"),
+        # A workload's own mistakes, said in its author's words (before: 0 items/s "ok", and an AttributeError).
+        ("no_items", "error", "ValueError: BrokenWorkload.items_per_run returned 0; it must be a positive number of "
+                              "items a run"),
+        ("bare_check", "error", "TypeError: BrokenWorkload.check returned a float; it must return an "
+                                "autotune.check.Check"),
     ],
 )
 def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
