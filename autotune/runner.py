@@ -189,7 +189,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         if request.torch_device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         run = workload.build(config)
-        result.items_per_run = _items_per_run(workload, config)
+        result.items_per_run = workload.items_per_run(config)
 
         if request.purpose == "reference":
             _write_reference(workload, run, request.reference_path, result)
@@ -229,6 +229,10 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
 
     # weights_only: a reference file is data; a planted pickle must not run code.
     reference = torch.load(request.reference_path, weights_only=True)
+    items = result.items_per_run  # every throughput divides it (the reference's run is not timed: not asked)
+    if isinstance(items, bool) or not isinstance(items, numbers.Real) or not 0 < items < math.inf:
+        raise ValueError(f"{type(workload).__name__}.items_per_run returned {items!r}; it must be a positive number "
+                         f"of {workload.unit} a run")
     checks = []
 
     def on_output(which: str, output: Any) -> bool:
@@ -256,15 +260,6 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     if not worst.passed:
         result.error = (f"output differs from the reference: {worst.metric} error "
                         f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
-
-
-def _items_per_run(workload: Any, config: Any) -> float:
-    """The workload's count of items a run, which every throughput divides: a positive, finite number."""
-    items = workload.items_per_run(config)
-    if isinstance(items, bool) or not isinstance(items, numbers.Real) or not 0 < items < math.inf:
-        raise ValueError(f"{type(workload).__name__}.items_per_run returned {items!r}; it must be a positive number "
-                         f"of {workload.unit} a run")
-    return items
 
 
 def _mapped_bytes() -> int:

@@ -61,6 +61,12 @@ def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
     assert _gone(int((cache / "trial.pid").read_text()))
 
 
+def test_a_count_of_items_no_throughput_can_divide_fails_trials_not_the_reference(runner, tmp_path):
+    # The reference's run is not timed: a workload whose count is 0 there still gets its reference.
+    assert runner.run(_request(tmp_path, "no_items", "reference")).status == "ok"
+    assert runner.run(_request(tmp_path, "no_items")).status == "error"
+
+
 def test_hang_times_out_and_its_whole_process_group_is_killed(cache):
     runner = Runner(timeout=3)
     try:
