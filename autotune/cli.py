@@ -228,7 +228,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
     if as_json and len(names) > 1:
         fail("--json prints one strategy's repeats: give at most one --sampler")
     if (recorded_path is None) == (study_name is None and storage is None):
-        fail("give --recorded FILE (a Kernel Tuner cache) or --study NAME [--storage URL] (a study of autotune's)")
+        fail("give one of --recorded FILE (a Kernel Tuner cache) or --study NAME [--storage URL] (an autotune study)")
     recorded = (library_call(load_recorded, recorded_path) if recorded_path is not None
                 else library_call(load_recorded_study, storage, study_name))
     progress = None if as_json else (lambda line: click.echo(f"autotune: {line}", err=True))

@@ -334,4 +334,4 @@ def test_a_search_study_replays_through_the_simulate_command(tmp_path):
     assert data["recorded"] == "sqlite:///studies/autotune.db study chmm-cpu-tiny" and data["optimum"] == min(times)
     assert all(v is None or any(v == pytest.approx(t) for t in times) for r in data["repeats"] for v in r["best_so_far"])
     both = run_cli("simulate", "--study", "chmm-cpu-tiny", "--recorded", "x.json", cwd=tmp_path, timeout=60)
-    assert both.returncode == 2 and "give --recorded FILE" in both.stderr
+    assert both.returncode == 2 and "give one of --recorded FILE" in both.stderr
