@@ -229,7 +229,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
 
     # weights_only: a reference file is data; a planted pickle must not run code.
     reference = torch.load(request.reference_path, weights_only=True)
-    items = result.items_per_run  # every throughput divides it (the reference's run is not timed: not asked)
+    items = result.items_per_run  # every throughput divides it (judged here: a reference's run is not timed)
     if isinstance(items, bool) or not isinstance(items, numbers.Real) or not 0 < items < math.inf:
         raise ValueError(f"{type(workload).__name__}.items_per_run returned {items!r}; it must be a positive number "
                          f"of {workload.unit} a run")

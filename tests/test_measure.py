@@ -117,15 +117,16 @@ def test_the_race_lets_a_config_at_the_best_s_pace_run_in_full():
 
 
 def test_the_cuts_judge_no_run_shorter_than_cut_min_seconds():
-    # A fresh trial's first runs stall (a 0.03 ms product took 8 ms, 3.8 ms runs of chmm's scan 24 ms): three
-    # 62.5 ms runs of a 1 ms config agree, 64/s against a best of 4,096/s, below both the race and the hopeless
-    # cut. They are not judged: the config runs in full, and its figure is its own pace.
+    # A fresh trial's first runs stall (chmm's 3.8 ms scan runs at tiny took 24 ms, its 8 ms loop runs 32 ms):
+    # three 62.5 ms runs of a 1 ms config agree, 64/s against a best of 4,096/s, below both the race and the
+    # hopeless cut. They are not judged: the config runs in full, and its figure is its own pace.
+    cuts = {"race_below": 4096 / 3, "hopeless_below": 4096 / 20}
     clock = FakeClock([0.0625, 0.0625, 0.0625] + [2 ** -10] * 1000)
-    m = Measurer(min_time=0.1, race_below=4096 / 3, hopeless_below=4096 / 20, clock=clock).measure(clock.run, 4)
+    m = Measurer(min_time=0.1, clock=clock, **cuts).measure(clock.run, 4)
     assert not m.cut_short and m.median == 2 ** -10
     # The same runs 0.2 s long are judged, and cut.
     clock = FakeClock([0.2, 0.2, 0.2] + [2 ** -10] * 1000)
-    assert Measurer(min_time=0.1, race_below=4096 / 3, hopeless_below=4096 / 20, clock=clock).measure(clock.run, 4).cut_short
+    assert Measurer(min_time=0.1, clock=clock, **cuts).measure(clock.run, 4).cut_short
 
 
 def test_a_wrong_first_output_stops_the_measurement():
