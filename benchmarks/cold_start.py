@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                        for _ in range(args.trials)]
         finally:
             tuner.close()
+    failed = [r for r in results if r.status != "ok"]
+    if failed:  # the same config failing once is news of its own: say it rather than count around it
+        print(f"{len(failed)} of {len(results)} trials failed: {failed[0].status} {failed[0].error}", file=sys.stderr)
+        return 1
     median = full.median_seconds
     cut = [r for r in results if r.cut_short]
     longest = [max(([r.warmup_seconds] + list(r.warmup_times or []) + list(r.times or []))[:5]) for r in results]
