@@ -164,7 +164,7 @@ def result_json(result: Any) -> dict[str, Any]:
     return {
         "workload": result.workload, "device": result.device, "size": result.size,
         "study": result.study_name, "storage": result.storage, "unit": result.unit,
-        "trials_run": len(result.trials), "counts": result.counts,
+        "trials_run": len(result.trials), "counts": result.counts, "restricted_asks": result.restricted,
         "winner": candidate_json(result.winner), "baseline": candidate_json(result.baseline),
         "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
         "unused": list(result.unused),
@@ -189,9 +189,11 @@ def result_table(result: Any) -> str:
     repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
     measured = (f"{plural(len(result.trials) - repeats, 'config')} measured this run"
                 + (f" (+{plural(repeats, 'repeat')} not re-run)" if repeats else "")) if result.trials else "measured by its workers"
+    restricted = (f" (and {plural(result.restricted, 'ask')} for a config that breaks a constraint: never measured)"
+                  if result.restricted else "")
     lines = [
         f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
-        f"; in the study: {counts}; {result.seconds:.0f} s",
+        f"; in the study: {counts}{restricted}; {result.seconds:.0f} s",
     ]
     if result.winner is None and result.counts.get("ok") and not any(c.results for c in result.candidates):
         # Over --memory-budget, or outside a space file changed since they ran: neither may win (selection.py).

@@ -80,6 +80,7 @@ class SearchResult:
     seconds: float
     choices: list[ChoiceOutcome] = field(default_factory=list)
     unused: tuple[str, ...] = ()  # the winner's knobs that its other knobs leave inactive (at their defaults)
+    restricted: int = 0  # the study's asks for a config that breaks a constraint: never measured, never a trial
 
 
 class Tuner:
@@ -404,7 +405,7 @@ class Tuner:
             speedup=speedup,
             export_path=export_path,
             document=document,
-            seconds=time.perf_counter() - started,
+            seconds=time.perf_counter() - started, restricted=sum("restricted" in t.user_attrs for t in trials),
             choices=choice_outcomes(study, self.space, winner.config if winner else None, self.memory_budget_bytes,
                                     frozenset(c.trial for c in candidates if c.results and c is not winner)),
             unused=self.space.unused(winner.config) if winner else (),

@@ -477,7 +477,10 @@ def test_a_restricted_config_is_never_measured_and_never_counts(studies, tmp_pat
     # Said as it happens: the progress skipped the trial's number without a word.
     assert [f"trial #{t.number} not measured, not counted: breaks behaviour != 'wrong'" for t in restricted] == [
         line for line in said if "not measured" in line]
-    assert result.counts == {"ok": 2}
+    assert result.counts == {"ok": 2} and result.restricted == len(restricted)
+    # The summary counts them too: before, it said only "2 configs measured this run; in the study: ok 2".
+    assert (f"in the study: ok 2 (and {len(restricted)} ask{'s' if len(restricted) > 1 else ''} for a config that "
+            "breaks a constraint: never measured);") in result_table(result)
 
 
 def test_a_config_another_worker_is_measuring_is_not_measured_again_and_never_counts():
@@ -716,7 +719,7 @@ def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_expo
     fast = Candidate(Config({"t": 1}), 1, "candidate")
     result = SimpleNamespace(workload="w", size="tiny", device="cpu", study_name="s", trials=[], seconds=1.0,
                              counts={"ok": 1, "timeout": 1}, winner=fast, baseline=slow, speedup=None, choices=[], candidates=[],
-                             export_path="x.json", unused=())
+                             export_path="x.json", unused=(), restricted=0)
     assert "\n  baseline #0      -  (timeout in the search, not re-measured)\n" in result_table(result)
     result.winner, result.counts = None, {"oom": 2}
     assert "No configuration ran as far as its correctness check" in result_table(result)
