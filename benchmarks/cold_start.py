@@ -11,9 +11,10 @@ short is a false cut: a config at the best's pace recorded as "over 3x
 slower", which the sampler then avoids and the re-measurement only sees again
 if it ranks among the top few.
 
-It prints the config's median run time, the trials cut short, and the longest
+It prints the config's median run time, the trials cut short, the longest
 of each trial's first five runs (the cold run, the warm-up, the first timed
-runs: what the cuts judge), as a multiple of the median.
+runs: what the cuts judge), as a multiple of the median, and the spread of
+the figures of the trials measured in full.
 
 Example::
 
@@ -68,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"longest of each trial's first 5 runs: median {statistics.median(longest) * 1e3:.2f} ms "
           f"({statistics.median(longest) / median:.1f}x its median run), "
           f"max {max(longest) * 1e3:.2f} ms ({max(longest) / median:.1f}x)")
+    whole = sorted(r.throughput for r in results if not r.cut_short)
+    if whole:  # how far one trial's figure strays from another's, each in a fresh process
+        print(f"throughput of the trials measured in full: min {whole[0]:,.0f}, median {statistics.median(whole):,.0f}, "
+              f"max {whole[-1]:,.0f} {full.unit}/s ({whole[-1] / whole[0]:.2f}x); timed runs a trial: "
+              f"median {statistics.median(len(r.times) for r in results if not r.cut_short):.0f}")
     return 0
 
 

@@ -20,4 +20,4 @@ def test_it_measures_a_config_then_counts_the_trials_at_its_pace_cut_short(capsy
     out = capsys.readouterr().out
     assert "steady (tiny) work=500" in out
     assert "0 of 3 trials at the best's pace cut short" in out
-    assert "longest of each trial's first 5 runs" in out
+    assert "longest of each trial's first 5 runs" in out and "throughput of the trials measured in full" in out
