@@ -244,7 +244,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         checks.append(check)
         return check.passed
 
-    measurement = Measurer(**request.measurer).measure(run, result.items_per_run, workload.synchronize, on_output)
+    measurement = Measurer(**request.measurer).measure(run, items, workload.synchronize, on_output)
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()
     result.times = measurement.times

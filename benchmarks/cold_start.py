@@ -69,11 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"longest of each trial's first 5 runs: median {statistics.median(longest) * 1e3:.2f} ms "
           f"({statistics.median(longest) / median:.1f}x its median run), "
           f"max {max(longest) * 1e3:.2f} ms ({max(longest) / median:.1f}x)")
-    whole = sorted(r.throughput for r in results if not r.cut_short)
+    in_full = [r for r in results if not r.cut_short]
+    whole = sorted(r.throughput for r in in_full)
     if whole:  # how far one trial's figure strays from another's, each in a fresh process
         print(f"throughput of the trials measured in full: min {whole[0]:,.0f}, median {statistics.median(whole):,.0f}, "
               f"max {whole[-1]:,.0f} {full.unit}/s ({whole[-1] / whole[0]:.2f}x); timed runs a trial: "
-              f"median {statistics.median(len(r.times) for r in results if not r.cut_short):.0f}")
+              f"median {statistics.median(len(r.times) for r in in_full):.0f}")
     return 0
 
 
