@@ -44,7 +44,8 @@ def test_the_campaign_dry_runs_on_the_cpu(tmp_path):
 def test_a_part_with_no_time_left_skips_its_workload_and_says_so(tmp_path):
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"), "--device", "cpu", "--size", "tiny",
-         "--workloads", "chmm", "--timeout", "3", "--deadline", "30", "--out", str(tmp_path)],
+         "--workloads", "chmm", "--timeout", "3", "--deadline", "30", "--out", str(tmp_path),
+         "--work", str(tmp_path / "work")],
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     row = json.loads((tmp_path / "summary-chmm.json").read_text())["rows"][0]
@@ -124,6 +125,7 @@ def test_probe_times_baseline_and_defaults(tmp_path):
         [sys.executable, str(ROOT / "benchmarks" / "gpu_probe.py"), "--device", "cpu", "--runs", "chmm:tiny",
          "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # its cache folder, in tmp_path rather than the machine's /tmp
     )
     assert done.returncode == 0, done.stderr
     figures = json.loads((tmp_path / "probe.json").read_text())

@@ -291,7 +291,9 @@ def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_pass
 def test_a_killed_driver_takes_its_workers_along(tmp_path):
     storage = str(tmp_path / "studies" / "steady.journal")
     tag = f"orphans-{os.getpid()}-{time.time()}"
-    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    # Killed outright, the driver leaves its temporary folders behind: in tmp_path, not in the machine's /tmp.
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag,
+           "TMPDIR": str(tmp_path)}
     command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "200", "--workers", "2",
                "--storage", storage, "--min-time", "0.3"]
     driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
