@@ -131,8 +131,7 @@ def _draw_winner(info: dict[str, Any]) -> "go.Figure":
 def _get_history_info(study: "optuna.Study") -> dict[str, Any]:
     """Throughput per trial, the best correct throughput so far, and every trial that failed."""
     points: dict[str, dict[str, list]] = {status: {"number": [], "throughput": [], "text": []} for status in STATUSES}
-    best_number, best_value = [], []
-    best = None
+    best_number, best_value, best = [], [], None
     budget = study.user_attrs.get("memory_budget_bytes")  # the latest search's: what may win is judged by it
     for t in sorted(_trials(study), key=lambda t: t.number):
         status = t.user_attrs.get("status", "error")
@@ -386,7 +385,8 @@ def render_html(info: ReportInfo) -> str:
     header_rows = [
         ("workload", h["workload"]), ("device", f"{h['device']} ({h['device_name'] or 'name not recorded'})"),
         ("size", h["size"]), ("study", h["study"]), ("trials", f"{h['trials']} ({counts})"),
-        ("tuning time", f"{h['tuning_seconds']:.0f} s in trials" + (f", from {h['span'][0]} to {h['span'][1]}" if h["span"] else "")),
+        ("tuning time", f"{h['tuning_seconds']:,.{1 if h['tuning_seconds'] < 9.95 else 0}f} s in trials"  # 0.4 s, not 0 s
+         + (f", from {h['span'][0]} to {h['span'][1]}" if h["span"] else "")),
         ("environment", env or "not recorded"),
     ]
     parts = [

@@ -94,6 +94,14 @@ def test_header_counts_statuses_and_tuning_time():
     assert info["environment"]["torch"] == "2.13.0"
 
 
+def test_the_tuning_time_of_a_short_search_is_not_rounded_to_nothing():
+    # A 3 s search of quick trials read "0 s in trials".
+    info = build_report(make_study(*KNOWN), DOCUMENT)
+    for seconds, said in ((0.43, "0.4 s in trials"), (9.96, "10 s in trials"), (1234.4, "1,234 s in trials")):
+        info.header["tuning_seconds"] = seconds
+        assert f"<td>{said}" in render_html(info), seconds
+
+
 def test_winner_against_baseline_with_spread():
     info = _get_winner_info(DOCUMENT)
     tuned, baseline = info["rows"]
