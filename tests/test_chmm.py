@@ -180,6 +180,23 @@ def test_long_sequence_would_underflow_without_normalisation(long_sequence, kern
     assert check.passed, check
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_lost_step_fails_the_check_at_any_length(long_sequence, dtype):
+    # Judged by the norm of all steps, one step's error shrinks with the square root of their number: at 4,000
+    # steps the last step's normaliser, lost, passed in bfloat16 at 0.87 of the bound (0.0174 against 0.02), and
+    # at `small`'s 10,000 too. The worst step sees it in full at any length: 0.93 of the largest step.
+    from tests.mutants.chmm import MUTANTS
+
+    workload, reference = long_sequence
+    config = load_space("chmm").defaults.replace(dtype=dtype)
+    honest = workload.check(workload.build(config)(), reference, config)
+    assert honest.passed, honest
+    with next(m for m in MUTANTS if m.name == "last step's normaliser lost").plant():
+        check = workload.check(workload.build(config)(), reference, config)
+    error, tolerance = check.metrics["step_log2_likelihoods"]
+    assert error > 10 * tolerance, check
+
+
 def test_float16_total_overflows_on_a_long_sequence_and_fails_the_check():
     # A float16 total of the log2 likelihood cannot pass -65504: the check must catch it.
     class Long(ChmmWorkload):

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from autotune.check import Check, relative_error
+from autotune.check import Check, relative_error, worst_error
 from autotune.config import Config
 from autotune.workload import Workload, register_workload
 from workloads._torch import cached
@@ -63,13 +63,18 @@ _DTYPES = {
 #: float32 1.1e-7, bound 1e-6 (9x); bfloat16 2.3e-3 (likelihood) and 4.6e-3
 #: (counts), bounds 2.2x; float16 1.6e-4 and 5.5e-4, bounds 3-4x. The 16-bit
 #: bounds are tight because a dropped transition moves the counts by 2e-2.
-#: Each step's log2 normaliser is checked too (worst 3.6e-14, 1.5e-7, 8.3e-3,
-#: 8.2e-4): the 16-bit total of a long sequence cannot show one lost step.
+#: Each step's log2 normaliser is checked too, by its worst step (honest worst
+#: 1.8e-12, 3.1e-7, 0.022 and 4.1e-3 over `tiny` and `small`; bounds 5x, 5x,
+#: 2.3x, 2.4x): the 16-bit total of a long sequence cannot show one lost step.
+#: How an output's error is measured where not by :func:`~autotune.check.relative_error`, the norm of the whole:
+#: a step's normaliser by the worst step, as the norm of all steps dilutes one lost step by the square root of
+#: their number (:func:`~autotune.check.worst_error`).
+ERRORS: Mapping[str, Callable[[Any, Any], float]] = {"step_log2_likelihoods": worst_error}
 TOLERANCES: Mapping[str, Mapping[str, float]] = {
     "float64": {"log2_likelihood": 3e-12, "step_log2_likelihoods": 1e-11, "counts": 3e-12, "transitions": 3e-12},
     "float32": {"log2_likelihood": 1e-6, "step_log2_likelihoods": 1.5e-6, "counts": 1e-6, "transitions": 1e-6},
-    "bfloat16": {"log2_likelihood": 5e-3, "step_log2_likelihoods": 2e-2, "counts": 1e-2, "transitions": 1e-2},
-    "float16": {"log2_likelihood": 5e-4, "step_log2_likelihoods": 3e-3, "counts": 2e-3, "transitions": 2e-3},
+    "bfloat16": {"log2_likelihood": 5e-3, "step_log2_likelihoods": 5e-2, "counts": 1e-2, "transitions": 1e-2},
+    "float16": {"log2_likelihood": 5e-4, "step_log2_likelihoods": 1e-2, "counts": 2e-3, "transitions": 2e-3},
 }
 
 
@@ -747,6 +752,5 @@ class ChmmWorkload(Workload):
                                                                       "transitions")}
 
     def check(self, output: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor], config: Config) -> Check:
-        tolerances = TOLERANCES[config["dtype"]]
-        return Check.from_metrics({name: (relative_error(output[name], reference[name]), tol)
-                                   for name, tol in tolerances.items()})
+        return Check.from_metrics({name: (ERRORS.get(name, relative_error)(output[name], reference[name]), tol)
+                                   for name, tol in TOLERANCES[config["dtype"]].items()})

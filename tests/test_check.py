@@ -1,0 +1,25 @@
+"""The two ways an output's error is measured: the norm of the whole, and the worst element."""
+
+import math
+
+import numpy as np
+import torch
+
+from autotune.check import relative_error, worst_error
+
+
+def test_the_worst_element_counts_in_full_where_the_norm_dilutes_it():
+    reference = np.full(10_000, -4.0)
+    lost = reference.copy()
+    lost[-1] = 0.0  # one step of 10,000 lost
+    assert relative_error(lost, reference) == 0.01
+    assert worst_error(lost, reference) == 1.0
+    assert worst_error(torch.tensor(lost), torch.tensor(reference)) == 1.0
+
+
+def test_the_worst_element_of_an_output_that_cannot_be_compared_is_unbounded():
+    reference = np.ones(4)
+    assert worst_error(np.array([1.0, math.nan, 1.0, 1.0]), reference) == math.inf
+    assert worst_error(np.ones(3), reference) == math.inf  # another shape
+    assert worst_error(np.full(4, 0.5), np.zeros(4)) == 0.5  # a zero reference: the error itself
+    assert worst_error(np.zeros(0), np.zeros(0)) == 0.0
