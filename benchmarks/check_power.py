@@ -77,8 +77,9 @@ def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | N
             check = bench.check(bench.mutant_config(mutant, precision), mutant)
             caught += not check.passed
             if check.passed:
-                print(f"    MISSED {mutant.name!r} at {precision}: {mutant.missed_in.get(str(precision), 'undocumented')}",
-                      file=sys.stderr)
+                why = mutant.missed_in.get(f"{precision} at {size}",
+                                           mutant.missed_in.get(str(precision), "undocumented"))
+                print(f"    MISSED {mutant.name!r} at {precision}: {why}", file=sys.stderr)
             ratio = share_of_tolerance(check.error, check.tolerance)
             weakest = min(weakest, (ratio, mutant.name, check.metric))
         config = bench.config({precision_knob(name): precision})

@@ -39,7 +39,9 @@ class Mutant:
     kind: str
     plant: Callable[[], ContextManager[Any]]
     config: Mapping[str, Any] = field(default_factory=dict)
-    #: Precisions where the check is measured not to catch it, with why: reported, never hidden.
+    #: Precisions (``"bf16"``, checked at ``tiny`` by the tests), or a precision at another size (``"bfloat16 at
+    #: small"``, by ``benchmarks/check_power.py --size``), where the check is measured not to catch it, with why:
+    #: reported, never hidden.
     missed_in: Mapping[str, str] = field(default_factory=dict)
 
 

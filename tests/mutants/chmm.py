@@ -60,7 +60,10 @@ def _last_normaliser_lost(forward):
 
 
 MUTANTS = [
-    Mutant("last transition dropped from the counts", "skipped step", patched(chmm, "update_counts", _last_transition_dropped)),
+    Mutant("last transition dropped from the counts", "skipped step",
+           patched(chmm, "update_counts", _last_transition_dropped),
+           missed_in={"bfloat16 at small": "one transition of 10,000 moves the counts by 0.0024 of their norm, under "
+                                           "bfloat16's own error there (0.0054)"}),
     Mutant("last step's normaliser lost", "skipped step", patched(_Kernels, "forward", _last_normaliser_lost)),
     Mutant("no pseudocount in the M step", "missing term",
            patched(chmm, "update_transitions", lambda f: lambda counts, pseudocount=0.0: f(counts, 0.0))),
