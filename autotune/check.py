@@ -94,10 +94,9 @@ def relative_error(value: Any, reference: Any) -> float:
 def worst_error(value: Any, reference: Any) -> float:
     """``max |value - reference| / max |reference|`` in float64: the worst element's error; NaN -> inf.
 
-    One wrong element among many (a step of a long sequence lost, one transition's counts dropped) counts
-    in full here, where :func:`relative_error`'s norm of the whole dilutes it by the square root of their
-    number: chmm's lost last step is 1.0 of the largest step here at any length, and 0.05 of the norm at
-    400 steps, 0.01 at 10,000.
+    One wrong element among many (a lost step of a long sequence) counts in full here, where
+    :func:`relative_error`'s norm of the whole dilutes it by the square root of their number: chmm's lost
+    last step is 0.93 of the largest step at 4,000 steps, and 0.05 of the norm at 400 steps, 0.01 at 10,000.
     """
     import numpy as np
 
