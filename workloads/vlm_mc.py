@@ -29,7 +29,10 @@ that draws other dropout masks passes; one that moves the features, samples
 nothing or samples at another rate does not. The pixels that reach the
 model are checked too, as per-image thumbnails taken in the first pass: a
 config that changes the images (another resize, normalisation, a stale
-pixel cache) fails that.
+pixel cache) fails that. And the first images are encoded once more at the
+end of a run with dropout off, compared without Monte-Carlo noise: a change
+of the model's function too small for the passes' statistics (a wrong
+attention scale, at some data seeds) fails that.
 """
 
 from __future__ import annotations
@@ -203,6 +206,18 @@ THUMBNAIL = 4
 #: pixels to the last bit; any other resize, crop or normalisation moves them.
 PIXEL_TOLERANCE = 1e-5
 
+#: Images encoded once more at the end of a run with dropout off: features with
+#: no Monte-Carlo noise in them, so a change of the model's function far below
+#: that noise shows. A wrong attention scale moves them by 4e-2 (relative), and
+#: the passes' statistics missed it at two of `tiny`'s three data seeds.
+PROBE_IMAGES = 8
+
+#: Bound on those features' relative error per precision: rounding alone. Over every knob value (compile aside)
+#: and 3 data seeds at `tiny` (`python benchmarks/check_power.py --workloads vlm_mc`) the honest worst was fp32 0
+#: (the bound is PIXEL_TOLERANCE's, for other summation orders on a GPU, not measured there yet), bf16 4.7e-3 and
+#: fp16 5.4e-4: bounds 3.2x and 3.7x.
+PROBE_TOLERANCE: Mapping[str, float] = {"fp32": 1e-5, "bf16": 1.5e-2, "fp16": 2e-3}
+
 
 def _thumbnail(pixels: torch.Tensor) -> torch.Tensor:
     """Each image's pixels averaged to (3, 4, 4), flattened, in float64 on the CPU.
@@ -304,7 +319,7 @@ class VlmMcWorkload(Workload):
 
     name = "vlm_mc"
     unit = "images"
-    version = 1
+    version = 2  # 2: the dropout-off features of the first images, in every run's output
     sizes = {
         "tiny": {"images": 24, "width": (40, 72), "height": (32, 56), "crop": 32, "patch": 8, "dim": 32, "depth": 2,
                  "heads": 2, "features": 16, "passes": 16, "seed": 5},
@@ -402,19 +417,28 @@ class VlmMcWorkload(Workload):
             total = torch.zeros(n, p["features"], dtype=torch.float64)
             total_sq = torch.zeros_like(total)
             thumbnails = torch.zeros(n, 3 * THUMBNAIL**2, dtype=torch.float64)
+            probe_pixels = None
             with grad_mode():
                 for pass_index in range(p["passes"]):
                     for pixels, index in batches():
                         if pass_index == 0:
                             thumbnails[index] = _thumbnail(pixels)
+                            if probe_pixels is None:  # the first images: every batch size holds them
+                                probe_pixels = pixels[:PROBE_IMAGES]
                         with autocast(device, config["precision"]):
                             features = encode(pixels)
                         features = features.cpu().to(torch.float64)
                         total.index_add_(0, index, features)
                         total_sq.index_add_(0, index, features * features)
+                model.eval()  # after the passes: it draws no random numbers, so the passes' masks are unchanged
+                try:
+                    with autocast(device, config["precision"]):
+                        probe = encode(probe_pixels).cpu().to(torch.float64)
+                finally:
+                    model.train()
             mean = total / p["passes"]
             var = (total_sq / p["passes"] - mean * mean).clamp(min=0) * p["passes"] / max(p["passes"] - 1, 1)
-            return {"mean": mean, "var": var, "thumbnails": thumbnails}
+            return {"mean": mean, "var": var, "thumbnails": thumbnails, "dropout_off": probe}
 
         return mc_trial
 
@@ -431,4 +455,6 @@ class VlmMcWorkload(Workload):
                                      precision),
             "variance": variance_ratio(output["var"], reference["var"], precision),
             "pixels": (pixels, PIXEL_TOLERANCE),
+            "dropout_off": (relative_error(output["dropout_off"], reference["dropout_off"]),
+                            PROBE_TOLERANCE[precision]),
         })
