@@ -106,8 +106,8 @@ def seed_6(tmp_path_factory):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_a_wrong_attention_scale_fails_where_the_passes_cannot_show_it(seed_6, precision):
-    # At data seed 6 the passes' statistics missed it in every precision (0.45-0.64 of their bounds): it moves the
-    # features less than the Monte-Carlo noise lets them tell. Without dropout it moves them by 4e-2.
+    # At data seed 6 the passes' statistics missed it in every precision (`benchmarks/check_power.py`): it moves
+    # the features less than the Monte-Carlo noise lets them tell. Without dropout it moves them by 4e-2.
     from tests.mutants.vlm_mc import MUTANTS
 
     bug = next(m for m in MUTANTS if m.name == "attention scaled by 1/d")
