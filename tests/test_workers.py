@@ -122,7 +122,9 @@ def test_a_storage_that_stops_answering_is_retried_then_stopped_cleanly():
 def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, trials: int, extra: list[str]):
     """Run a shared search, SIGKILL one worker while it holds a running trial, and return what happened."""
     tag = f"workers-{os.getpid()}-{time.time()}"
-    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    # The killed worker leaves its temporary folder behind: in tmp_path, not in the machine's /tmp.
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag,
+           "TMPDIR": str(tmp_path)}
     command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", str(trials),
                "--workers", str(workers), "--storage", storage, "--min-time", "0.3", "--remeasure-rounds", "1", *extra]
     driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
