@@ -55,6 +55,11 @@ _DTYPES = {
     "float16": torch.float16,
 }
 
+#: How an output's error is measured where not by :func:`~autotune.check.relative_error`, the norm of the whole:
+#: a step's normaliser by the worst step, as the norm of all steps dilutes one lost step by the square root of
+#: their number (:func:`~autotune.check.worst_error`).
+ERRORS: Mapping[str, Callable[[Any, Any], float]] = {"step_log2_likelihoods": worst_error}
+
 #: Relative tolerances per dtype and output (the M step's transitions too),
 #: each a stated multiple of the honest worst error over every knob value and
 #: 3 data seeds at `tiny` (`python benchmarks/check_power.py --workloads chmm`):
@@ -66,10 +71,6 @@ _DTYPES = {
 #: Each step's log2 normaliser is checked too, by its worst step (honest worst
 #: 1.8e-12, 3.1e-7, 0.022 and 4.1e-3 over `tiny` and `small`; bounds 5x, 5x,
 #: 2.3x, 2.4x): the 16-bit total of a long sequence cannot show one lost step.
-#: How an output's error is measured where not by :func:`~autotune.check.relative_error`, the norm of the whole:
-#: a step's normaliser by the worst step, as the norm of all steps dilutes one lost step by the square root of
-#: their number (:func:`~autotune.check.worst_error`).
-ERRORS: Mapping[str, Callable[[Any, Any], float]] = {"step_log2_likelihoods": worst_error}
 TOLERANCES: Mapping[str, Mapping[str, float]] = {
     "float64": {"log2_likelihood": 3e-12, "step_log2_likelihoods": 1e-11, "counts": 3e-12, "transitions": 3e-12},
     "float32": {"log2_likelihood": 1e-6, "step_log2_likelihoods": 1.5e-6, "counts": 1e-6, "transitions": 1e-6},
