@@ -31,6 +31,12 @@ __all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "pick_
 # A measured config within this share of the best is a tie, unless the medians'
 # uncertainty is wider (see pick_winner).
 TIE_TOLERANCE = 0.02
+# ... but never wider than this share: a tie trades speed for memory only near the best. Honest pooled runs
+# (at least 15, their spread under 10%, "noisy" above) give medians' notches of a few percent; three runs
+# spread 14% give 13%. Notches past this cap come from runs slowed by other work: a 15 s busy loop during the
+# re-measurement spread numba's 324 pooled runs 72-fold at tiny, its notch 6.2, and the scan kernel, 17x
+# slower but leaner, won the "tie" on memory (this CPU, 2026-11-26; test_tuner).
+TIE_CAP = 0.25
 # Among configs tied on speed, memory decides only when it differs by more than this share.
 MEMORY_TOLERANCE = 0.05
 # Runs per re-measurement round, at least: the pooled rounds decide the winner.
@@ -162,7 +168,7 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
 
     A candidate is tied with the fastest when their medians differ by less
     than ``TIE_TOLERANCE`` or than their notches (the medians' uncertainty)
-    together. Among tied candidates, one that needs clearly less memory
+    together, up to ``TIE_CAP``. Among tied candidates, one that needs clearly less memory
     (``MEMORY_TOLERANCE``) wins; otherwise the faster median, then the
     earlier trial, so the same figures give the same winner.
     """
@@ -179,7 +185,8 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
     def within_noise(c: Candidate) -> bool:
         m = c.measurement
         assert m is not None
-        margin = max(TIE_TOLERANCE, _median_uncertainty(m) + _median_uncertainty(best.measurement))  # type: ignore[arg-type]
+        notches = _median_uncertainty(m) + _median_uncertainty(best.measurement)  # type: ignore[arg-type]
+        margin = max(TIE_TOLERANCE, min(notches, TIE_CAP))
         return m.throughput >= top * (1 - margin)
 
     tied = [c for c in passed if within_noise(c)]

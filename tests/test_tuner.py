@@ -147,6 +147,19 @@ def test_noisy_medians_tie_only_within_their_notches():
     assert Tuner.pick_winner([steady, few]) is steady
 
 
+def test_runs_slowed_by_other_work_never_make_a_far_slower_config_a_tie():
+    # Measured (2026-11-26, chmm at tiny, this CPU): a 15 s busy loop during the re-measurement slowed numba's
+    # runs of one round over 100-fold; its pooled runs spread 72-fold (notch 6.2), and the scan kernel, 17x
+    # slower and 40% leaner, won the "tie" on memory and was exported.
+    loaded, quiet = [0.03] * 100, [0.00022] * 112
+    numba = Candidate(Config({"t": 2}), 2, "candidate", [
+        TrialResult("ok", {"t": 2}, items_per_run=1, times=times, peak_memory_bytes=316) for times in (loaded, quiet, quiet)])
+    scan = Candidate(Config({"t": 3}), 3, "candidate", [
+        TrialResult("ok", {"t": 3}, items_per_run=1, times=[0.0038] * 140, peak_memory_bytes=182) for _ in range(3)])
+    assert numba.measurement.relative_spread > 50 and numba.measurement.throughput > 15 * scan.measurement.throughput
+    assert Tuner.pick_winner([numba, scan]) is numba
+
+
 def test_ties_within_noise_break_by_clearly_less_memory_then_speed_then_trial():
     fast_big = _candidate([1.00, 1.00, 1.00], 900, 5)
     fast_small = _candidate([1.01, 1.01, 1.01], 100, 7)  # 1% slower: a tie
