@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from autotune.config import Config
+from autotune.devices import cpu_threads
+from autotune.environment import BUSY_CORES
 from autotune.exceptions import SearchSpaceError
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
@@ -142,6 +144,8 @@ class Progress:
         if result.cut_short:
             note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"
                      else "  (cut short once warm: over 3x slower than the best)")
+        if record.duplicate_of is None and beside_other_work(result):
+            note += f"  (timed beside other work: {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy)"
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
         role = record.role if record.role in ("baseline", "defaults", "probe") else ""
         counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
@@ -150,6 +154,21 @@ class Progress:
             f"[{counter}/{total}] trial #{record.number:<3} {role:<8} {result.status:<9} {figures}  "
             f"best {rate(self.best, self.best_unit)}  {record.config.describe(record.unused)}{note}{error}"
         )
+
+
+def beside_other_work(result: Any) -> bool:
+    """Timed while other processes kept at least ``BUSY_CORES`` cores busy: its figures may be off."""
+    return result.busy_elsewhere is not None and result.busy_elsewhere >= BUSY_CORES
+
+
+def other_work_line(candidates: list[Any]) -> str | None:
+    """A warning naming the re-measurement rounds timed beside other work, or None."""
+    hit = [(i + 1, r.busy_elsewhere) for c in candidates for i, r in enumerate(c.results) if beside_other_work(r)]
+    if not hit:
+        return None
+    rounds = ", ".join(str(n) for n in sorted({n for n, _ in hit}))
+    return (f"  warning: other processes kept up to {max(b for _, b in hit):.1f} of {cpu_threads()} cores busy in "
+            f"re-measurement round {rounds}: the figures above may be off; run alone to trust them")
 
 
 def candidate_json(candidate: Any) -> dict[str, Any] | None:
@@ -226,6 +245,9 @@ def result_table(result: Any) -> str:
         "",
         f"Exported to {result.export_path}",
     ]
+    warning = other_work_line(result.candidates)
+    if warning:
+        lines.insert(-2, warning)
     if result.choices:
         lines.insert(-2, "")
         lines.insert(-2, "What each choice did (best correct throughput in the study; how its trials ended):")
@@ -270,6 +292,9 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
             f"  peak memory  {format_bytes(result.peak_memory_bytes)}, {result.threads} threads",
             f"  check        {check_line(result.check)}",
         ]
+        if beside_other_work(result):
+            lines.append(f"  warning      other processes kept {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy "
+                         "while it was timed: its figures may be off; run alone to trust them")
     if result.error and result.status != "ok":
         lines.append(f"  error        {result.error}")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """The environment fingerprint stored with every exported config.
 
 A speedup measured with one torch, driver or device says little about
-another; the fingerprint says what a figure was measured on.
+another; the fingerprint says what a figure was measured on. Other work on
+the machine while a config is timed says so too (:class:`OtherWork`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["busy_cores", "fingerprint"]
+__all__ = ["BUSY_CORES", "OtherWork", "busy_cores", "fingerprint"]
+
+#: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
+BUSY_CORES = 0.5
 
 
 def _nvidia_driver() -> str | None:
@@ -86,3 +90,61 @@ def busy_cores(seconds: float = 0.1) -> float | None:
     if total <= 0:
         return None
     return (1 - (idle_after - idle_before) / total) * (os.cpu_count() or 1)
+
+
+def _cpu_jiffies(cpus: set[int]) -> tuple[int, int]:
+    """(all, idle) CPU time of the cores ``cpus`` since boot, in clock ticks, from ``/proc/stat``."""
+    total = idle = 0
+    with open("/proc/stat", encoding="ascii") as handle:
+        for line in handle:
+            name, *fields = line.split()
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                values = [int(v) for v in fields[:8]]
+                total, idle = total + sum(values), idle + values[3] + values[4]  # user .. steal; idle, iowait
+    return total, idle
+
+
+def _group_jiffies(group: int) -> int:
+    """CPU time of the live processes of process group ``group`` and of the children they reaped, in ticks."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it exited meanwhile
+        if int(fields[2]) == group:  # pgrp; then utime, stime, cutime, cstime
+            total += sum(int(v) for v in fields[11:15])
+    return total
+
+
+class OtherWork:
+    """How many of this process's cores processes outside its process group kept busy since it was made (Linux).
+
+    A trial runs in a process group of its own (the fork server's ``setsid``),
+    with the DataLoader workers it starts, on the cores its affinity allows (a
+    ``--workers`` worker's own). Every other busy tick of those cores, time
+    the hypervisor stole for other machines included, is other work: on 2 shared cores an explain run read numba's kernel 57-74x slower in
+    the one round that ran beside a busy loop, the loop kernel 1.3x
+    (README, "Other work on the machine"). ``cores()`` is None where ``/proc`` is absent.
+    """
+
+    def __init__(self) -> None:
+        self.group = os.getpgrp()
+        self.cpus = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+        self.start = self._sample()
+
+    def _sample(self) -> tuple[int, int, int] | None:
+        try:
+            return (*_cpu_jiffies(self.cpus), _group_jiffies(self.group))
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def cores(self) -> float | None:
+        end = self._sample()
+        if self.start is None or end is None or end[0] <= self.start[0]:
+            return None
+        total, idle, mine = (b - a for a, b in zip(self.start, end))
+        return max(0.0, (total - idle - mine) / total * len(self.cpus))

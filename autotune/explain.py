@@ -332,8 +332,20 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
         "path": [{"knob": "+".join(step.knobs), "config": step.config.to_dict(), "speedup": over_baseline(step.config)}
                  for step in steps],
         "rounds": rounds, "configs_measured": len(first.configs) + len(second.configs) - 1, "method": METHOD,
+        "beside_other_work": _beside_other_work(first, second),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def _beside_other_work(*measured: Measured) -> dict[str, Any] | None:
+    """The rounds whose runs other processes slowed (:class:`~autotune.environment.OtherWork`), or None."""
+    from autotune.environment import BUSY_CORES
+
+    hit = [(i + 1, r.busy_elsewhere) for m in measured for results in m.results.values()
+           for i, r in enumerate(results) if r.busy_elsewhere is not None and r.busy_elsewhere >= BUSY_CORES]
+    if not hit:
+        return None
+    return {"rounds": sorted({n for n, _ in hit}), "runs": len(hit), "cores": max(b for _, b in hit)}
 
 
 def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ class Measurement:
     warmup_times: list[float] = field(default_factory=list)
     noisy_threshold: float = 0.1
     cut_short: bool = False  # stopped early: far slower than the study's best once warm, or a wrong first output
+    busy_elsewhere: float | None = None  # cores other processes kept busy meanwhile (Measurer.other_work)
 
     @property
     def median(self) -> float:
@@ -109,6 +110,9 @@ class Measurer:
     #: within ``warmup_agreement`` of it is warm, so a first run that already agrees needs no warm-up.
     warm_seconds: float | None = None
     clock: Callable[[], float] = time.perf_counter
+    #: Started as the measurement starts; its ``cores()`` at the end are the cores other processes kept busy
+    #: meanwhile (:class:`autotune.environment.OtherWork`), recorded, not acted on: the figures say so.
+    other_work: Callable[[], Any] | None = None
 
     def _timed(self, run: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
         sync()
@@ -124,6 +128,13 @@ class Measurer:
         sync: Callable[[], None] = lambda: None,
         on_output: Callable[[str, Any], None] | None = None,
     ) -> Measurement:
+        meter = self.other_work() if self.other_work is not None else None
+        measurement = self._measure(run, items_per_run, sync, on_output)
+        measurement.busy_elsewhere = meter.cores() if meter is not None else None
+        return measurement
+
+    def _measure(self, run: Callable[[], Any], items_per_run: int, sync: Callable[[], None],
+                 on_output: Callable[[str, Any], None] | None) -> Measurement:
         def hopeless(seconds: float) -> bool:
             return (self.hopeless_below is not None and seconds > 0 and seconds >= self.cut_min_seconds
                     and items_per_run / seconds < self.hopeless_below)

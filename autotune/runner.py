@@ -36,6 +36,7 @@ from typing import Any
 
 from autotune._forkserver import ForkServer
 from autotune.check import Check, share_of_tolerance
+from autotune.environment import OtherWork
 from autotune.measure import Measurement, Measurer
 
 __all__ = ["STATUSES", "Runner", "TrialRequest", "TrialResult"]
@@ -89,6 +90,7 @@ class TrialResult:
     error: str | None = None  # one line: exception type and message, or what killed it
     traceback: str | None = None
     wall_seconds: float | None = None  # the whole trial, process start to result
+    busy_elsewhere: float | None = None  # cores other processes kept busy while it was timed (Linux)
     environment: dict[str, Any] = field(default_factory=dict)
 
     def measurement(self) -> Measurement | None:
@@ -244,7 +246,8 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         checks.append(check)
         return check.passed
 
-    measurement = Measurer(**request.measurer).measure(run, items, workload.synchronize, on_output)
+    measurer = Measurer(**request.measurer, other_work=OtherWork)
+    measurement = measurer.measure(run, items, workload.synchronize, on_output)
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()
     result.times = measurement.times
@@ -256,6 +259,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     result.noisy = measurement.noisy
     result.cut_short = measurement.cut_short
     result.throughput = measurement.throughput
+    result.busy_elsewhere = measurement.busy_elsewhere
     result.status = "ok" if worst.passed else "incorrect"
     if not worst.passed:
         result.error = (f"output differs from the reference: {worst.metric} error "

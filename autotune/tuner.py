@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import Config, config_path, default_storage, studies_dir
 from autotune.devices import DetectedDevice, resolve_device
-from autotune.environment import busy_cores
+from autotune.environment import BUSY_CORES, busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
@@ -55,8 +55,6 @@ HOPELESS_FACTOR = 20.0
 # run lay within 0.79-1.81x of its config's median (298 runs of 45 trials, quick-start studies on the
 # 2-core CPU; benchmarks/run_spread.py), so a config cut at 3x is at least 3 / 1.81 = 1.66x slower.
 RACE_FACTOR = 3.0
-# Other work keeping this many cores busy before a CPU search or explain is reported (a warning only).
-BUSY_CORES = 0.5
 
 
 @dataclass

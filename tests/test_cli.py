@@ -284,6 +284,43 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     assert "best 900 items/s" in capsys.readouterr().err
 
 
+def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
+    # A 15 s busy loop during a chmm search at tiny (this CPU, 2026-11-26) slowed the trials and the
+    # re-measurement rounds it met; nothing said so.
+    from types import SimpleNamespace
+
+    from autotune.config import Config
+    from autotune.console import Progress, result_table, run_text
+    from autotune.devices import cpu_threads
+    from autotune.runner import TrialResult
+    from autotune.selection import Candidate
+    from autotune.tuner import TrialRecord
+
+    def result(busy):
+        return TrialResult("ok", {"x": 1}, unit="items", items_per_run=1, throughput=10.0, times=[0.1] * 3,
+                           median_seconds=0.1, warmup_seconds=0.1, busy_elsewhere=busy)
+
+    progress = Progress(quiet=False, total=2, bar=False)
+    progress.trial(TrialRecord(0, Config(x=1), result(1.3)), 1, 2)
+    progress.trial(TrialRecord(1, Config(x=1), result(0.2)), 2, 2)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith(f"(timed beside other work: 1.3 of {cpu_threads()} cores busy)")
+    assert "beside" not in lines[1]
+    assert "other processes kept 1.3" in run_text(result(1.3), Config(x=1), "w", "cpu", "tiny")
+    assert "other processes" not in run_text(result(None), Config(x=1), "w", "cpu", "tiny")
+
+    baseline = Candidate(Config(x=0), 0, "baseline", [result(0.1), result(1.1), result(0.1)])
+    best = Candidate(Config(x=1), 1, "candidate", [result(0.1), result(0.1), result(1.9)])
+    table = SimpleNamespace(workload="w", size="tiny", device="cpu", study_name="s", trials=[], seconds=1.0,
+                            counts={"ok": 2}, winner=best, baseline=baseline, speedup=1.0, choices=[],
+                            candidates=[baseline, best], export_path="x.json", unused=(), restricted=0)
+    assert (f"warning: other processes kept up to 1.9 of {cpu_threads()} cores busy in re-measurement round 2, 3"
+            in result_table(table))
+    for candidate in (baseline, best):
+        candidate.results = [result(0.1)] * 3
+    assert "warning" not in result_table(table)
+
+
 def test_a_trial_without_figures_shows_the_best_in_the_workload_s_unit(capsys):
     # On an H200 (2026-11-25) a vlm_mc trial that timed out printed "best 69,225 items/s" among lines in
     # images/s: a trial the runner killed reports no unit of its own.

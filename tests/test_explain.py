@@ -121,6 +121,25 @@ def test_a_fix_whose_alone_move_needs_other_fixes_is_judged_inside_the_winner():
     assert 'The verdict reads "alone" unless its note says otherwise.' in " ".join(text.split())
 
 
+def test_rounds_timed_beside_other_work_are_named(space):
+    # A busy loop during round 2 of `explain -w chmm -s tiny` (this CPU, 2026-11-26) read numba's kernel 57-74x
+    # slower in that round, the loop kernel 1.3x; the output did not say so.
+    target = space.validate({"kernel": "fast", "tile": 4, "batch": 16})
+    quiet, turns = fake_run(space), {}
+
+    def run(config):
+        turns[config.key] = turns.get(config.key, 0) + 1
+        result = quiet(config)
+        # The baseline and the target in their second round.
+        result.busy_elsewhere = 1.2 if turns[config.key] == 2 and config.key in (space.baseline.key, target.key) else 0.1
+        return result
+
+    doc = explain(space, space.baseline, target, run, rounds=3)
+    assert doc["beside_other_work"] == {"rounds": [2], "runs": 2, "cores": 1.2}
+    assert "warning: other processes kept up to 1.2 cores busy while 2 configs ran in round 2" in explain_text(doc)
+    assert explain(space, space.baseline, target, fake_run(space), rounds=3)["beside_other_work"] is None
+
+
 def test_a_wrong_fix_is_incorrect_with_its_error_and_a_wrong_target_says_so(space):
     target = space.validate({"kernel": "fast", "tile": 4, "batch": 16, "unsafe": True})
     doc = explain(space, space.baseline, target, fake_run(space), rounds=2)

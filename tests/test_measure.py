@@ -1,3 +1,8 @@
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 
 from autotune.measure import Measurement, Measurer
@@ -174,3 +179,58 @@ def test_a_first_run_off_the_known_warm_time_warms_up_until_a_run_agrees_with_it
     clock = FakeClock([5.0, 2.0, 2.0, 2.0, 2.0])
     m = Measurer(min_time=0.0, min_runs=2, warm_seconds=1.0, clock=clock).measure(clock.run, 1)
     assert m.warmup_times == [2.0, 2.0] and m.times == [2.0, 2.0]
+
+
+def test_a_measurement_records_the_cores_other_work_kept_busy_meanwhile():
+    class Meter:
+        started = 0
+
+        def __init__(self):
+            Meter.started += 1
+
+        def cores(self):
+            return 1.3
+
+    clock = iter(range(1000)).__next__
+    measured = Measurer(min_time=0, min_runs=3, clock=clock, other_work=Meter).measure(lambda: None, items_per_run=1)
+    assert measured.busy_elsewhere == 1.3 and Meter.started == 1
+    assert Measurer(min_time=0, min_runs=3, clock=iter(range(1000)).__next__).measure(
+        lambda: None, items_per_run=1).busy_elsewhere is None
+
+
+def _cores_busy_beside(loop: str, own_group: bool = False) -> float | None:
+    """What :class:`OtherWork` reads over 1 s while ``loop`` (Python code) runs in another process."""
+    from autotune.environment import OtherWork
+
+    process = subprocess.Popen([sys.executable, "-c", loop], start_new_session=not own_group)
+    try:
+        time.sleep(0.3)  # started
+        meter = OtherWork()
+        time.sleep(1.0)
+        return meter.cores()
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_other_work_is_what_processes_outside_this_process_group_keep_busy():
+    busy = "while True: pass"
+    beside_other, beside_own = _cores_busy_beside(busy), _cores_busy_beside(busy, own_group=True)
+    # A busy loop elsewhere keeps about one core busy; one in this group (a DataLoader worker's place) is ours.
+    assert beside_other >= 0.7 and beside_other - beside_own >= 0.6, (beside_other, beside_own)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two cores and CPU affinity")
+def test_other_work_counts_only_the_cores_this_process_may_run_on():
+    # A --workers worker is pinned to its own cores: the others' trials on theirs do not slow its runs.
+    allowed = os.sched_getaffinity(0)
+    mine, other = sorted(allowed)[:2]
+    os.sched_setaffinity(0, {mine})
+    try:
+        on_other, on_mine = (_cores_busy_beside(f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass")
+                             for cpu in (other, mine))
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert on_other < 0.3 and on_mine >= 0.7, (on_other, on_mine)
