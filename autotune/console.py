@@ -14,7 +14,6 @@ import click
 
 from autotune.config import Config
 from autotune.devices import cpu_threads
-from autotune.environment import BUSY_CORES
 from autotune.exceptions import SearchSpaceError
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
@@ -144,7 +143,7 @@ class Progress:
         if result.cut_short:
             note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"
                      else "  (cut short once warm: over 3x slower than the best)")
-        if record.duplicate_of is None and beside_other_work(result):
+        if record.duplicate_of is None and result.beside_other_work:
             note += f"  (timed beside other work: {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy)"
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
         role = record.role if record.role in ("baseline", "defaults", "probe") else ""
@@ -156,14 +155,9 @@ class Progress:
         )
 
 
-def beside_other_work(result: Any) -> bool:
-    """Timed while other processes kept at least ``BUSY_CORES`` cores busy: its figures may be off."""
-    return result.busy_elsewhere is not None and result.busy_elsewhere >= BUSY_CORES
-
-
 def other_work_line(candidates: list[Any]) -> str | None:
     """A warning naming the re-measurement rounds timed beside other work, or None."""
-    hit = [(i + 1, r.busy_elsewhere) for c in candidates for i, r in enumerate(c.results) if beside_other_work(r)]
+    hit = [(i + 1, r.busy_elsewhere) for c in candidates for i, r in enumerate(c.results) if r.beside_other_work]
     if not hit:
         return None
     rounds = ", ".join(str(n) for n in sorted({n for n, _ in hit}))
@@ -292,7 +286,7 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
             f"  peak memory  {format_bytes(result.peak_memory_bytes)}, {result.threads} threads",
             f"  check        {check_line(result.check)}",
         ]
-        if beside_other_work(result):
+        if result.beside_other_work:
             lines.append(f"  warning      other processes kept {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy "
                          "while it was timed: its figures may be off; run alone to trust them")
     if result.error and result.status != "ok":

@@ -126,9 +126,10 @@ class OtherWork:
     A trial runs in a process group of its own (the fork server's ``setsid``),
     with the DataLoader workers it starts, on the cores its affinity allows (a
     ``--workers`` worker's own). Every other busy tick of those cores, time
-    the hypervisor stole for other machines included, is other work: on 2 shared cores an explain run read numba's kernel 57-74x slower in
-    the one round that ran beside a busy loop, the loop kernel 1.3x
-    (README, "Other work on the machine"). ``cores()`` is None where ``/proc`` is absent.
+    the hypervisor stole for other machines included, is other work: on 2
+    shared cores an explain run read numba's kernel 57-74x slower in the one
+    round that ran beside a busy loop, the loop kernel 1.3x (README, "Other
+    work on the machine"). ``cores()`` is None where ``/proc`` is absent.
     """
 
     def __init__(self) -> None:

@@ -339,10 +339,8 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
 
 def _beside_other_work(*measured: Measured) -> dict[str, Any] | None:
     """The rounds whose runs other processes slowed (:class:`~autotune.environment.OtherWork`), or None."""
-    from autotune.environment import BUSY_CORES
-
     hit = [(i + 1, r.busy_elsewhere) for m in measured for results in m.results.values()
-           for i, r in enumerate(results) if r.busy_elsewhere is not None and r.busy_elsewhere >= BUSY_CORES]
+           for i, r in enumerate(results) if r.beside_other_work]
     if not hit:
         return None
     return {"rounds": sorted({n for n, _ in hit}), "runs": len(hit), "cores": max(b for _, b in hit)}

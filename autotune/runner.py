@@ -36,7 +36,7 @@ from typing import Any
 
 from autotune._forkserver import ForkServer
 from autotune.check import Check, share_of_tolerance
-from autotune.environment import OtherWork
+from autotune.environment import BUSY_CORES, OtherWork
 from autotune.measure import Measurement, Measurer
 
 __all__ = ["STATUSES", "Runner", "TrialRequest", "TrialResult"]
@@ -92,6 +92,11 @@ class TrialResult:
     wall_seconds: float | None = None  # the whole trial, process start to result
     busy_elsewhere: float | None = None  # cores other processes kept busy while it was timed (Linux)
     environment: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def beside_other_work(self) -> bool:
+        """Timed while other processes kept at least ``BUSY_CORES`` of its cores busy: its figures may be off."""
+        return self.busy_elsewhere is not None and self.busy_elsewhere >= BUSY_CORES
 
     def measurement(self) -> Measurement | None:
         if not self.times or self.items_per_run is None:

@@ -168,9 +168,9 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
 
     A candidate is tied with the fastest when their medians differ by less
     than ``TIE_TOLERANCE`` or than their notches (the medians' uncertainty)
-    together, up to ``TIE_CAP``. Among tied candidates, one that needs clearly less memory
-    (``MEMORY_TOLERANCE``) wins; otherwise the faster median, then the
-    earlier trial, so the same figures give the same winner.
+    together, up to ``TIE_CAP``. Among tied candidates, one that needs
+    clearly less memory (``MEMORY_TOLERANCE``) wins; otherwise the faster
+    median, then the earlier trial, so the same figures give the same winner.
     """
     passed = [
         c for c in candidates
