@@ -156,13 +156,16 @@ class Progress:
 
 
 def other_work_line(candidates: list[Any]) -> str | None:
-    """A warning naming the re-measurement rounds timed beside other work, or None."""
+    """Which re-measurement rounds were timed beside other work, and whether quiet rounds made them up; or None."""
     hit = [(i + 1, r.busy_elsewhere) for c in candidates for i, r in enumerate(c.results) if r.beside_other_work]
     if not hit:
         return None
-    rounds = ", ".join(str(n) for n in sorted({n for n, _ in hit}))
-    return (f"  warning: other processes kept up to {max(b for _, b in hit):.1f} of {cpu_threads()} cores busy in "
-            f"re-measurement round {rounds}: the figures above may be off; run alone to trust them")
+    busy = (f"other processes kept up to {max(b for _, b in hit):.1f} of {cpu_threads()} cores busy in re-measurement "
+            f"round {', '.join(str(n) for n in sorted({n for n, _ in hit}))}")
+    if all(any(r.status == "ok" and not r.beside_other_work for r in c.results)
+           for c in candidates if any(r.status == "ok" for r in c.results)):
+        return f"  note: {busy}; each config's figures come from its quiet rounds"
+    return f"  warning: {busy}, and some config had no quiet round: the figures above may be off; run alone to trust them"
 
 
 def candidate_json(candidate: Any) -> dict[str, Any] | None:

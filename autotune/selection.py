@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
     from autotune.space import SearchSpace
 
-__all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "pick_winner", "remeasure", "runs_per_round"]
+__all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "loaded_rounds", "pick_winner", "remeasure",
+           "runs_per_round"]
 
 # A measured config within this share of the best is a tie, unless the medians'
 # uncertainty is wider (see pick_winner).
@@ -73,7 +74,10 @@ class Candidate:
 
     @property
     def measurement(self) -> Measurement | None:
-        parts = [m for m in (r.measurement() for r in self.results if r.status == "ok") if m is not None]
+        """Its rounds' runs pooled: those timed beside other work left out where a quiet round remains."""
+        ok = [r for r in self.results if r.status == "ok"]
+        parts = [m for m in (r.measurement() for r in ([r for r in ok if not r.beside_other_work] or ok))
+                 if m is not None]
         return Measurement.pooled(parts) if parts else None
 
     @property
@@ -142,6 +146,11 @@ def runs_per_round(runs: int, rounds: int) -> int:
     return max(1, -(-runs // max(rounds, 1)))
 
 
+def loaded_rounds(candidates: list[Candidate]) -> list[int]:
+    """The rounds (from 1) in which some candidate was timed beside other work."""
+    return sorted({i + 1 for c in candidates for i, r in enumerate(c.results) if r.beside_other_work})
+
+
 def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResult], rounds: int,
               on_stage: Callable[[str], None] = lambda message: None) -> None:
     """Measure every candidate in rounds, interleaved, so drift hits them all alike.
@@ -150,17 +159,32 @@ def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResul
     pass, so more rounds could not change that. Neither is one that timed out
     in the search (a baseline slower than --trial-timeout): each round would
     sit through the timeout again, three rounds of 600 s for nothing.
+
+    Each round in which other work kept the machine busy while a candidate ran
+    (:class:`~autotune.environment.OtherWork`) is made up by one more round,
+    ``rounds`` more at most, and a candidate's figures leave such rounds out
+    where it has a quiet one (:attr:`Candidate.measurement`): a 15 s busy loop
+    slowed numba's runs over 100-fold in the rounds it met (README, "Other work
+    on the machine").
     """
-    for round_index in range(rounds):
-        order = candidates[round_index % len(candidates):] + candidates[: round_index % len(candidates)]
-        for candidate in order:
+    done = 0
+
+    def one_round(label: str) -> None:
+        shift = done % len(candidates)
+        for candidate in candidates[shift:] + candidates[:shift]:
             if candidate.failure is not None:
                 continue
-            on_stage(
-                f"re-measuring round {round_index + 1}/{rounds}: "
-                f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip()
-            )
+            on_stage(f"re-measuring round {label}: "
+                     f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip())
             candidate.results.append(run(candidate))
+
+    for done in range(rounds):
+        one_round(f"{done + 1}/{rounds}")
+    done = rounds
+    while done < 2 * rounds and len(loaded_rounds(candidates)) > done - rounds:
+        hit = loaded_rounds(candidates)
+        one_round(f"{done + 1} (again: other work ran beside round {', '.join(map(str, hit))})")
+        done += 1
 
 
 def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = None) -> Candidate | None:

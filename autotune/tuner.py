@@ -33,7 +33,7 @@ from autotune.runner import Runner, TrialRequest, TrialResult
 from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
-                                pick_winner, remeasure, runs_per_round)
+                                loaded_rounds, pick_winner, remeasure, runs_per_round)
 from autotune.shared_study import FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
 from autotune.space import SearchSpace
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
@@ -421,7 +421,8 @@ class Tuner:
             baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})},
             speedup=speedup,
             check=winner.check,
-            remeasure={"rounds": self.remeasure_rounds, "candidates": [
+            remeasure={"rounds": max(len(c.results) for c in candidates), "beside_other_work": loaded_rounds(candidates),
+                       "candidates": [
                 {"trial": c.trial, "role": c.role, "passed": c.passed,
                  "throughput": (c.measurement.throughput if c.measurement else None),
                  "statuses": [r.status for r in c.results]}

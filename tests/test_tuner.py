@@ -725,6 +725,34 @@ def test_a_candidate_that_fails_a_round_or_timed_out_in_the_search_is_not_run_ag
     assert steady.failure is None and steady.passed and not flaky.passed and not slow.passed
 
 
+def test_a_round_timed_beside_other_work_is_made_up_and_left_out_of_the_figures():
+    # Measured (2026-11-26, chmm at tiny, this CPU): a 15 s busy loop slowed numba's runs over 100-fold in the
+    # rounds it met. The quiet rounds hold its speed; the busy ones only hid it.
+    from autotune.selection import loaded_rounds, remeasure
+
+    base = Candidate(Config({"t": 0}), 0, "baseline")
+    numba = Candidate(Config({"t": 2}), 2, "candidate")
+    turns, stages = [], []
+
+    def run(candidate):
+        turns.append(candidate.trial)
+        busy = len(turns) in (3, 4)  # round 2: the load starts, and stops before round 3
+        times = [0.03 if busy and candidate.trial == 2 else (0.00022 if candidate.trial == 2 else 0.05)] * 5
+        return TrialResult("ok", candidate.config.to_dict(), items_per_run=1, times=times,
+                           busy_elsewhere=1.0 if busy else 0.1)
+
+    remeasure([base, numba], run, rounds=3, on_stage=stages.append)
+    assert len(turns) == 8 and loaded_rounds([base, numba]) == [2]  # one more round made round 2 up
+    assert "re-measuring round 4 (again: other work ran beside round 2): baseline #0" in stages
+    assert numba.measurement.times == [0.00022] * 15 and base.measurement.times == [0.05] * 15
+
+    # Other work through every round: at most as many more rounds, and then every run counts.
+    always = Candidate(Config({"t": 3}), 3, "candidate")
+    remeasure([always], lambda c: TrialResult("ok", {}, items_per_run=1, times=[0.1] * 3, busy_elsewhere=1.5),
+              rounds=2)
+    assert len(always.results) == 4 and len(always.measurement.times) == 12
+
+
 def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_exported():
     from types import SimpleNamespace
 
