@@ -170,10 +170,12 @@ def path(space: "SearchSpace", baseline: Config, target: Config, fixes: list[Fix
 # -- figures ----------------------------------------------------------------------------
 
 def _times(results: list["TrialResult"]) -> tuple[list[float], int] | None:
-    """A config's run times pooled over its rounds, and its items per run; None if any round failed."""
+    """A config's run times pooled over its rounds (its quiet ones where other work hit some: see
+    :func:`measure`), and its items per run; None if any round failed."""
     if not results or any(r.status != "ok" or not r.times or not r.items_per_run for r in results):
         return None
-    return [t for r in results for t in r.times], int(results[0].items_per_run)  # type: ignore[arg-type]
+    pooled = [r for r in results if not r.beside_other_work] or results
+    return [t for r in pooled for t in r.times], int(results[0].items_per_run)  # type: ignore[arg-type]
 
 
 def _median(values: list[float]) -> float:
@@ -242,18 +244,33 @@ class Measured:
 
 def measure(configs: Measured, run: Callable[[Config], "TrialResult"], rounds: int,
             on_progress: Callable[[int, int, str], None] = lambda done, total, what: None,
-            unused: Callable[[Config], tuple[str, ...]] = lambda config: ()) -> None:
+            unused: Callable[[Config], tuple[str, ...]] = lambda config: ()) -> int:
     """Measure every config ``rounds`` times, interleaved: each round starts one config later (``unused``:
-    the knobs a config leaves inactive, named as such in the progress)."""
+    the knobs a config leaves inactive, named as such in the progress). Each round that other work hit
+    (:class:`~autotune.environment.OtherWork`) is made up by one more, ``rounds`` more at most, as the
+    search's re-measurement does; the figures pool each config's quiet rounds (:func:`_times`). Returns
+    how many measurements it made."""
     keys = list(configs.configs)
-    total, done = rounds * len(keys), 0
-    for round_index in range(rounds):
+    total, done, round_index = rounds * len(keys), 0, 0
+    while round_index < rounds or (round_index < 2 * rounds and len(_loaded(configs)) > round_index - rounds):
+        if round_index >= rounds:
+            total += len(keys)
+        label = (f"{round_index + 1}/{rounds}" if round_index < rounds else
+                 f"{round_index + 1} (again: other work ran beside round {', '.join(map(str, _loaded(configs)))})")
         shift_by = round_index % len(keys)
         for key in keys[shift_by:] + keys[:shift_by]:
             config = configs.configs[key]
-            on_progress(done, total, f"round {round_index + 1}/{rounds}: {config.describe(unused(config))}")
+            on_progress(done, total, f"round {label}: {config.describe(unused(config))}")
             configs.results[key].append(run(config))
             done += 1
+        round_index += 1
+    return done
+
+
+def _loaded(*measured: Measured) -> list[int]:
+    """The rounds (from 1) in which some config was timed beside other work."""
+    return sorted({i + 1 for m in measured for results in m.results.values() for i, r in enumerate(results)
+                   if r.beside_other_work})
 
 
 def _failure(results: list["TrialResult"]) -> str | None:
@@ -278,7 +295,9 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     # The path is planned from the solo gains; until they are known, its length is a guess for the progress.
     extra = [s for s in path(space, baseline, target, fixes, {}) if s.config.key not in first.configs]
     total = rounds * (len(first.configs) + (len(extra) + 1 if extra else 0))
-    measure(first, run, rounds, lambda done, _, what: on_progress(done, total, what), space.unused)
+    planned = rounds * len(first.configs)  # made-up rounds add to both
+    offset = measure(first, run, rounds, lambda done, own, what: on_progress(done, total + own - planned, what),
+                     space.unused)
     base = first.of(baseline)
     alone = {f.knob: speedup(base, first.of(f.alone), seed) for f in fixes if f.alone is not None}
     steps = path(space, baseline, target, fixes, {k: v["value"] for k, v in alone.items() if v is not None})
@@ -287,12 +306,10 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     for step in steps:
         if step.config.key not in first.configs:
             second.add(step.config)
+    total = offset
     if len(second.configs) > 1:
-        offset = rounds * len(first.configs)
-        total = offset + rounds * len(second.configs)
-        measure(second, run, rounds, lambda done, _, what: on_progress(offset + done, total, what), space.unused)
-    else:
-        total = rounds * len(first.configs)
+        total += measure(second, run, rounds, lambda done, own, what: on_progress(offset + done, offset + own, what),
+                         space.unused)
     on_progress(total, total, "")
 
     def over_baseline(config: Config) -> dict[str, float] | None:
@@ -331,19 +348,22 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
         "fixes": rows,
         "path": [{"knob": "+".join(step.knobs), "config": step.config.to_dict(), "speedup": over_baseline(step.config)}
                  for step in steps],
-        "rounds": rounds, "configs_measured": len(first.configs) + len(second.configs) - 1, "method": METHOD,
+        "rounds": max(len(results) for results in first.results.values()), "configs_measured": len(first.configs) + len(second.configs) - 1, "method": METHOD,
         "beside_other_work": _beside_other_work(first, second),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
 
 def _beside_other_work(*measured: Measured) -> dict[str, Any] | None:
-    """The rounds whose runs other processes slowed (:class:`~autotune.environment.OtherWork`), or None."""
-    hit = [(i + 1, r.busy_elsewhere) for m in measured for results in m.results.values()
-           for i, r in enumerate(results) if r.beside_other_work]
+    """The rounds whose runs other processes slowed (:class:`~autotune.environment.OtherWork`), whether every
+    config has a quiet round its figures come from, or None."""
+    hit = [r.busy_elsewhere for m in measured for results in m.results.values() for r in results
+           if r.beside_other_work]
     if not hit:
         return None
-    return {"rounds": sorted({n for n, _ in hit}), "runs": len(hit), "cores": max(b for _, b in hit)}
+    made_up = all(any(not r.beside_other_work for r in results) for m in measured for results in m.results.values()
+                  if results)  # the path's own rounds are skipped when it adds no config
+    return {"rounds": _loaded(*measured), "runs": len(hit), "cores": max(hit), "made_up": made_up}
 
 
 def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:

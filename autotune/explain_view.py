@@ -83,9 +83,11 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
         lines.append(f"The target failed: {target['error']}")
     busy = doc.get("beside_other_work")
     if busy:
-        lines.append(f"warning: other processes kept up to {busy['cores']:.1f} cores busy while "
-                     f"{plural(busy['runs'], 'config')} ran in round {', '.join(map(str, busy['rounds']))}: those "
-                     "figures may be off; run alone to trust them")
+        hit = (f"other processes kept up to {busy['cores']:.1f} cores busy while {plural(busy['runs'], 'config')} "
+               f"ran in round {', '.join(map(str, busy['rounds']))}")
+        lines.append(f"note: {hit}; each config's figures come from its quiet rounds" if busy.get("made_up") else
+                     f"warning: {hit}, and some config had no quiet round: its figures may be off; run alone to "
+                     "trust them")
     rows = claims_rows(doc)
     headers = {"fix": "fix", "claimed": "claimed", "alone": "alone", "in_winner": "in the winner", "verdict": "verdict"}
     widths = {k: max([len(h)] + [len(r[k]) for r in rows]) for k, h in headers.items()}

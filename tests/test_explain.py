@@ -135,9 +135,20 @@ def test_rounds_timed_beside_other_work_are_named(space):
         return result
 
     doc = explain(space, space.baseline, target, run, rounds=3)
-    assert doc["beside_other_work"] == {"rounds": [2], "runs": 2, "cores": 1.2}
-    assert "warning: other processes kept up to 1.2 cores busy while 2 configs ran in round 2" in explain_text(doc)
+    assert doc["beside_other_work"] == {"rounds": [2], "runs": 2, "cores": 1.2, "made_up": True}
+    assert turns[target.key] == 4  # round 2 made up by a fourth
+    assert ("note: other processes kept up to 1.2 cores busy while 2 configs ran in round 2; each config's figures "
+            "come from its quiet rounds") in explain_text(doc)
     assert explain(space, space.baseline, target, fake_run(space), rounds=3)["beside_other_work"] is None
+
+    def always_busy(config):
+        result = quiet(config)
+        result.busy_elsewhere = 1.5
+        return result
+
+    doc = explain(space, space.baseline, target, always_busy, rounds=2)
+    assert doc["beside_other_work"]["rounds"] == [1, 2, 3, 4] and not doc["beside_other_work"]["made_up"]
+    assert "and some config had no quiet round: its figures may be off" in explain_text(doc)
 
 
 def test_a_wrong_fix_is_incorrect_with_its_error_and_a_wrong_target_says_so(space):
