@@ -669,6 +669,13 @@ def test_the_candidates_carry_their_median_in_the_search():
     said = []
     chosen = candidates(trials, baseline, top=2, allows=lambda config: config["t"] != 3, on_stage=said.append)
     assert [c.trial for c in chosen] == [0, 1] and "the study holds 1 config outside its space file" in said[0]
+    # A trial timed beside other work may have read far too slow: it is re-measured too, with no warm time.
+    loaded = [trial(4, {"t": 4}, "ok", 2.0), trial(5, {"t": 5}, "ok", 3.0), trial(6, {"t": 6}, "ok", 3.5),
+              trial(7, {"t": 7}, "ok", 1.0)]
+    for t in loaded[:3]:
+        t.user_attrs["busy_elsewhere"] = 1.1
+    chosen = candidates(trials + loaded, baseline, top=2)
+    assert [(c.trial, c.warm_seconds) for c in chosen] == [(0, 4.0), (3, 0.25), (1, 0.5), (4, None), (5, None)]
 
 
 def test_a_study_resumed_after_its_space_file_changed_exports_a_config_the_space_allows(studies):
