@@ -32,6 +32,7 @@ from autotune.config import Config
 from autotune.exceptions import InvalidConfigError
 from autotune.export import read_json, write_json
 from autotune.parameters import show
+from autotune.selection import loaded_rounds
 
 if TYPE_CHECKING:
     from autotune.runner import TrialResult
@@ -252,11 +253,13 @@ def measure(configs: Measured, run: Callable[[Config], "TrialResult"], rounds: i
     how many measurements it made."""
     keys = list(configs.configs)
     total, done, round_index = rounds * len(keys), 0, 0
-    while round_index < rounds or (round_index < 2 * rounds and len(_loaded(configs)) > round_index - rounds):
+    while round_index < rounds or (round_index < 2 * rounds and
+                                   len(loaded_rounds(configs.results.values())) > round_index - rounds):
         if round_index >= rounds:
             total += len(keys)
+        hit = ", ".join(map(str, loaded_rounds(configs.results.values())))
         label = (f"{round_index + 1}/{rounds}" if round_index < rounds else
-                 f"{round_index + 1} (again: other work ran beside round {', '.join(map(str, _loaded(configs)))})")
+                 f"{round_index + 1} (again: other work ran beside round {hit})")
         shift_by = round_index % len(keys)
         for key in keys[shift_by:] + keys[:shift_by]:
             config = configs.configs[key]
@@ -265,12 +268,6 @@ def measure(configs: Measured, run: Callable[[Config], "TrialResult"], rounds: i
             done += 1
         round_index += 1
     return done
-
-
-def _loaded(*measured: Measured) -> list[int]:
-    """The rounds (from 1) in which some config was timed beside other work."""
-    return sorted({i + 1 for m in measured for results in m.results.values() for i, r in enumerate(results)
-                   if r.beside_other_work})
 
 
 def _failure(results: list["TrialResult"]) -> str | None:
@@ -295,9 +292,9 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     # The path is planned from the solo gains; until they are known, its length is a guess for the progress.
     extra = [s for s in path(space, baseline, target, fixes, {}) if s.config.key not in first.configs]
     total = rounds * (len(first.configs) + (len(extra) + 1 if extra else 0))
-    planned = rounds * len(first.configs)  # made-up rounds add to both
-    offset = measure(first, run, rounds, lambda done, own, what: on_progress(done, total + own - planned, what),
-                     space.unused)
+    planned = rounds * len(first.configs)  # rounds made up for other work add to both
+    made = measure(first, run, rounds, lambda done, own, what: on_progress(done, total + own - planned, what),
+                   space.unused)
     base = first.of(baseline)
     alone = {f.knob: speedup(base, first.of(f.alone), seed) for f in fixes if f.alone is not None}
     steps = path(space, baseline, target, fixes, {k: v["value"] for k, v in alone.items() if v is not None})
@@ -306,11 +303,11 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     for step in steps:
         if step.config.key not in first.configs:
             second.add(step.config)
-    total = offset
     if len(second.configs) > 1:
-        total += measure(second, run, rounds, lambda done, own, what: on_progress(offset + done, offset + own, what),
-                         space.unused)
-    on_progress(total, total, "")
+        before = made
+        made += measure(second, run, rounds, lambda done, own, what: on_progress(before + done, before + own, what),
+                        space.unused)
+    on_progress(made, made, "")
 
     def over_baseline(config: Config) -> dict[str, float] | None:
         if config.key in first.configs:
@@ -348,7 +345,8 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
         "fixes": rows,
         "path": [{"knob": "+".join(step.knobs), "config": step.config.to_dict(), "speedup": over_baseline(step.config)}
                  for step in steps],
-        "rounds": max(len(results) for results in first.results.values()), "configs_measured": len(first.configs) + len(second.configs) - 1, "method": METHOD,
+        "rounds": max(len(results) for results in first.results.values()),  # with any made up for other work
+        "configs_measured": len(first.configs) + len(second.configs) - 1, "method": METHOD,
         "beside_other_work": _beside_other_work(first, second),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -363,7 +361,8 @@ def _beside_other_work(*measured: Measured) -> dict[str, Any] | None:
         return None
     made_up = all(any(not r.beside_other_work for r in results) for m in measured for results in m.results.values()
                   if results)  # the path's own rounds are skipped when it adds no config
-    return {"rounds": _loaded(*measured), "runs": len(hit), "cores": max(hit), "made_up": made_up}
+    rounds = loaded_rounds(results for m in measured for results in m.results.values())
+    return {"rounds": rounds, "runs": len(hit), "cores": max(hit), "made_up": made_up}
 
 
 def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:

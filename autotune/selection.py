@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from autotune.check import share_of_tolerance
 from autotune.conditions import size_read
@@ -159,9 +159,9 @@ def runs_per_round(runs: int, rounds: int) -> int:
     return max(1, -(-runs // max(rounds, 1)))
 
 
-def loaded_rounds(candidates: list[Candidate]) -> list[int]:
-    """The rounds (from 1) in which some candidate was timed beside other work."""
-    return sorted({i + 1 for c in candidates for i, r in enumerate(c.results) if r.beside_other_work})
+def loaded_rounds(rounds_of: Iterable[list[TrialResult]]) -> list[int]:
+    """The rounds (from 1) in which some config, given by its results round by round, was timed beside other work."""
+    return sorted({i + 1 for results in rounds_of for i, r in enumerate(results) if r.beside_other_work})
 
 
 def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResult], rounds: int,
@@ -194,8 +194,8 @@ def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResul
     for done in range(rounds):
         one_round(f"{done + 1}/{rounds}")
     done = rounds
-    while done < 2 * rounds and len(loaded_rounds(candidates)) > done - rounds:
-        hit = loaded_rounds(candidates)
+    while done < 2 * rounds and len(loaded_rounds(c.results for c in candidates)) > done - rounds:
+        hit = loaded_rounds(c.results for c in candidates)
         one_round(f"{done + 1} (again: other work ran beside round {', '.join(map(str, hit))})")
         done += 1
 

@@ -421,8 +421,8 @@ class Tuner:
             baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})},
             speedup=speedup,
             check=winner.check,
-            remeasure={"rounds": max(len(c.results) for c in candidates), "beside_other_work": loaded_rounds(candidates),
-                       "candidates": [
+            remeasure={"rounds": max(len(c.results) for c in candidates),
+                       "beside_other_work": loaded_rounds(c.results for c in candidates), "candidates": [
                 {"trial": c.trial, "role": c.role, "passed": c.passed,
                  "throughput": (c.measurement.throughput if c.measurement else None),
                  "statuses": [r.status for r in c.results]}

@@ -749,7 +749,7 @@ def test_a_round_timed_beside_other_work_is_made_up_and_left_out_of_the_figures(
                            busy_elsewhere=1.0 if busy else 0.1)
 
     remeasure([base, numba], run, rounds=3, on_stage=stages.append)
-    assert len(turns) == 8 and loaded_rounds([base, numba]) == [2]  # one more round made round 2 up
+    assert len(turns) == 8 and loaded_rounds(c.results for c in (base, numba)) == [2]  # one more round made round 2 up
     assert "re-measuring round 4 (again: other work ran beside round 2): baseline #0" in stages
     assert numba.measurement.times == [0.00022] * 15 and base.measurement.times == [0.05] * 15
 
