@@ -144,10 +144,12 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
             return optuna.storages.RDBStorage(storage, skip_table_creation=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Two searches creating one new database at once would both create its tables
-        # (an IntegrityError on alembic_version): the creation is serialised.
+        # (an IntegrityError on alembic_version): the creation is serialised. A process
+        # that is not autotune takes no lock (Optuna itself, a script polling the study):
+        # one creating the tables at that instant is waited out too.
         with open(path.with_name(path.name + ".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            return optuna.storages.RDBStorage(storage)
+            return _created_once(lambda: optuna.storages.RDBStorage(storage))
     storage = with_installed_driver(storage)
     if heartbeat is None:
         return _created_once(lambda: optuna.storages.RDBStorage(storage, engine_kwargs={"pool_pre_ping": True},
@@ -169,16 +171,17 @@ def _created_once(make: Callable[[], T], attempts: int = 4) -> T:
     """``make()``, again after a moment when another process was creating the same tables at that instant.
 
     Two hosts opening one new database at once both create Optuna's tables;
-    the loser's CREATE fails on a duplicate name (PostgreSQL's pg_type), and
-    on its next try the tables are simply there.
+    the loser's CREATE fails on a duplicate name (PostgreSQL's pg_type;
+    SQLite's "table studies already exists", an OperationalError, or its
+    alembic_version row), and on its next try the tables are simply there.
     """
     import sqlalchemy.exc
 
     for attempt in range(attempts):
         try:
             return make()
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as exc:
-            racing = "already exists" in str(exc) or "duplicate key" in str(exc)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError, sqlalchemy.exc.OperationalError) as exc:
+            racing = any(sign in str(exc) for sign in ("already exists", "duplicate key", "UNIQUE constraint failed"))
             if not racing or attempt == attempts - 1:
                 raise
             time.sleep(0.5 * (attempt + 1))
