@@ -15,6 +15,7 @@ import click
 from autotune.config import Config
 from autotune.devices import cpu_threads
 from autotune.exceptions import SearchSpaceError
+from autotune.selection import quiet_everywhere
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
            "simulation_table", "workload_text"]
@@ -162,8 +163,7 @@ def other_work_line(candidates: list[Any]) -> str | None:
         return None
     busy = (f"other processes kept up to {max(b for _, b in hit):.1f} of {cpu_threads()} cores busy in re-measurement "
             f"round {', '.join(str(n) for n in sorted({n for n, _ in hit}))}")
-    if all(any(r.status == "ok" and not r.beside_other_work for r in c.results)
-           for c in candidates if any(r.status == "ok" for r in c.results)):
+    if quiet_everywhere(c.results for c in candidates):
         return f"  note: {busy}; each config's figures come from its quiet rounds"
     return f"  warning: {busy}, and some config had no quiet round: the figures above may be off; run alone to trust them"
 

@@ -75,15 +75,10 @@ def busy_cores(seconds: float = 0.1) -> float | None:
     Read from ``/proc/stat``; None where it is absent (not Linux). Timing beside other work is wrong:
     on 2 shared cores, an explain run read a config 70x slower than alone (README, "What each fix bought").
     """
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat", encoding="ascii") as handle:
-            values = [int(v) for v in handle.readline().split()[1:9]]
-        return sum(values), values[3] + values[4]  # all jiffies; idle and iowait
-
     try:
-        total_before, idle_before = sample()
+        total_before, idle_before = _cpu_jiffies()
         time.sleep(seconds)
-        total_after, idle_after = sample()
+        total_after, idle_after = _cpu_jiffies()
     except (OSError, ValueError, IndexError):
         return None
     total = total_after - total_before
@@ -92,13 +87,13 @@ def busy_cores(seconds: float = 0.1) -> float | None:
     return (1 - (idle_after - idle_before) / total) * (os.cpu_count() or 1)
 
 
-def _cpu_jiffies(cpus: set[int]) -> tuple[int, int]:
-    """(all, idle) CPU time of the cores ``cpus`` since boot, in clock ticks, from ``/proc/stat``."""
+def _cpu_jiffies(cpus: set[int] | None = None) -> tuple[int, int]:
+    """(all, idle) CPU time of the cores ``cpus`` (None: every core) since boot, in clock ticks, from ``/proc/stat``."""
     total = idle = 0
     with open("/proc/stat", encoding="ascii") as handle:
         for line in handle:
             name, *fields = line.split()
-            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            if name.startswith("cpu") and name[3:].isdigit() and (cpus is None or int(name[3:]) in cpus):
                 values = [int(v) for v in fields[:8]]
                 total, idle = total + sum(values), idle + values[3] + values[4]  # user .. steal; idle, iowait
     return total, idle

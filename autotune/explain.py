@@ -32,7 +32,7 @@ from autotune.config import Config
 from autotune.exceptions import InvalidConfigError
 from autotune.export import read_json, write_json
 from autotune.parameters import show
-from autotune.selection import loaded_rounds
+from autotune.selection import loaded_rounds, next_round, quiet_everywhere
 
 if TYPE_CHECKING:
     from autotune.runner import TrialResult
@@ -253,13 +253,9 @@ def measure(configs: Measured, run: Callable[[Config], "TrialResult"], rounds: i
     how many measurements it made."""
     keys = list(configs.configs)
     total, done, round_index = rounds * len(keys), 0, 0
-    while round_index < rounds or (round_index < 2 * rounds and
-                                   len(loaded_rounds(configs.results.values())) > round_index - rounds):
+    while (label := next_round(round_index, rounds, loaded_rounds(configs.results.values()))) is not None:
         if round_index >= rounds:
             total += len(keys)
-        hit = ", ".join(map(str, loaded_rounds(configs.results.values())))
-        label = (f"{round_index + 1}/{rounds}" if round_index < rounds else
-                 f"{round_index + 1} (again: other work ran beside round {hit})")
         shift_by = round_index % len(keys)
         for key in keys[shift_by:] + keys[:shift_by]:
             config = configs.configs[key]
@@ -359,10 +355,9 @@ def _beside_other_work(*measured: Measured) -> dict[str, Any] | None:
            if r.beside_other_work]
     if not hit:
         return None
-    made_up = all(any(not r.beside_other_work for r in results) for m in measured for results in m.results.values()
-                  if results)  # the path's own rounds are skipped when it adds no config
-    rounds = loaded_rounds(results for m in measured for results in m.results.values())
-    return {"rounds": rounds, "runs": len(hit), "cores": max(hit), "made_up": made_up}
+    rounds_of = [results for m in measured for results in m.results.values()]
+    return {"rounds": loaded_rounds(rounds_of), "runs": len(hit), "cores": max(hit),
+            "made_up": quiet_everywhere(rounds_of)}
 
 
 def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
     from autotune.space import SearchSpace
 
-__all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "loaded_rounds", "pick_winner", "remeasure",
-           "runs_per_round"]
+__all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "loaded_rounds", "next_round", "pick_winner",
+           "quiet_everywhere", "remeasure", "runs_per_round"]
 
 # A measured config within this share of the best is a tie, unless the medians'
 # uncertainty is wider (see pick_winner).
@@ -164,6 +164,22 @@ def loaded_rounds(rounds_of: Iterable[list[TrialResult]]) -> list[int]:
     return sorted({i + 1 for results in rounds_of for i, r in enumerate(results) if r.beside_other_work})
 
 
+def next_round(done: int, rounds: int, loaded: list[int]) -> str | None:
+    """How round ``done + 1`` is named, or None when it is not run: the ``rounds`` planned, then one more for each
+    of the ``loaded`` rounds (:func:`loaded_rounds`), ``rounds`` more at most."""
+    if done < rounds:
+        return f"{done + 1}/{rounds}"
+    if done < 2 * rounds and len(loaded) > done - rounds:
+        return f"{done + 1} (again: other work ran beside round {', '.join(map(str, loaded))})"
+    return None
+
+
+def quiet_everywhere(rounds_of: Iterable[list[TrialResult]]) -> bool:
+    """Every config with a passing round has one that other work did not hit: its figures come from those."""
+    return all(any(r.status == "ok" and not r.beside_other_work for r in results)
+               for results in rounds_of if any(r.status == "ok" for r in results))
+
+
 def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResult], rounds: int,
               on_stage: Callable[[str], None] = lambda message: None) -> None:
     """Measure every candidate in rounds, interleaved, so drift hits them all alike.
@@ -181,8 +197,7 @@ def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResul
     on the machine").
     """
     done = 0
-
-    def one_round(label: str) -> None:
+    while (label := next_round(done, rounds, loaded_rounds(c.results for c in candidates))) is not None:
         shift = done % len(candidates)
         for candidate in candidates[shift:] + candidates[:shift]:
             if candidate.failure is not None:
@@ -190,13 +205,6 @@ def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResul
             on_stage(f"re-measuring round {label}: "
                      f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip())
             candidate.results.append(run(candidate))
-
-    for done in range(rounds):
-        one_round(f"{done + 1}/{rounds}")
-    done = rounds
-    while done < 2 * rounds and len(loaded_rounds(c.results for c in candidates)) > done - rounds:
-        hit = loaded_rounds(c.results for c in candidates)
-        one_round(f"{done + 1} (again: other work ran beside round {', '.join(map(str, hit))})")
         done += 1
 
 
