@@ -41,6 +41,17 @@ twice) while ``keep-last``, which keeps the same tensors from this script's wrap
 process. The errors repeat to three digits in every process and on both GPUs. So the lifetime of those
 tensors is not the whole story; the next run is ``--variants as-is wrap-only keep-x keep-t keep-out``.
 
+On an H200 (2026-11-26, ``benchmarks/gpu_runs/2026-11-26-h200/``): ``as-is`` wrong (0.328 and 0.306),
+``wrap-only``, ``keep-x``, ``keep-t``, ``keep-out`` and ``keep-last`` right (1.82e-07). The wrapper alone,
+keeping nothing, is enough. What the wrapper does that lsd's replay did not: its closure holds ``eps``, and
+so the model. Every variant that was right used the wrapper; every variant that was wrong (``as-is``,
+``cudnn-off``, ``blocking-copies``, ``launch-blocking``) did not. A CUDA graph reads the weights by address
+and holds no reference to them, and once lsd's build returned nothing held the model (a CPU test shows it,
+``tests/test_lsd.py``): the caching allocator handed the weights' memory to the run's own tensors. Not a race:
+a use after free, the same in every process. ``_graphed`` now keeps ``eps``; ``model-freed`` drops that
+reference again, so the next run, ``--variants as-is model-freed``, should print ``as-is`` right and
+``model-freed`` wrong.
+
 Needs a CUDA device; about a minute on the H100 (11 s on 2026-11-25), the wheel install aside::
 
     python3 benchmarks/lsd_graph_race.py > $OUT/lsd-graph-race.txt
@@ -113,6 +124,23 @@ def _blocking_copies() -> Iterator[None]:
         torch.Tensor.to = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _model_freed() -> Iterator[None]:
+    """lsd's graphed replay without its reference to ``eps``: the model freed once the build returns, as before."""
+    original = lsd._graphed
+
+    def graphed(*args: Any) -> Callable[..., torch.Tensor]:
+        replay = original(*args)
+        del replay.captured
+        return replay
+
+    lsd._graphed = graphed
+    try:
+        yield
+    finally:
+        lsd._graphed = original
+
+
 KEPT: list[torch.Tensor] = []
 
 
@@ -143,6 +171,7 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     "keep-t": lambda: _keep_last(1),
     "keep-out": lambda: _keep_last(2),
     "wrap-only": _around_replay,
+    "model-freed": _model_freed,
     "blocking-copies": _blocking_copies,
     "cudnn-off": lambda: torch.backends.cudnn.flags(enabled=False),
 }

@@ -123,3 +123,17 @@ def test_wrap_only_keeps_nothing_and_changes_no_output(monkeypatch):
         assert float(replay(torch.ones(1), torch.zeros(1))[0]) == 2.0
         assert replay.__name__ == "call"  # the script's wrapper, not the replay itself
     assert lsd_graph_race.KEPT == []
+
+
+def test_model_freed_drops_the_replays_reference_to_the_model_and_puts_the_knob_back(monkeypatch):
+    def stand_in(eps, *args):
+        def replay(x, t):
+            return x
+        replay.captured = eps
+        return replay
+
+    monkeypatch.setattr(lsd, "_graphed", stand_in)
+    with lsd_graph_race.VARIANTS["model-freed"]():
+        replay = lsd._graphed(lambda x, t: x, (1,), torch.device("cpu"), torch.no_grad)
+    assert not hasattr(replay, "captured") and lsd._graphed is stand_in
+    assert hasattr(stand_in(lambda x, t: x), "captured")
