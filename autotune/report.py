@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
+from autotune.environment import BUSY_CORES
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
 from autotune.explain import explain_path, read_explanation
@@ -31,14 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["ReportInfo", "build_report", "write_report"]
 
 # Colours per status, shared by every figure and the table.
-STATUS_COLOURS = {
-    "ok": "#1f77b4",
-    "incorrect": "#d62728",
-    "oom": "#9467bd",
-    "timeout": "#8c564b",
-    "crash": "#e377c2",
-    "error": "#7f7f7f",
-}
+STATUS_COLOURS = {"ok": "#1f77b4", "incorrect": "#d62728", "oom": "#9467bd", "timeout": "#8c564b", "crash": "#e377c2",
+                  "error": "#7f7f7f"}
 
 
 def _trials(study: "optuna.Study") -> list["optuna.trial.FrozenTrial"]:
@@ -256,6 +251,7 @@ def _get_table_info(study: "optuna.Study") -> list[dict[str, Any]]:
             "check_error": check.get("error"),
             "check_tolerance": check.get("tolerance"),
             "error": t.user_attrs.get("error", f"{why}: never measured" if why else None),
+            "busy_elsewhere": t.user_attrs.get("busy_elsewhere"),
         })
     return rows
 
@@ -274,6 +270,8 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         if row["role"] in ("baseline", "defaults", "probe"):
             config = f"[{row['role']}] {config}"
         throughput = f"{row['throughput']:,.0f}" if row["throughput"] else None
+        if throughput and (row["busy_elsewhere"] or 0.0) >= BUSY_CORES:  # as the search's progress line says
+            throughput += f" (timed beside other work: {row['busy_elsewhere']:.1f} cores busy)"
         memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
         spread = f"±{100 * row['spread']:.1f}%" if row["spread"] is not None else None
         check = (f"{row['check_error']:.2g} / {row['check_tolerance']:.0e}" if row["check_error"] is not None

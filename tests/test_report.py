@@ -19,11 +19,12 @@ KERNEL = CategoricalDistribution(["loop", "numba", "scan"])
 DTYPE = CategoricalDistribution(["float32", "float16"])
 
 
-def add_trial(study, kernel, dtype, status, throughput=None, memory=None, error=None):
+def add_trial(study, kernel, dtype, status, throughput=None, memory=None, error=None, busy=None):
     trial = study.ask({"kernel": KERNEL, **({"dtype": DTYPE} if dtype else {})})  # no dtype: a knob inactive
     attrs = {"status": status, "config": {"kernel": kernel, "dtype": dtype}, "config_key": f"{kernel}-{dtype}",
              "throughput": throughput, "peak_memory_bytes": memory, "error": error, "wall_seconds": 2.0,
-             "median_seconds": 1.0 / throughput if throughput else None, "iqr_seconds": 0.01 if throughput else None}
+             "median_seconds": 1.0 / throughput if throughput else None, "iqr_seconds": 0.01 if throughput else None,
+             "busy_elsewhere": busy}
     if status == "incorrect":
         attrs["check"] = {"error": 0.5, "tolerance": 1e-5, "passed": False}
     elif status == "ok":
@@ -126,6 +127,17 @@ def test_table_keeps_every_trial_with_its_error():
     rows = _get_table_info(make_study(*KNOWN))
     assert [r["status"] for r in rows] == ["ok", "ok", "incorrect", "crash", "ok"]
     assert rows[3]["error"] == "process died from SIGSEGV" and rows[2]["check_error"] == 0.5
+
+
+def test_a_trial_timed_beside_other_work_is_marked_in_the_table():
+    # Its figure may be far off (numba's probe read 74x too slow under a busy loop): the search's progress line
+    # and table say so, and the report's table must too.
+    study = make_study(*KNOWN)
+    add_trial(study, "numba", "float16", "ok", 36.0, 400, busy=1.04)
+    add_trial(study, "scan", "float16", "ok", 25.0, 400, busy=0.2)  # below BUSY_CORES: quiet
+    page = render_html(build_report(study, DOCUMENT))
+    assert page.count("timed beside other work") == 1
+    assert "<td>36 (timed beside other work: 1.0 cores busy)</td>" in page
 
 
 def test_a_restricted_ask_is_listed_as_never_measured_not_as_a_failure():
