@@ -24,7 +24,7 @@ from autotune.conditions import parse_constraints, size_read
 from autotune.config import Config
 from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
-from autotune.parameters import Parameter, parse_parameter, show as _show
+from autotune.parameters import Parameter, asked_name, knob_of, parse_parameter, show as _show, split_by
 from autotune.registry import space_path
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ class SearchSpace:
         size_parameters: Iterable[str] = (),
     ) -> None:
         self.parameters: dict[str, Parameter] = {p.name: p for p in parameters}
+        self._split = split_by(self.parameters)  # knobs asked for under a name per value of what they depend on
         self.source = source
         self.workload = workload
         self.description = description
@@ -328,21 +329,23 @@ class SearchSpace:
                 )
         return self._within_constraints(config, f"--set {' '.join(assignments)}")
 
-    def _choose(self, draw: Callable[[Parameter], Any]) -> Config:
-        """A full config with ``draw(param)`` for every active parameter, in declared order."""
+    def _choose(self, draw: Callable[[Parameter, str], Any]) -> Config:
+        """A full config with ``draw(param, asked_name)`` for every active parameter, in declared order."""
         chosen: dict[str, Any] = {}
         seen: dict[str, Any] = {}  # what conditions see: inactive parameters are null
         for name, param in self.parameters.items():
             if not self.is_active(name, seen):
                 seen[name] = None
                 continue
-            seen[name] = chosen[name] = param.choices[0] if param.fixed else draw(param)
+            asked = asked_name(name, self._split, seen)
+            seen[name] = chosen[name] = param.choices[0] if param.fixed else draw(param, asked)
         return self.complete(chosen)
 
     def sampled_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The part of ``config`` a sampler chooses (active, not fixed): what ``enqueue_trial`` takes."""
         active = self.active(config)
-        return {name: config[name] for name, param in self.parameters.items() if active[name] and not param.fixed}
+        return {asked_name(name, self._split, config): config[name] for name, param in self.parameters.items()
+                if active[name] and not param.fixed}
 
     def active(self, config: Mapping[str, Any]) -> dict[str, bool]:
         """Which parameters are active under ``config`` (their conditions hold)."""
@@ -367,7 +370,7 @@ class SearchSpace:
             for name, distribution in trial.distributions.items():
                 recorded.setdefault(name, distribution)
         for name, before in recorded.items():
-            param = self.parameters.get(name)
+            param = self.parameters.get(knob_of(name))
             if param is None or param.fixed:
                 continue  # never asked for again: its old values trouble no sampler
             try:
@@ -382,7 +385,7 @@ class SearchSpace:
 
     def suggest(self, trial: "optuna.Trial") -> Config:
         """Sample a config for ``trial``; inactive and fixed parameters are not sampled."""
-        return self._choose(lambda param: param.suggest(trial))
+        return self._choose(lambda param, name: param.suggest(trial, name))
 
     def neighbour(self, config: Mapping[str, Any], rng: random.Random) -> Config:
         """``config`` with one active tunable knob (now and then two) moved to a neighbouring value."""
@@ -421,7 +424,7 @@ class SearchSpace:
 
     def sample(self, rng: random.Random) -> Config:
         """A config drawn at random (uniform choices; log-uniform where the range is log)."""
-        return self._choose(lambda param: param.draw(rng))
+        return self._choose(lambda param, name: param.draw(rng))
 
     def describe(self) -> list[dict[str, Any]]:
         """One row per parameter, for ``autotune list``."""

@@ -27,7 +27,7 @@ import numpy as np
 import optuna
 
 from autotune.config import Config
-from autotune.parameters import show
+from autotune.parameters import knob_of, show
 
 if TYPE_CHECKING:
     from autotune.space import SearchSpace
@@ -84,7 +84,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
                            param_distribution: optuna.distributions.BaseDistribution) -> Any:
         if trial.number not in self._plans:
             self._plans = {trial.number: self._plan(study, trial.number)}  # one trial at a time in a process
-        return self._plans[trial.number][param_name]
+        return self._plans[trial.number][knob_of(param_name)]  # chunk_size[messages=scan]: chunk_size
 
     def _plan(self, study: optuna.Study, number: int) -> Config:
         measured, running = _outcomes(study, self.space, number)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from autotune.config import Config
+from autotune.parameters import knob_of
 from autotune.runner import STATUSES, TrialResult
 
 if TYPE_CHECKING:
@@ -62,7 +63,8 @@ def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int |
 def result_of(trial: "FrozenTrial", config: Config | None = None) -> TrialResult:
     """The :class:`TrialResult` a trial recorded (a repeat reuses it under its own ``config``)."""
     data = {k: v for k, v in trial.user_attrs.items() if k in TrialResult.__dataclass_fields__}
-    data["config"] = (config.to_dict() if config is not None else trial.user_attrs.get("config", dict(trial.params)))
+    asked = {knob_of(name): value for name, value in trial.params.items()}
+    data["config"] = config.to_dict() if config is not None else trial.user_attrs.get("config", asked)
     data.setdefault("status", "error")
     return TrialResult.from_dict(data)
 
@@ -86,7 +88,7 @@ def in_flight(space: "SearchSpace", trials: Iterable["FrozenTrial"], mine: int |
     """Config key -> the running trial measuring it (another worker's, or another process's), once its config is
     suggested; ``mine``, the trial asking, is left out. The loop does not measure such a config again, and the
     linear model does not pick it."""
-    return {space.complete(t.params).key: t.number for t in trials
+    return {space.complete({knob_of(name): value for name, value in t.params.items()}).key: t.number for t in trials
             if t.state.name == "RUNNING" and t.number != mine and t.params}
 
 

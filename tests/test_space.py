@@ -399,3 +399,46 @@ def test_a_search_binds_its_space_to_its_size(tmp_path):
     with pytest.raises(InvalidConfigError, match=r'--set batch_size=16: the config breaks the space\'s constraint '
                                                  r'"global_batch % batch_size == 0" \(global_batch is 8 at this size\)$'):
         space.parse_assignments(["batch_size=16"])
+
+
+def test_a_knob_that_serves_several_kernels_is_asked_for_under_a_name_per_kernel():
+    # chmm's chunk_size serves the scan (fastest at the largest chunks on an H200) and the chained kernel
+    # (fastest near 64): under one name TPE modelled both from one set of trials (autotune.parameters.split_by).
+    gpu = load_space("chmm").for_device(PROFILES["h100"])
+    scan = gpu.complete({"messages": "scan", "chunk_size": 3792})
+    chained = gpu.complete({"messages": "chained", "chunk_size": 64})
+    assert gpu.sampled_params(scan)["chunk_size[messages=scan]"] == 3792
+    assert gpu.sampled_params(chained)["chunk_size[messages=chained]"] == 64
+    assert "chunk_size" not in gpu.sampled_params(scan) and "numba" not in gpu.parameters["messages"].choices
+    # On this CPU the chained kernel is not offered: one kernel, one name, as before.
+    cpu = load_space("chmm").for_device(PROFILES["cpu"])
+    assert "chunk_size" in cpu.sampled_params(cpu.complete({"messages": "scan", "chunk_size": 128}))
+
+    study = optuna.create_study(directions=["maximize"])
+    for config in (scan, chained):
+        study.enqueue_trial(gpu.sampled_params(config))
+        trial = study.ask()
+        assert gpu.suggest(trial) == config  # asked back under the names it was queued under
+        study.tell(trial, [1.0])
+    assert [set(t.params) & {"chunk_size", "chunk_size[messages=scan]", "chunk_size[messages=chained]"}
+            for t in study.trials] == [{"chunk_size[messages=scan]"}, {"chunk_size[messages=chained]"}]
+    running = study.ask()
+    gpu.suggest(running)
+    from autotune.trials import in_flight, result_of
+    assert in_flight(gpu, study.get_trials(deepcopy=False)) == {gpu.suggest(optuna.trial.FixedTrial(running.params)).key: 2}
+    assert gpu.complete(result_of(study.trials[0]).config) == scan  # no config attribute: read from its params
+    gpu.check_study(study, "study s")  # its split names are this space's knobs
+
+
+def test_a_study_searched_under_one_name_resumes_under_the_split_names():
+    # A study from before the split asked for chmm's chunk_size under its own name: it resumes, and its trials
+    # still map to configs.
+    gpu = load_space("chmm").for_device(PROFILES["h100"])
+    study = optuna.create_study(directions=["maximize"])
+    study.add_trial(optuna.trial.create_trial(
+        params={"messages": "scan", "chunk_size": 256},
+        distributions={"messages": gpu.parameters["messages"].distribution(),
+                       "chunk_size": gpu.parameters["chunk_size"].distribution()}, values=[1.0]))
+    gpu.check_study(study, "study s")
+    trial = study.ask()
+    assert gpu.suggest(trial)["messages"] in gpu.parameters["messages"].choices
