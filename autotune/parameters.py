@@ -13,7 +13,7 @@ import itertools
 import math
 import random
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
 from autotune.conditions import Condition
 from autotune.devices import CAPABILITIES
@@ -224,11 +224,13 @@ def split_by(parameters: Mapping[str, Parameter]) -> dict[str, tuple[str, ...]]:
     """
     split = {}
     for name, param in parameters.items():
-        parents = [p for p in parameters if param.condition is not None and p in param.condition.names]
-        if param.fixed or not parents or any(parameters[p].type != "categorical" for p in parents):
+        if param.condition is None or param.fixed:
+            continue
+        parents = [p for p in parameters if p in param.condition.names]
+        if any(parameters[p].type != "categorical" for p in parents):
             continue
         held = [values for values in itertools.product(*(parameters[p].choices for p in parents))
-                if param.condition.evaluate(dict(zip(parents, values)))]  # type: ignore[union-attr]
+                if param.condition.evaluate(dict(zip(parents, values)))]
         if len(held) >= 2:
             split[name] = tuple(parents)
     return split
@@ -241,9 +243,10 @@ def asked_name(name: str, split: Mapping[str, tuple[str, ...]], values: Mapping[
     return f"{name}[{','.join(f'{p}={show(values[p])}' for p in parents)}]" if parents else name
 
 
-def knob_of(asked: str) -> str:
-    """The knob a name in a study's trials stands for (the inverse of :func:`asked_name`)."""
-    return asked.split("[", 1)[0]
+def knob_of(asked: str, knobs: Collection[str] = ()) -> str:
+    """The knob a name in a study's trials stands for (the inverse of :func:`asked_name`); one of ``knobs``, the
+    space's, is itself (a Kernel Tuner cache may name a knob ``a[0]``)."""
+    return asked[:asked.index("[")] if asked not in knobs and asked.endswith("]") and "[" in asked else asked
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -370,7 +370,7 @@ class SearchSpace:
             for name, distribution in trial.distributions.items():
                 recorded.setdefault(name, distribution)
         for name, before in recorded.items():
-            param = self.parameters.get(knob_of(name))
+            param = self.parameters.get(knob_of(name, self.parameters))
             if param is None or param.fixed:
                 continue  # never asked for again: its old values trouble no sampler
             try:

@@ -84,7 +84,7 @@ class ModelSampler(optuna.samplers.BaseSampler):
                            param_distribution: optuna.distributions.BaseDistribution) -> Any:
         if trial.number not in self._plans:
             self._plans = {trial.number: self._plan(study, trial.number)}  # one trial at a time in a process
-        return self._plans[trial.number][knob_of(param_name)]  # chunk_size[messages=scan]: chunk_size
+        return self._plans[trial.number][knob_of(param_name, self.space.parameters)]  # chunk_size[messages=scan]
 
     def _plan(self, study: optuna.Study, number: int) -> Config:
         measured, running = _outcomes(study, self.space, number)

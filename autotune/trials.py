@@ -88,7 +88,7 @@ def in_flight(space: "SearchSpace", trials: Iterable["FrozenTrial"], mine: int |
     """Config key -> the running trial measuring it (another worker's, or another process's), once its config is
     suggested; ``mine``, the trial asking, is left out. The loop does not measure such a config again, and the
     linear model does not pick it."""
-    return {space.complete({knob_of(name): value for name, value in t.params.items()}).key: t.number for t in trials
+    return {space.complete({knob_of(k, space.parameters): v for k, v in t.params.items()}).key: t.number for t in trials
             if t.state.name == "RUNNING" and t.number != mine and t.params}
 
 

@@ -5,7 +5,9 @@ import pytest
 
 from autotune.devices import PROFILES
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
+from autotune.parameters import knob_of
 from autotune.space import SearchSpace, load_space
+from autotune.trials import in_flight, result_of
 
 SPACE = {
     "schema_version": 1,
@@ -424,10 +426,11 @@ def test_a_knob_that_serves_several_kernels_is_asked_for_under_a_name_per_kernel
             for t in study.trials] == [{"chunk_size[messages=scan]"}, {"chunk_size[messages=chained]"}]
     running = study.ask()
     gpu.suggest(running)
-    from autotune.trials import in_flight, result_of
-    assert in_flight(gpu, study.get_trials(deepcopy=False)) == {gpu.suggest(optuna.trial.FixedTrial(running.params)).key: 2}
+    running_config = gpu.suggest(optuna.trial.FixedTrial(running.params))
+    assert in_flight(gpu, study.get_trials(deepcopy=False)) == {running_config.key: 2}
     assert gpu.complete(result_of(study.trials[0]).config) == scan  # no config attribute: read from its params
     gpu.check_study(study, "study s")  # its split names are this space's knobs
+    assert knob_of("chunk_size[messages=scan]") == "chunk_size" and knob_of("a[0]", {"a[0]"}) == "a[0]"
 
 
 def test_a_study_searched_under_one_name_resumes_under_the_split_names():
