@@ -78,11 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         export = json.loads(next(Path(folder, "studies").glob(f"*/cpu-{args.size}.json")).read_text())
     said = search.stdout + search.stderr
     beside = re.findall(r"trial #(\d+) .*\(timed beside other work: ([\d.]+) of", said)
+    # What the study (and the sampler) was told of each trial: its progress line's figure.
+    figures = dict(re.findall(r"trial #(\d+) +(?:\w+ +)?ok +([\d,]+ \w+/s)", said))
     load = f"{args.loops} busy loops from {args.start:g} s for {args.seconds:g} s" if args.loops else "no load"
     print(f"{args.workload} ({args.size}), {args.trials} trials, seed {args.seed}, {load}: {seconds:.0f} s")
     print(f"  exported: {export['speedup']:.2f}x over the baseline, {export['measured']['relative_spread']:.1%} "
           f"spread; {' '.join(f'{k}={v}' for k, v in sorted(export['config'].items()))}")
-    print(f"  trials timed beside other work: {', '.join(f'#{n} ({c} cores)' for n, c in beside) or 'none'}")
+    print("  trials timed beside other work: "
+          + (", ".join(f"#{n} ({c} cores): {figures.get(n, '-')}" for n, c in beside) or "none"))
     remeasure = export.get("remeasure") or {}
     print(f"  re-measurement: {remeasure.get('rounds')} rounds; beside other work: "
           f"{remeasure.get('beside_other_work') or 'none'}")
