@@ -15,7 +15,8 @@ best config found as a fraction of the model's optimum, its standard error, and 
 80% of the optimum. The model is a sketch: its figures say how much the split matters where two kernels want
 opposite chunks, not what a GPU search will find.
 
-    python benchmarks/split_knobs.py --repeats 20
+    python benchmarks/split_knobs.py --repeats 40                 # the README's figures for the default (7 min)
+    python benchmarks/split_knobs.py --repeats 20 --sampler tpe   # and for plain TPE
 """
 
 from __future__ import annotations
