@@ -13,10 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUSY_CORES", "OtherWork", "busy_cores", "fingerprint"]
+__all__ = ["BUSY_CORES", "OtherWork", "beside_other_work", "busy_cores", "fingerprint"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
+
+
+def beside_other_work(cores: float | None) -> bool:
+    """Whether other work keeping ``cores`` busy (None: not measured) is enough to say so (:data:`BUSY_CORES`)."""
+    return cores is not None and cores >= BUSY_CORES
 
 
 def _nvidia_driver() -> str | None:

@@ -32,7 +32,7 @@ from autotune.config import Config
 from autotune.exceptions import InvalidConfigError
 from autotune.export import read_json, write_json
 from autotune.parameters import show
-from autotune.selection import loaded_rounds, next_round, quiet_everywhere
+from autotune.selection import loaded_rounds, next_round, quiet_everywhere, quiet_rounds
 
 if TYPE_CHECKING:
     from autotune.runner import TrialResult
@@ -180,8 +180,7 @@ def _times(results: list["TrialResult"]) -> tuple[list[float], int] | None:
     :func:`measure`), and its items per run; None if any round failed."""
     if not results or any(r.status != "ok" or not r.times or not r.items_per_run for r in results):
         return None
-    pooled = [r for r in results if not r.beside_other_work] or results
-    return [t for r in pooled for t in r.times], int(results[0].items_per_run)  # type: ignore[arg-type]
+    return [t for r in quiet_rounds(results) for t in r.times], int(results[0].items_per_run)  # type: ignore[arg-type]
 
 
 def _median(values: list[float]) -> float:

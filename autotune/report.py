@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
-from autotune.environment import BUSY_CORES
+from autotune.environment import beside_other_work
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
 from autotune.explain import explain_path, read_explanation
@@ -270,7 +270,7 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         if row["role"] in ("baseline", "defaults", "probe"):
             config = f"[{row['role']}] {config}"
         throughput = f"{row['throughput']:,.0f}" if row["throughput"] else None
-        if throughput and (row["busy_elsewhere"] or 0.0) >= BUSY_CORES:  # as the search's progress line says
+        if throughput and beside_other_work(row["busy_elsewhere"]):  # as the search's progress line says
             throughput += f" (timed beside other work: {row['busy_elsewhere']:.1f} cores busy)"
         memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
         spread = f"±{100 * row['spread']:.1f}%" if row["spread"] is not None else None

@@ -36,7 +36,7 @@ from typing import Any
 
 from autotune._forkserver import ForkServer
 from autotune.check import Check, share_of_tolerance
-from autotune.environment import BUSY_CORES, OtherWork
+from autotune.environment import OtherWork, beside_other_work
 from autotune.measure import Measurement, Measurer
 
 __all__ = ["STATUSES", "Runner", "TrialRequest", "TrialResult"]
@@ -96,7 +96,7 @@ class TrialResult:
     @property
     def beside_other_work(self) -> bool:
         """Timed while other processes kept at least ``BUSY_CORES`` of its cores busy: its figures may be off."""
-        return self.busy_elsewhere is not None and self.busy_elsewhere >= BUSY_CORES
+        return beside_other_work(self.busy_elsewhere)
 
     def measurement(self) -> Measurement | None:
         if not self.times or self.items_per_run is None:

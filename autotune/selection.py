@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from autotune.check import share_of_tolerance
 from autotune.conditions import size_read
 from autotune.config import Config
-from autotune.environment import BUSY_CORES
+from autotune.environment import beside_other_work
 from autotune.measure import Measurement
 from autotune.parameters import show
 from autotune.runner import TrialResult
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from autotune.space import SearchSpace
 
 __all__ = ["Candidate", "ChoiceOutcome", "candidates", "choice_outcomes", "loaded_rounds", "next_round", "pick_winner",
-           "quiet_everywhere", "remeasure", "runs_per_round"]
+           "quiet_everywhere", "quiet_rounds", "remeasure", "runs_per_round"]
 
 # A measured config within this share of the best is a tie, unless the medians'
 # uncertainty is wider (see pick_winner).
@@ -76,8 +76,7 @@ class Candidate:
     @property
     def measurement(self) -> Measurement | None:
         """Its rounds' runs pooled: those timed beside other work left out where a quiet round remains."""
-        ok = [r for r in self.results if r.status == "ok"]
-        parts = [m for m in (r.measurement() for r in ([r for r in ok if not r.beside_other_work] or ok))
+        parts = [m for m in (r.measurement() for r in quiet_rounds([r for r in self.results if r.status == "ok"]))
                  if m is not None]
         return Measurement.pooled(parts) if parts else None
 
@@ -144,7 +143,7 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
     for t in best:
         key = t.user_attrs["config_key"]
         if len(chosen) < wanted and key not in seen and key != baseline.key and \
-                (t.user_attrs.get("busy_elsewhere") or 0.0) >= BUSY_CORES:
+                beside_other_work(t.user_attrs.get("busy_elsewhere")):
             seen.add(key)
             chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate"))
     first = next((t for t in trials if t.user_attrs.get("config_key") == baseline.key), None)
@@ -172,6 +171,11 @@ def next_round(done: int, rounds: int, loaded: list[int]) -> str | None:
     if done < 2 * rounds and len(loaded) > done - rounds:
         return f"{done + 1} (again: other work ran beside round {', '.join(map(str, loaded))})"
     return None
+
+
+def quiet_rounds(results: list[TrialResult]) -> list[TrialResult]:
+    """A config's rounds that other work did not hit; all of them where it hit every one."""
+    return [r for r in results if not r.beside_other_work] or results
 
 
 def quiet_everywhere(rounds_of: Iterable[list[TrialResult]]) -> bool:

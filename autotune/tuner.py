@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import Config, config_path, default_storage, studies_dir
 from autotune.devices import DetectedDevice, resolve_device
-from autotune.environment import BUSY_CORES, busy_cores
+from autotune.environment import beside_other_work, busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
@@ -188,7 +188,7 @@ class Tuner:
         """
         if self.device.torch_device == "cpu":
             busy = busy_cores()
-            if busy is not None and busy >= BUSY_CORES:
+            if beside_other_work(busy):
                 self.on_stage(f"warning: other processes keep {busy:.1f} of this machine's {os.cpu_count()} cores "
                               "busy; timings taken beside them are wrong. Run alone, or give every job --threads "
                               "that add up to the cores")
