@@ -82,16 +82,19 @@ def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
     return optuna.load_study(study_name=study_name, storage=opened)
 
 
-def check_made_for(study: "optuna.Study", where: str, hint: str = "name another with --study", **asked: str) -> None:
-    """Refuse a study that another workload, device or size made: its trials measured something else.
+def check_made_for(study: "optuna.Study", where: str, hint: str = "name another with --study", **asked: Any) -> None:
+    """Refuse a study that another workload, device, size or workload version made: its trials measured something
+    else.
 
     A search that reused another's study name (``--study``) added its trials beside the other's, and its
     sampler, firsts and winner were drawn from a mixture. A study made before these were recorded passes.
     """
     other = {key: study.user_attrs[key] for key, value in asked.items() if study.user_attrs.get(key, value) != value}
     if other:
-        raise StorageError(f"{where} is a study of {', '.join(f'{k} {v}' for k, v in other.items())}, not "
-                           f"{', '.join(f'{k} {asked[k]}' for k in other)}; {hint}")
+        said = {key: key.replace("_", " ") for key in other}  # workload_version: "workload version 1"
+        why = " (its data or outputs changed since)" if "workload_version" in other else ""
+        raise StorageError(f"{where} is a study of {', '.join(f'{said[k]} {v}' for k, v in other.items())}, not "
+                           f"{', '.join(f'{said[k]} {asked[k]}' for k in other)}{why}; {hint}")
 
 
 def _export_of(path: Path, study_name: str) -> dict[str, Any] | None:

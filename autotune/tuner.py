@@ -246,7 +246,8 @@ class Tuner:
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
             raise storage_failure(self.storage, exc) from None
         where = f"study {self.study_name} in {redact_storage(self.storage)}"
-        made_for = {"workload": self.workload_class.name, "device": self.device.name, "size": self.size}
+        made_for = {"workload": self.workload_class.name, "device": self.device.name, "size": self.size,
+                    "workload_version": self.workload_class.version}
         check_made_for(study, where, **made_for)
         self.space.check_study(study, where)
         with warnings.catch_warnings():
@@ -415,7 +416,7 @@ class Tuner:
             workload=self.workload_class.name,
             device=self.device.name,
             device_name=self.detected.name,
-            size=self.size,
+            size=self.size, workload_version=self.workload_class.version,
             config=winner.config.to_dict(),
             measured=winner.figures(),
             baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})},

@@ -12,6 +12,7 @@ import autotune
 from autotune.check import Check
 from autotune.config import Config
 from autotune.exceptions import SearchSpaceError, StorageError
+from autotune.registry import get_workload_class
 from autotune.console import result_json, result_table
 from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
@@ -868,3 +869,26 @@ def test_a_study_of_another_workload_or_size_is_refused_and_left_as_it_was(studi
         search(BROKEN, "small")
     study = optuna.load_study(study_name="shared-name", storage=storage)
     assert len(study.trials) == before and study.user_attrs["workload"] == "broken"
+
+
+def test_a_study_made_by_another_version_of_its_workload_is_refused_and_left_as_it_was(studies, monkeypatch):
+    # A workload's version changes with its data or outputs: the study's trials ran and were checked against
+    # others, so a resumed search would count them measured, and TPE learn from them.
+    def search():
+        tuner = Tuner(BROKEN, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
+        try:
+            return tuner.search(n_trials=1)
+        finally:
+            tuner.close()
+
+    search()
+    storage = f"sqlite:///{studies / 'autotune.db'}"
+    study = optuna.load_study(study_name="broken-cpu-tiny", storage=storage)
+    before = len(study.trials)
+    assert study.user_attrs["workload_version"] == 1
+    monkeypatch.setattr(get_workload_class(BROKEN), "version", 2)
+    with pytest.raises(StorageError, match=r"broken-cpu-tiny in sqlite:///.* is a study of workload version 1, not "
+                                           r"workload version 2 \(its data or outputs changed since\); name another "
+                                           r"with --study$"):
+        search()
+    assert len(optuna.load_study(study_name="broken-cpu-tiny", storage=storage).trials) == before
