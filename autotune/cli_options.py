@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -76,8 +77,22 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
+_PACKAGE = Path(__file__).resolve().parent
+_python_shows_warning = warnings.showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """A warning of autotune's own is one line, as its errors are; another library's, as Python shows it."""
+    if Path(filename).resolve().is_relative_to(_PACKAGE):
+        click.echo(f"autotune: warning: {message}", err=True)
+    else:
+        _python_shows_warning(message, category, filename, lineno, file, line)
+
+
 def run_group(group: click.Group, argv: list[str] | None) -> None:
     """Run the command line: click's usage errors become one line and exit status 2."""
+    warnings.showwarning = _show_warning
     try:
         group.main(args=argv, prog_name="autotune", standalone_mode=False)
     except click.exceptions.Abort:

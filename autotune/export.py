@@ -32,6 +32,7 @@ class ExportDocument:
     workload: str | None = None
     device: str | None = None
     size: str | None = None
+    workload_version: int | None = None  # the workload's data and outputs it was tuned and checked on
     device_name: str | None = None  # what the driver calls the device it was measured on
     measured: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None  # the baseline's config and figures, re-measured beside the winner

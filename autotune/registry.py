@@ -15,6 +15,7 @@ code that is already imported is found by its name too.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import sys
@@ -26,7 +27,7 @@ from typing import Any
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
 
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "get_workload_class", "space_path", "workload_names"]
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "declared_version", "get_workload_class", "space_path", "workload_names"]
 
 ENTRY_POINT_GROUP = "autotune.workloads"
 
@@ -87,6 +88,35 @@ def space_path(spec: str) -> Path:
         if shipped is not None:
             return shipped
     return get_workload_class(spec).space_path()
+
+
+def declared_version(spec: str) -> int | None:
+    """A workload's ``version`` (bumped when its data or outputs change), read without importing a built-in or
+    plug-in workload, which would import torch (``load_config`` must not): the ``version = N`` its class body
+    declares in the module's source. A class already imported, or in a file, is asked. ``None`` where the source
+    declares none (the class inherits its version) or cannot be read."""
+    if _is_file_spec(spec) or spec in REGISTERED:
+        return get_workload_class(spec).version
+    entry = _entry_points().get(spec) if spec not in BUILTINS else None
+    target = BUILTINS.get(spec) or (entry.value if entry is not None else "")
+    module_name, _, class_name = target.partition(":")
+    if not module_name or "." in class_name:
+        return None
+    if module_name in sys.modules:
+        return getattr(getattr(sys.modules[module_name], class_name, None), "version", None)
+    try:
+        module_spec = importlib.util.find_spec(module_name)
+        tree = ast.parse(Path(module_spec.origin).read_text(encoding="utf-8"))  # type: ignore[union-attr, arg-type]
+    except (ImportError, AttributeError, TypeError, ValueError, OSError, SyntaxError):
+        return None
+    body = next((node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name), [])
+    for statement in body:  # `version = 2` or `version: ClassVar[int] = 2`
+        targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+        value = getattr(statement, "value", None)
+        if (any(isinstance(t, ast.Name) and t.id == "version" for t in targets) and isinstance(value, ast.Constant)
+                and type(value.value) is int):
+            return value.value
+    return None
 
 
 def _load_from_file(spec: str) -> type[Workload]:

@@ -18,7 +18,7 @@ from autotune.config import Config, studies_dir
 from autotune.devices import filed_under
 from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
 from autotune.export import ExportDocument, read_document
-from autotune.registry import get_workload_class, space_path
+from autotune.registry import declared_version, get_workload_class, space_path
 from autotune.space import SearchSpace
 
 __all__ = ["SIZE_PREFERENCE", "TunedConfig", "load_config"]
@@ -130,6 +130,16 @@ def _validated(document: ExportDocument, space: SearchSpace, path: Path) -> Conf
         raise InvalidConfigError(f"{exc}; re-run `autotune search` to write it anew") from None
 
 
+def _warn_if_tuned_on_another_version(document: ExportDocument, workload: str, path: Path) -> None:
+    """Say so when the export was tuned on another version of its workload: its config passed a check of other
+    outputs (a version is bumped when they change, as vlm_mc's 2 added the dropout-off features)."""
+    now = declared_version(workload)
+    if document.workload_version is not None and now is not None and document.workload_version != now:
+        warnings.warn(f"{path} was tuned on version {document.workload_version} of {document.workload or workload}, "
+                      f"and its data or outputs differ at version {now} (this autotune's): re-run `autotune search "
+                      f"--workload {workload} --device {document.device}{f' --size {document.size}' if document.size else ''}` to tune and check it anew", stacklevel=3)
+
+
 def load_config(
     workload: str,
     device: str = "auto",
@@ -169,7 +179,9 @@ def load_config(
     for path in candidates:
         if path.is_file():
             document = read_document(path)
-            return TunedConfig(document, str(path), space.unused(_validated(document, space, path)))
+            config = _validated(document, space, path)
+            _warn_if_tuned_on_another_version(document, workload, path)
+            return TunedConfig(document, str(path), space.unused(config))
     if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config" (imports the workload)
         get_workload_class(workload).size_named(size)
     # Name the pattern searched, not only the files that happened to be tried.

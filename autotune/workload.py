@@ -31,7 +31,10 @@ class Workload(abc.ABC):
       ``sizes`` (at least ``tiny``, for tests in well under a second a run,
       ``small``, the default, and ``full``, the scale its users run), and
       ``version`` (bump it when data or outputs change; cached data and
-      references are keyed by it).
+      references are keyed by it, a study of another version is not resumed,
+      and an export of another version loads with a warning; declare it as
+      ``version = N`` in the class body, where ``load_config`` reads it
+      without importing the workload).
     * The search-space file (``space_path()``) holds the knobs, the
       ``baseline``, the ``defaults`` and the ``reference`` (knob values that
       give the simplest, most precise run: the reference output).

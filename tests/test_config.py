@@ -1,12 +1,14 @@
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 
 from autotune.config import SCHEMA_VERSION, Config, config_path, write_tuned_config
 from autotune.tuned import TunedConfig, load_config
 from autotune.exceptions import ConfigNotFoundError, InvalidConfigError, UnknownNameError
+from tests.conftest import run_cli
 
 
 def test_config_is_frozen_hashable_and_round_trips_json():
@@ -72,10 +74,14 @@ def test_old_schema_is_refused(tmp_path):
 
 
 def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
-    write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path))
+    # Tuned on another version: reading the workload's version is no reason to import it.
+    write_tuned_config(_document(workload_version=0), config_path("chmm", "cpu", "small", tmp_path))
     code = (
         "import sys, warnings, autotune\n"
-        f"cfg = autotune.load_config('chmm', device='auto', studies={str(tmp_path)!r})\n"
+        "with warnings.catch_warnings(record=True) as said:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    cfg = autotune.load_config('chmm', device='auto', studies={str(tmp_path)!r})\n"
+        "assert 'tuned on version 0 of chmm' in str(said[0].message), said\n"
         "warnings.simplefilter('ignore')\n"
         f"autotune.load_config('chmm', device='cpu', studies={str(tmp_path / 'none')!r})\n"
         "assert cfg['dtype'] == 'float64', cfg\n"
@@ -83,6 +89,34 @@ def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
+
+
+def test_an_export_tuned_on_another_version_of_its_workload_loads_with_a_warning(tmp_path):
+    # A workload's version is bumped when its data or outputs change (vlm_mc's 2 checks the dropout-off
+    # features): an export of version 1 passed a check that a wrong attention scale passed too.
+    path = config_path("vlm_mc", "cpu", "small", tmp_path)
+    write_tuned_config(_document(workload="vlm_mc", workload_version=1, config={"batch_size": 32}, measured=None), path)
+    with pytest.warns(UserWarning, match=rf"^{path} was tuned on version 1 of vlm_mc, and its data or outputs differ "
+                                         r"at version 2 \(this autotune's\): re-run `autotune search --workload vlm_mc "
+                                         r"--device cpu --size small` to tune and check it anew$"):
+        cfg = load_config("vlm_mc", device="cpu", studies=tmp_path)
+    assert cfg["batch_size"] == 32  # still the config it exported: nothing is replaced unsaid
+    done = run_cli("best", "-w", "vlm_mc", "-d", "cpu", "--studies", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert done.returncode == 0 and done.stderr.startswith(f"autotune: warning: {path} was tuned on version 1 of vlm_mc")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one line, as an error is, not Python's two
+    for same_or_unknown in ({"workload_version": 2}, {}):
+        write_tuned_config(_document(workload="vlm_mc", config={"batch_size": 32}, **same_or_unknown), path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert load_config("vlm_mc", device="cpu", studies=tmp_path)["batch_size"] == 32
+
+
+def test_a_workloads_version_is_read_without_importing_it_as_its_class_says():
+    from autotune.registry import BUILTINS, declared_version, get_workload_class
+
+    for name in BUILTINS:
+        assert declared_version(name) == get_workload_class(name).version, name
+    assert declared_version("no-such-workload") is None
 
 
 def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
@@ -116,7 +150,6 @@ def test_a_bad_export_is_one_error_that_names_the_file(tmp_path, content, fragme
     with pytest.raises(InvalidConfigError) as info:
         load_config("chmm", device="cpu", studies=tmp_path)
     assert str(path) in str(info.value) and fragment in str(info.value)
-    from tests.conftest import run_cli
 
     done = run_cli("best", "-w", "chmm", "-d", "cpu", "--studies", str(tmp_path), cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr

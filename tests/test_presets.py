@@ -30,6 +30,8 @@ def test_a_preset_says_where_it_was_measured_and_is_an_honest_winner(path):
     document = json.loads(path.read_text())
     workload, (device, _, size) = path.parent.name, path.stem.partition("-")
     assert (document["workload"], document["device"], document["size"]) == (workload, device, size)
+    # Measured on the workload as it is: a version bump (new data or outputs) needs the preset measured again.
+    assert document["workload_version"] == get_workload_class(workload).version
     environment = document["environment"]
     for key in ("device_name", "compute_capability", "torch", "cuda"):
         assert environment.get(key), key  # the fingerprint a user compares with their own machine
