@@ -135,9 +135,11 @@ def _warn_if_tuned_on_another_version(document: ExportDocument, workload: str, p
     outputs (a version is bumped when they change, as vlm_mc's 2 added the dropout-off features)."""
     now = declared_version(workload)
     if document.workload_version is not None and now is not None and document.workload_version != now:
+        size = f" --size {document.size}" if document.size else ""
         warnings.warn(f"{path} was tuned on version {document.workload_version} of {document.workload or workload}, "
                       f"and its data or outputs differ at version {now} (this autotune's): re-run `autotune search "
-                      f"--workload {workload} --device {document.device}{f' --size {document.size}' if document.size else ''}` to tune and check it anew", stacklevel=3)
+                      f"--workload {workload} --device {document.device}{size}` to tune and check it anew",
+                      stacklevel=3)
 
 
 def load_config(
