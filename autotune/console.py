@@ -52,7 +52,7 @@ def check_line(check: dict[str, Any] | None) -> str:
     for name, (error, tolerance) in check.get("metrics", {}).items():
         shown = "inf" if error is None else f"{error:.2g}"
         parts.append(f"{name} {shown} {'<=' if error is not None and error <= tolerance else '>'} {tolerance:.2g}")
-    return ("passed: " if check["passed"] else "FAILED: ") + ", ".join(parts)
+    return ("passed" if check["passed"] else "FAILED") + (": " + ", ".join(parts) if parts else "")
 
 
 def terminal_width() -> int:
@@ -195,9 +195,11 @@ def figures_row(label: str, figures: dict[str, Any] | None, failure: str | None 
     why = f"  ({failure})" if failure else ""
     if not figures:
         return f"  {label:<16} -{why}"
-    spread = f"±{100 * figures['relative_spread']:.1f}%" + (" (noisy)" if figures.get("noisy") else "")
-    return (f"  {label:<16} {rate(figures['throughput'], figures['unit']):>24}  "
-            f"{format_bytes(figures['peak_memory_bytes']):>10}  {spread}{why}")
+    # A hand-written export may lack a figure (export.py checks the types of those it has): "-" stands for it.
+    spread = "-" if figures.get("relative_spread") is None else f"±{100 * figures['relative_spread']:.1f}%"
+    spread += " (noisy)" if figures.get("noisy") else ""
+    return (f"  {label:<16} {rate(figures.get('throughput'), figures.get('unit')):>24}  "
+            f"{format_bytes(figures.get('peak_memory_bytes')):>10}  {spread}{why}")
 
 
 def result_table(result: Any) -> str:

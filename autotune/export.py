@@ -58,11 +58,49 @@ class ExportDocument:
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise InvalidConfigError(f"{source}: schema_version must be {SCHEMA_VERSION}, got {version!r}; {_RERUN}")
+        problem = _figures_problem(data)
+        if problem:
+            raise InvalidConfigError(f"{source}: {problem}; {_RERUN}")
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def write(self, path: Path) -> Path:
         return write_json(self.to_json(), path)
+
+
+#: The figures ``autotune best`` shows from ``measured`` and ``baseline``: each a number when present.
+_NUMBERS = ("throughput", "median_seconds", "iqr_seconds", "relative_spread", "peak_memory_bytes", "runs",
+            "warmup_seconds", "threads")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _figures_problem(data: Mapping[str, Any]) -> str | None:
+    """What is wrong with a document's figures, in a few words, or None. A figure may be missing (a hand-written
+    export may hold its config alone) but not of another type: ``autotune best`` would fail on it with a traceback."""
+    for section in ("measured", "baseline", "check", "remeasure", "environment", "study"):
+        if data.get(section) is not None and not isinstance(data[section], Mapping):
+            return f"{section} must be a JSON object, got {data[section]!r}"
+    for name in ("speedup", "workload_version", "trial"):
+        value = data.get(name)
+        if value is not None and not (_is_number(value) and (name == "speedup" or float(value).is_integer())):
+            return f"{name} must be a {'number' if name == 'speedup' else 'whole number'}, got {value!r}"
+    for section in ("measured", "baseline"):
+        for name, value in (data.get(section) or {}).items():
+            if name in _NUMBERS and value is not None and not _is_number(value):
+                return f"{section}.{name} must be a number, got {value!r}"
+    check = data.get("check")
+    if check is not None:
+        if not isinstance(check.get("passed"), bool):
+            return f"check.passed must be true or false, got {check.get('passed')!r}"
+        metrics = check.get("metrics", {})
+        pairs = metrics.values() if isinstance(metrics, Mapping) else [None]
+        if not all(isinstance(pair, list) and len(pair) == 2 and (pair[0] is None or _is_number(pair[0]))
+                   and _is_number(pair[1]) for pair in pairs):
+            return "check.metrics must map each metric's name to [error or null, tolerance]"
+    return None
 
 
 def write_json(data: Mapping[str, Any], path: Path) -> Path:

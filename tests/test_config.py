@@ -140,8 +140,17 @@ def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
         (b'{"schema_version": 1, "config": {"colour": "red"}}', "colour"),
         (b'{"schema_version": 1, "config": {"messages": "numba", "dtype": "float16"}}',
          "config breaks the space's constraint \"messages != 'numba'"),
+        # A figure of another type would be a traceback in `autotune best` (console.figures_row).
+        (b'{"schema_version": 1, "config": {}, "measured": {"throughput": "fast"}}',
+         "measured.throughput must be a number, got 'fast'"),
+        (b'{"schema_version": 1, "config": {}, "baseline": [1]}', "baseline must be a JSON object"),
+        (b'{"schema_version": 1, "config": {}, "check": {"error": 0.1}}', "check.passed must be true or false"),
+        (b'{"schema_version": 1, "config": {}, "check": {"passed": true, "metrics": {"x": 0.1}}}',
+         "check.metrics must map"),
+        (b'{"schema_version": 1, "config": {}, "workload_version": "2"}', "workload_version must be a whole number"),
     ],
-    ids=["empty", "truncated", "binary", "list", "no-config", "bad-value", "unknown-knob", "restricted"],
+    ids=["empty", "truncated", "binary", "list", "no-config", "bad-value", "unknown-knob", "restricted",
+         "text-figure", "figures-not-object", "check-without-verdict", "metric-not-pair", "version-text"],
 )
 def test_a_bad_export_is_one_error_that_names_the_file(tmp_path, content, fragment):
     path = config_path("chmm", "cpu", "small", tmp_path)
@@ -154,6 +163,16 @@ def test_a_bad_export_is_one_error_that_names_the_file(tmp_path, content, fragme
     done = run_cli("best", "-w", "chmm", "-d", "cpu", "--studies", str(tmp_path), cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert str(path) in done.stderr and "Traceback" not in done.stderr
+
+
+def test_best_shows_an_export_that_lacks_some_figures(tmp_path):
+    # A hand-written export may hold a config and a few figures; the ones it lacks are shown as "-".
+    write_tuned_config(_document(check={"passed": True}), config_path("chmm", "cpu", "small", tmp_path))
+    done = run_cli("best", "-w", "chmm", "-d", "cpu", "--studies", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    best, baseline, speedup, check = done.stdout.splitlines()[-4:]
+    assert best.split() == ["best", "10", "items/s", "-", "-"] and baseline.split() == ["baseline", "-"]
+    assert speedup.split() == ["speedup", "3.50x"] and check.split() == ["check", "passed"]
 
 
 def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
