@@ -16,7 +16,7 @@ import click
 from autotune._version import __version__
 from autotune.cli_options import (
     Seconds, Size, StudyName, device_option, fail, library_call, measure_options, run_group, size_option,
-    studies_option, worker_plan, workload_option, writable_folder,
+    studies_option, worker_plan, workload_option, writable_folder, writable_studies,
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
@@ -106,7 +106,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     from autotune.settings import SearchSettings
     from autotune.storage import storage_kind
 
-    writable_folder(studies, "--studies")
+    writable_studies(studies)
     gpu_list, n_workers = worker_plan(workers, gpus, storage, workload, device)
     kind = storage_kind(storage) if storage else "sqlite"
     settings = SearchSettings(
@@ -274,10 +274,10 @@ def report(workload: str, device: str, size: str | None, storage: str | None, st
       autotune report -w chmm -d h100 -s full -o chmm-h100.html
     """
     from autotune.report import report as write_report
-
-    writable_folder(studies, "--studies")
-    writable_folder(output.parent if output is not None else None, "--output's folder")
-
+    if output is None:
+        writable_studies(studies)  # the report goes beside the study's export
+    else:
+        writable_folder(output.parent, "--output's folder")
     path = library_call(write_report, workload, device, size, storage=storage, study_name=study_name,
                          studies=studies, output=output)
     click.echo(f"Report written to {path}")
@@ -338,7 +338,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
     """
     from autotune.settings import SearchSettings
 
-    writable_folder(studies, "--studies")
+    writable_studies(studies)
     settings = SearchSettings(workload, device, size, studies=str(studies) if studies is not None else None,
                               isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
     tuner = library_call(settings.tuner)
@@ -392,7 +392,7 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
 
     if config_file is not None and from_export:
         fail("--config and --from-export exclude each other: give one target")
-    writable_folder(studies, "--studies")
+    writable_studies(studies)
     settings = SearchSettings(workload, device, size, studies=str(studies) if studies is not None else None,
                               isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
     progress = Progress(as_json, None, unit="config")  # a bar (total known at the first measurement), else lines

@@ -7,6 +7,7 @@ exit status 2, before anything is written.
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 import warnings
@@ -19,7 +20,8 @@ from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 
 __all__ = ["Seconds", "Size", "StudyName", "device_option", "fail", "library_call", "measure_options", "parse_gpus",
-           "run_group", "size_option", "studies_option", "worker_plan", "workload_option", "writable_folder"]
+           "run_group", "size_option", "studies_option", "worker_plan", "workload_option", "writable_folder",
+           "writable_studies"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
@@ -141,8 +143,9 @@ def worker_plan(workers: int | None, gpus: str | None, storage: str | None, work
     return gpu_list, n_workers
 
 
-def writable_folder(path: Path | None, option: str) -> None:
-    """Fail at once (exit 2, nothing written) when ``path`` could never be a folder: a file stands in its way.
+def writable_folder(path: Path | None, option: str, advice: str = "choose another path") -> None:
+    """Fail at once (exit 2, nothing written) when ``path`` could never be a folder this user writes in: a file
+    stands in its way, or the nearest part of it that exists is a folder read-only to this user.
 
     Checked before any trial runs, so that a search never ends by losing its
     re-measurement to an export it cannot write.
@@ -152,8 +155,22 @@ def writable_folder(path: Path | None, option: str) -> None:
     for parent in (path, *path.parents):
         if parent.exists():
             if not parent.is_dir():
-                fail(f"{option} {path} cannot be a folder: {parent} is a file; choose another path")
+                fail(f"{option} {path} cannot be a folder: {parent} is a file; {advice}")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                fail(f"{option} {path} cannot be written: {parent.resolve()} is read-only to this user; {advice}")
             return
+
+
+def writable_studies(studies: Path | None) -> None:
+    """:func:`writable_folder` of the studies folder (``--studies``, else ``$AUTOTUNE_STUDIES``, else
+    ``./studies``), named as the user named it: the commands that measure keep their reference output there."""
+    from autotune.config import studies_dir
+
+    folder = studies if studies is not None else studies_dir()
+    if studies is not None or os.environ.get("AUTOTUNE_STUDIES"):
+        writable_folder(folder, "--studies" if studies is not None else "$AUTOTUNE_STUDIES")
+    else:
+        writable_folder(folder, "the studies folder", "pass --studies DIR, or set $AUTOTUNE_STUDIES")
 
 
 def library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from autotune.config import Config
-from autotune.exceptions import InvalidConfigError
+from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import read_json, write_json
 from autotune.parameters import show
 from autotune.selection import loaded_rounds, next_round, quiet_everywhere, quiet_rounds
@@ -439,4 +439,8 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
     doc.update(workload=tuner.workload_class.name, device=tuner.device.name, size=tuner.size,
                study=tuner.study_name)
     path = explain_path(tuner.studies, tuner.workload_class.name, tuner.device.name, tuner.size)
-    return doc, write_explanation(doc, path)
+    try:
+        return doc, write_explanation(doc, path)
+    except OSError as exc:  # the studies folder was checked writable before; a full disk, say
+        raise AutotuneError(f"cannot store the explanation in {path}: {exc.strerror or exc}; free the space or "
+                            "choose another --studies and run `autotune explain` again") from None

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from autotune.exceptions import InvalidConfigError
 
-__all__ = ["SCHEMA_VERSION", "ExportDocument", "read_document", "read_json", "write_json"]
+__all__ = ["SCHEMA_VERSION", "ExportDocument", "read_document", "read_json", "write_atomically", "write_json"]
 
 #: Version of the exported JSON layout; bumped when a field changes meaning.
 SCHEMA_VERSION = 1
@@ -103,13 +103,22 @@ def _figures_problem(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-def write_json(data: Mapping[str, Any], path: Path) -> Path:
-    """Write a JSON object atomically: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(dict(data), indent=2) + "\n")
-    os.replace(tmp, path)
+def write_atomically(text: str, path: Path) -> Path:
+    """Write ``text`` to ``path`` atomically: a reader never sees half a file, and a failed write (a full disk, a
+    folder read-only to this user) leaves none behind."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def write_json(data: Mapping[str, Any], path: Path) -> Path:
+    return write_atomically(json.dumps(dict(data), indent=2) + "\n", path)
 
 
 def read_json(path: Path, what: str, advice: str = "") -> Any:

@@ -22,7 +22,9 @@ from autotune._plotly_imports import go, plotly_js
 from autotune.environment import beside_other_work
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
+from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
+from autotune.export import write_atomically
 from autotune.stored import open_stored_study
 from autotune.trials import feasible, never_measured, outcomes
 
@@ -415,12 +417,10 @@ def render_html(info: ReportInfo) -> str:
 def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | None = None,
                  explanation: dict[str, Any] | None = None) -> Path:
     """Write the report of ``study`` to ``path`` (atomically) and return the path."""
-    text = render_html(build_report(study, document, explanation))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    try:
+        return write_atomically(render_html(build_report(study, document, explanation)), path)
+    except OSError as exc:  # one line, not a traceback; write_atomically leaves no half-written file
+        raise AutotuneError(f"cannot write the report {path}: {exc.strerror or exc}; choose another --output") from None
 
 
 def report(

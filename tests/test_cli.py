@@ -361,6 +361,33 @@ def test_a_path_under_a_regular_file_is_one_line_and_nothing_is_written(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
+@pytest.mark.parametrize("args, said", [
+    (["search", "-w", "chmm", "-s", "tiny"], "the studies folder studies cannot be written"),
+    (["run", "-w", "chmm", "-s", "tiny"], "the studies folder studies cannot be written"),
+    (["explain", "-w", "chmm", "-s", "tiny"], "the studies folder studies cannot be written"),
+    (["report", "-w", "chmm", "-d", "cpu"], "the studies folder studies cannot be written"),
+    (["run", "-w", "chmm", "-s", "tiny", "--studies", "deeper/studies"], "--studies deeper/studies cannot be written"),
+    (["report", "-w", "chmm", "-d", "cpu", "-o", "r.html"], "--output's folder . cannot be written"),
+], ids=["search", "run", "explain", "report", "run-studies", "report-output"])
+def test_a_folder_read_only_to_the_user_is_one_line_before_anything_runs(tmp_path, monkeypatch, capsys, args, said):
+    # Tests may run as root, which writes anywhere: the folder is made read-only by os.access, as the check reads it.
+    import os
+    import warnings
+
+    from autotune.cli import main
+
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path).resolve() != tmp_path and real_access(path, mode))
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() sets autotune's own
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and len(lines) == 1 and said in lines[0], lines
+    assert f"{tmp_path} is read-only to this user" in lines[0] and list(tmp_path.iterdir()) == []
+
+
 def test_report_on_an_empty_database_file_writes_nothing(tmp_path):
     (tmp_path / "empty.db").write_bytes(b"")
     done = run_cli("report", "-w", "chmm", "-d", "cpu", "--storage", "sqlite:///empty.db", cwd=tmp_path, timeout=60)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.exceptions import InvalidConfigError, SearchSpaceError
+from autotune.exceptions import AutotuneError, InvalidConfigError, SearchSpaceError
 from autotune.explain import explain, plan, read_explanation, shift, speedup, verdict
 from autotune.explain_view import explain_text, get_explain_info, interval_text
 from autotune.runner import TrialResult
@@ -394,9 +394,37 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, f
     assert not (tmp_path / "studies" / "steady" / "explain").exists()
 
 
-def test_later_rounds_know_each_configs_median_so_an_agreeing_first_run_skips_the_warm_up(space, tmp_path):
+def _tuner(space, runner, studies):
+    """What explain_workload reads of a Tuner, with ``runner`` answering each request."""
     from types import SimpleNamespace
 
+    return SimpleNamespace(
+        space=space, runner=runner, ensure_reference=lambda: None, studies=studies, size="tiny",
+        study_name="fixes-cpu-tiny", workload_class=SimpleNamespace(name="fixes"), device=SimpleNamespace(name="cpu"),
+        request=lambda config, min_runs=None, warm_seconds=None: SimpleNamespace(
+            config=config.to_dict(), measurer={"min_runs": min_runs, "warm_seconds": warm_seconds}))
+
+
+def test_an_explanation_that_cannot_be_stored_is_one_line_and_leaves_no_file(space, tmp_path, monkeypatch):
+    import errno
+    from types import SimpleNamespace
+
+    from autotune.explain import explain_workload
+
+    def full_disk(self, text, encoding=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    timed = fake_run(space)
+    runner = SimpleNamespace(run=lambda request: timed(space.validate(request.config, "test")))
+    target = space.validate({"kernel": "fast", "tile": 2, "batch": 16, "noop": True, "unsafe": False,
+                             "wide": False}, "test")
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(AutotuneError, match=r"cannot store the explanation in .*cpu-tiny\.json: No space left"):
+        explain_workload(_tuner(space, runner, tmp_path), target, rounds=1)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_later_rounds_know_each_configs_median_so_an_agreeing_first_run_skips_the_warm_up(space, tmp_path):
     from autotune.explain import explain_workload
 
     target = space.validate({"kernel": "fast", "tile": 2, "batch": 16, "noop": True, "unsafe": False,
@@ -411,12 +439,7 @@ def test_later_rounds_know_each_configs_median_so_an_agreeing_first_run_skips_th
             result.median_seconds = 0.1 if request.config["kernel"] == "slow" else 0.05
             return result
 
-    tuner = SimpleNamespace(
-        space=space, runner=Recording(), ensure_reference=lambda: None, studies=tmp_path, size="tiny",
-        study_name="fixes-cpu-tiny", workload_class=SimpleNamespace(name="fixes"), device=SimpleNamespace(name="cpu"),
-        request=lambda config, min_runs=None, warm_seconds=None: SimpleNamespace(
-            config=config.to_dict(), measurer={"min_runs": min_runs, "warm_seconds": warm_seconds}))
-    explain_workload(tuner, target, rounds=3)
+    explain_workload(_tuner(space, Recording(), tmp_path), target, rounds=3)
     firsts = {}
     for config, warm in asked:
         firsts.setdefault(config, []).append(warm)

@@ -13,6 +13,7 @@ from autotune.report import (
     _get_winner_info,
     build_report,
     render_html,
+    write_report,
 )
 
 KERNEL = CategoricalDistribution(["loop", "numba", "scan"])
@@ -177,6 +178,23 @@ def test_full_report_has_every_figure():
     # the claims table under the waterfall: the guide's words, the measurement and the verdict
     assert "<table id='claims'>" in page and "fix 1: 2-3x" in page and "verdict-confirmed" in page
     assert 'The verdict reads "alone" unless its note says otherwise.' in page
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    from autotune.exceptions import AutotuneError
+
+    def full_disk(self, text, encoding=None):
+        with open(self, "w") as half:
+            half.write(text[:100])  # what a disk that fills mid-write keeps
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(AutotuneError, match=r"cannot write the report .*r\.html: No space left on device; choose "):
+        write_report(make_study(*KNOWN), tmp_path / "r.html", DOCUMENT)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_what_optuna_warns_of_while_drawing_is_a_note_under_the_figure_not_a_terminal_warning():
