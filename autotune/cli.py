@@ -275,7 +275,7 @@ def report(workload: str, device: str, size: str | None, storage: str | None, st
     """
     from autotune.report import report as write_report
     if output is None:
-        writable_studies(studies)  # the report goes beside the study's export
+        writable_studies(studies, "write the report elsewhere with -o FILE")  # it goes beside the export
     else:
         writable_folder(output.parent, "--output's folder")
     path = library_call(write_report, workload, device, size, storage=storage, study_name=study_name,

@@ -161,16 +161,16 @@ def writable_folder(path: Path | None, option: str, advice: str = "choose anothe
             return
 
 
-def writable_studies(studies: Path | None) -> None:
+def writable_studies(studies: Path | None, advice: str | None = None) -> None:
     """:func:`writable_folder` of the studies folder (``--studies``, else ``$AUTOTUNE_STUDIES``, else
     ``./studies``), named as the user named it: the commands that measure keep their reference output there."""
     from autotune.config import studies_dir
 
-    folder = studies if studies is not None else studies_dir()
     if studies is not None or os.environ.get("AUTOTUNE_STUDIES"):
-        writable_folder(folder, "--studies" if studies is not None else "$AUTOTUNE_STUDIES")
+        writable_folder(studies or studies_dir(), "--studies" if studies is not None else "$AUTOTUNE_STUDIES",
+                        advice or "choose another path")
     else:
-        writable_folder(folder, "the studies folder", "pass --studies DIR, or set $AUTOTUNE_STUDIES")
+        writable_folder(studies_dir(), "the studies folder", advice or "pass --studies DIR, or set $AUTOTUNE_STUDIES")
 
 
 def library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
