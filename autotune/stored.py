@@ -47,8 +47,16 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     size = cls.size_named(size)
     device = filed_under(device)
     root = Path(studies) if studies is not None else studies_dir()
-    study_name = study_name or f"{cls.name}-{device}-{size}"
-    study = open_study(storage or default_storage(root), study_name)
+    named, study_name = study_name is not None, study_name or f"{cls.name}-{device}-{size}"
+    try:
+        study = open_study(storage or default_storage(root), study_name)
+    except UnknownNameError as exc:  # searched at another size ("tiny"): say which, as load_config does
+        sizes = [name for name in cls.sizes if f"{cls.name}-{device}-{name}" in exc.valid]
+        if named or not sizes:
+            raise
+        raise UnknownNameError("study", study_name, exc.valid, hint=f"{cls.name} on {device} was searched at size "
+                               f"{', '.join(map(repr, sizes))} only: pass -s {sizes[-1]}, or run `autotune search "
+                               f"-w {cls.name} -d {device} -s {size}` first") from None
     check_made_for(study, f"study {study.study_name}", "leave out -d and -s, or name another with --study",
                    **{key: value for key, value in asked.items() if value is not None})
     device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)

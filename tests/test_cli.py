@@ -186,6 +186,10 @@ def test_search_then_best(tmp_path):
     assert page.count('class="plotly-graph-div"') == 5 and "chmm-cpu-tiny" in page
     missing = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--study", "nope", cwd=tmp_path)
     assert missing.returncode == 2 and "unknown study 'nope'; valid: chmm-cpu-tiny. Looked in sqlite:///" in missing.stderr
+    # `best` took the size searched; `report` takes the workload's (small) and says which size to pass.
+    other_size = run_cli("report", "-w", "chmm", "-d", "cpu", cwd=tmp_path)
+    assert other_size.returncode == 2 and "chmm on cpu was searched at size 'tiny' only: pass -s tiny, or run " \
+        "`autotune search -w chmm -d cpu -s small` first" in other_size.stderr, other_size.stderr
 
 
 def test_list_warns_of_a_size_whose_defaults_break_a_constraint():
