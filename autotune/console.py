@@ -269,9 +269,11 @@ def result_table(result: Any) -> str:
 def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
     """`autotune best`: an export document (:class:`~autotune.export.ExportDocument`) as a table; ``unused``
     are the knobs with no effect under its config."""
+    # A hand-written export may say no more than its config: what it leaves out is left out here too.
     return "\n".join([
-        f"{doc.workload} ({doc.size}) on {doc.device} ({doc.device_name or ''}), from {source}",
-        f"Best config (trial #{doc.trial}): {Config(doc.config).describe(unused)}",
+        f"{doc.workload}{f' ({doc.size})' if doc.size else ''} on {doc.device}"
+        f"{f' ({doc.device_name})' if doc.device_name else ''}, from {source}",
+        f"Best config{f' (trial #{doc.trial})' if doc.trial is not None else ''}: {Config(doc.config).describe(unused)}",
         "",
         figures_row("best", doc.measured),
         figures_row("baseline", doc.baseline),

@@ -9,6 +9,7 @@ imports neither torch nor optuna, so user scripts pay nothing for it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -130,6 +131,16 @@ def _validated(document: ExportDocument, space: SearchSpace, path: Path) -> Conf
         raise InvalidConfigError(f"{exc}; re-run `autotune search` to write it anew") from None
 
 
+def _filled_in(document: ExportDocument, config: Config, workload: str, device: str, path: Path) -> ExportDocument:
+    """The document with what its file leaves out filled in: the knobs it lacks (an export older than a knob, or
+    one written by hand) at the defaults ``config``, the space's completion of it that was checked, gives them,
+    and the workload, device and size its place says. A value the file states is kept as it is."""
+    size = path.stem.removeprefix(f"{device}-") if path.stem != device else None
+    return dataclasses.replace(document, config={**config.to_dict(), **document.config},
+                               workload=document.workload or workload, device=document.device or device,
+                               size=document.size or size)
+
+
 def _warn_if_tuned_on_another_version(document: ExportDocument, workload: str, path: Path) -> None:
     """Say so when the export was tuned on another version of its workload: its config passed a check of other
     outputs (a version is bumped when they change, as vlm_mc's 2 added the dropout-off features)."""
@@ -183,6 +194,7 @@ def load_config(
             document = read_document(path)
             config = _validated(document, space, path)
             _warn_if_tuned_on_another_version(document, workload, path)
+            document = _filled_in(document, config, _export_folder(workload), device, path)
             return TunedConfig(document, str(path), space.unused(config))
     if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config" (imports the workload)
         get_workload_class(workload).size_named(size)

@@ -6,6 +6,8 @@ import warnings
 import pytest
 
 from autotune.config import SCHEMA_VERSION, Config, config_path, write_tuned_config
+from autotune.registry import space_path
+from autotune.space import SearchSpace
 from autotune.tuned import TunedConfig, load_config
 from autotune.exceptions import ConfigNotFoundError, InvalidConfigError, UnknownNameError
 from tests.conftest import run_cli
@@ -33,7 +35,8 @@ def test_load_config_reads_the_exported_file(tmp_path):
     cfg = load_config("chmm", device="cpu", studies=tmp_path)
     assert isinstance(cfg, TunedConfig)
     assert cfg["dtype"] == "float64" and cfg.speedup == 3.5 and cfg.measured == {"throughput": 10.0}
-    assert dict(cfg) == {"dtype": "float64"}
+    # A knob the file lacks (an export older than the knob) is the space's default, not a KeyError in a script.
+    assert dict(cfg) == {**SearchSpace.from_file(space_path("chmm")).defaults.to_dict(), "dtype": "float64"}
     with pytest.raises(TypeError):
         cfg["dtype"] = "float32"  # type: ignore[index]
     assert cfg.unused == ("chunk_size", "overlap_passes")  # the loop kernel (the default) has neither
@@ -170,9 +173,21 @@ def test_best_shows_an_export_that_lacks_some_figures(tmp_path):
     write_tuned_config(_document(check={"passed": True}), config_path("chmm", "cpu", "small", tmp_path))
     done = run_cli("best", "-w", "chmm", "-d", "cpu", "--studies", str(tmp_path), cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"chmm (small) on cpu, from {config_path('chmm', 'cpu', 'small', tmp_path)}\n"
+                                  "Best config: "), done.stdout  # no "(None)", no "trial #None"
     best, baseline, speedup, check = done.stdout.splitlines()[-4:]
     assert best.split() == ["best", "10", "items/s", "-", "-"] and baseline.split() == ["baseline", "-"]
     assert speedup.split() == ["speedup", "3.50x"] and check.split() == ["check", "passed"]
+
+
+def test_an_export_of_a_config_alone_loads_as_what_its_place_says(tmp_path):
+    path = config_path("chmm", "cpu", "tiny", tmp_path)
+    write_tuned_config({"schema_version": SCHEMA_VERSION, "config": {"dtype": "float64", "chunk_size": 128}}, path)
+    cfg = load_config("chmm", device="cpu", studies=tmp_path)
+    assert (cfg.workload, cfg.device, cfg.size) == ("chmm", "cpu", "tiny")  # was None, None, None
+    assert cfg["chunk_size"] == 128 and cfg["messages"] == "loop"  # stated: kept, though no effect under loop
+    with pytest.raises(KeyError, match="not a knob of chmm; its knobs: chunk_size"):
+        cfg["dytpe"]
 
 
 def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
