@@ -139,5 +139,7 @@ def _load_from_file(spec: str) -> type[Workload]:
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Workload)):
         found = [n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, Workload) and v is not Workload]
-        raise UnknownNameError(f"Workload class in {path}", class_name, found)
+        # A name the file has that is no Workload says so, rather than "unknown" beside a list without it.
+        why = f"{path} defines {class_name!r}, but not as a subclass of autotune.Workload" if cls is not None else ""
+        raise UnknownNameError(f"Workload class in {path}", class_name, found, hint=why)
     return cls

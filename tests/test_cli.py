@@ -73,6 +73,8 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["best", "--workload", "nope", "--device", "cpu"], "unknown workload 'nope'; valid: chmm"),
         (["search", "--workload", "my_workload.py"], "To load a workload from the file my_workload.py, name its class: "
                                                      "my_workload.py:ClassName"),
+        (["search", "--workload", BROKEN.replace(":BrokenWorkload", ":Check")],
+         "broken.py defines 'Check', but not as a subclass of autotune.Workload"),  # not "unknown" alone
         (["search", "--workload", "chmm", "--study", ""], "'' is not a study name"),
         (["report", "--workload", "chmm", "--study", "  "], "'  ' is not a study name"),
         (["search", "--workload", "chmm", "--threads", "100000"], "100000 is not in the range 1<=x<="),
