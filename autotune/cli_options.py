@@ -163,7 +163,8 @@ def writable_folder(path: Path | None, option: str, advice: str = "choose anothe
 
 def writable_studies(studies: Path | None, advice: str | None = None) -> None:
     """:func:`writable_folder` of the studies folder (``--studies``, else ``$AUTOTUNE_STUDIES``, else
-    ``./studies``), named as the user named it: the commands that measure keep their reference output there."""
+    ``./studies``), named as the user named it: the commands that measure keep their reference output there,
+    and ``report`` its page when no ``-o`` is given."""
     from autotune.config import studies_dir
 
     if studies is not None or os.environ.get("AUTOTUNE_STUDIES"):

@@ -442,5 +442,5 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
     try:
         return doc, write_explanation(doc, path)
     except OSError as exc:  # the studies folder was checked writable before; a full disk, say
-        raise AutotuneError(f"cannot store the explanation in {path}: {exc.strerror or exc}; free the space or "
-                            "choose another --studies and run `autotune explain` again") from None
+        raise AutotuneError(f"cannot store the explanation in {path}: {exc.strerror or exc}; fix that or choose "
+                            "another --studies, and run `autotune explain` again") from None
