@@ -291,7 +291,7 @@ def report(workload: str, device: str, size: str | None, storage: str | None, st
 @click.option("--size", "-s", default=None,
               help="Size the config was tuned at [default: the largest exported: full, then small, then tiny].")
 @studies_option
-@click.option("--json", "as_json", is_flag=True, help="Print the exported document as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the exported document as JSON, as load_config reads it.")
 def best(workload: str, device: str, size: str | None, studies: Path | None, as_json: bool) -> None:
     """Print the tuned config of WORKLOAD on DEVICE (from the exported file).
 
