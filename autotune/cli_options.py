@@ -167,11 +167,10 @@ def writable_studies(studies: Path | None, advice: str | None = None) -> None:
     and ``report`` its page when no ``-o`` is given."""
     from autotune.config import studies_dir
 
-    if studies is not None or os.environ.get("AUTOTUNE_STUDIES"):
-        writable_folder(studies or studies_dir(), "--studies" if studies is not None else "$AUTOTUNE_STUDIES",
-                        advice or "choose another path")
-    else:
-        writable_folder(studies_dir(), "the studies folder", advice or "pass --studies DIR, or set $AUTOTUNE_STUDIES")
+    named = ("--studies" if studies is not None else "$AUTOTUNE_STUDIES" if os.environ.get("AUTOTUNE_STUDIES")
+             else "the studies folder")
+    default = "pass --studies DIR, or set $AUTOTUNE_STUDIES" if named == "the studies folder" else "choose another path"
+    writable_folder(studies if studies is not None else studies_dir(), named, advice or default)
 
 
 def library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

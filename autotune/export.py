@@ -83,10 +83,11 @@ def _figures_problem(data: Mapping[str, Any]) -> str | None:
     for section in ("measured", "baseline", "check", "remeasure", "environment", "study"):
         if data.get(section) is not None and not isinstance(data[section], Mapping):
             return f"{section} must be a JSON object, got {data[section]!r}"
-    for name in ("speedup", "workload_version", "trial"):
-        value = data.get(name)
-        if value is not None and not (_is_number(value) and (name == "speedup" or float(value).is_integer())):
-            return f"{name} must be a {'number' if name == 'speedup' else 'whole number'}, got {value!r}"
+    if data.get("speedup") is not None and not _is_number(data["speedup"]):
+        return f"speedup must be a number, got {data['speedup']!r}"
+    for name in ("workload_version", "trial"):
+        if data.get(name) is not None and not (_is_number(data[name]) and float(data[name]).is_integer()):
+            return f"{name} must be a whole number, got {data[name]!r}"
     for section in ("measured", "baseline"):
         for name, value in (data.get(section) or {}).items():
             if name in _NUMBERS and value is not None and not _is_number(value):

@@ -47,7 +47,8 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     size = cls.size_named(size)
     device = filed_under(device)
     root = Path(studies) if studies is not None else studies_dir()
-    named, study_name = study_name is not None, study_name or f"{cls.name}-{device}-{size}"
+    named = study_name is not None  # by --study: another size is no hint to give
+    study_name = study_name or f"{cls.name}-{device}-{size}"
     try:
         study = open_study(storage or default_storage(root), study_name)
     except UnknownNameError as exc:  # searched at another size ("tiny"): say which, as load_config does
