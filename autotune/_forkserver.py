@@ -146,9 +146,15 @@ class ForkServer:
         self.preload = list(preload or [])
         self._process: subprocess.Popen | None = None
         self._response_fd: int | None = None
+        self._ready = False
         self._tmpdir = tempfile.TemporaryDirectory(prefix="autotune-")
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the server process without waiting for it: it imports its preload (torch: seconds) while the
+        caller goes on, and :meth:`call` waits for it to be ready. Nothing happens if it is running."""
+        if self._process is not None and self._process.poll() is None:
+            return
+        self._forget()  # a server that died: its pipe goes with it
         read_fd, write_fd = os.pipe()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "autotune._forkserver", str(write_fd), *self.preload],
@@ -159,17 +165,23 @@ class ForkServer:
         )
         os.close(write_fd)
         self._response_fd = read_fd
+        self._ready = False
+
+    def _wait_ready(self) -> None:
+        assert self._response_fd is not None
         try:
-            message = _read_frame(read_fd)
+            message = _read_frame(self._response_fd)
         except EOFError:
-            self.close()
+            self._forget()
             raise RuntimeError("the fork server failed to start (see the error above)") from None
         assert message[0] == "ready"
+        self._ready = True
 
     def call(self, function: Callable[..., Any], args: tuple, timeout: float | None) -> tuple[Any, int | None, bool]:
         """Run ``function(*args)`` in a fresh child: ``(result or None, exit code, timed out)``."""
-        if self._process is None or self._process.poll() is not None:
-            self._start()
+        self.start()
+        if not self._ready:
+            self._wait_ready()
         assert self._process is not None and self._process.stdin is not None and self._response_fd is not None
         result_path = Path(self._tmpdir.name) / f"result-{time.monotonic_ns()}.pickle"
         _write_frame(self._process.stdin.fileno(), (function, args, str(result_path)))
@@ -185,7 +197,7 @@ class ForkServer:
         except BaseException:
             # Interrupted (Ctrl-C) mid-trial: kill the trial, drop this server, start afresh next time.
             kill_group(pid)
-            self.close()
+            self._forget()
             raise
         kill_group(pid)  # anything the trial started and left behind goes with it
         outcome = None
@@ -195,19 +207,23 @@ class ForkServer:
             result_path.unlink()
         return outcome, exitcode, timed_out
 
-    def close(self) -> None:
+    def _forget(self) -> None:
+        """Stop the server process, if any, and close its pipes. It is killed, not asked to leave: it runs no
+        trial between calls and holds nothing to save, and a process with torch loaded takes most of a second
+        to exit on its own (0.8 s on the 2-core CPU), at the end of every search."""
         if self._process is not None:
+            if self._process.poll() is None:
+                self._process.kill()
+            self._process.wait()
             if self._process.stdin is not None:
                 self._process.stdin.close()
-            try:
-                self._process.wait(5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
             self._process = None
         if self._response_fd is not None:
             os.close(self._response_fd)
             self._response_fd = None
+
+    def close(self) -> None:
+        self._forget()
         self._tmpdir.cleanup()
 
     def __del__(self) -> None:

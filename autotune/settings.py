@@ -72,16 +72,23 @@ class SearchSettings:
     def tuner(self, on_trial: Callable[..., None] | None = None, on_stage: Callable[[str], None] | None = None,
               worker_index: int | None = None) -> "Tuner":
         """The tuner these settings describe (a worker's seed is offset by its index: one seed, one sequence)."""
+        from autotune.runner import Runner
         from autotune.tuner import Tuner
 
+        runner = Runner(self.isolation, self.trial_timeout)
+        runner.start()  # its fork server imports torch while the tuner imports the workload: seconds a search
         seed = self.seed if self.seed is None or worker_index is None else self.seed + worker_index
         server = self.storage is not None and storage_kind(self.storage) == "server"
-        return Tuner(
-            self.workload, self.device, self.size, storage=self.storage, study_name=self.study_name,
-            studies=self.studies, isolation=self.isolation, trial_timeout=self.trial_timeout,
-            memory_budget_bytes=self.memory_budget_bytes, memory_limit_bytes=self.memory_limit_bytes,
-            measurer={"min_time": self.min_time}, remeasure_top=self.remeasure_top,
-            remeasure_rounds=self.remeasure_rounds, time_budget=self.time_budget, seed=seed, threads=self.threads,
-            on_trial=on_trial, on_stage=on_stage, heartbeat=self.heartbeat if server else None,
-            grace_period=self.grace_period, sampler=self.sampler,
-        )
+        try:
+            return Tuner(
+                self.workload, self.device, self.size, storage=self.storage, study_name=self.study_name,
+                studies=self.studies, isolation=self.isolation, trial_timeout=self.trial_timeout,
+                memory_budget_bytes=self.memory_budget_bytes, memory_limit_bytes=self.memory_limit_bytes,
+                measurer={"min_time": self.min_time}, remeasure_top=self.remeasure_top,
+                remeasure_rounds=self.remeasure_rounds, time_budget=self.time_budget, seed=seed, threads=self.threads,
+                on_trial=on_trial, on_stage=on_stage, heartbeat=self.heartbeat if server else None,
+                grace_period=self.grace_period, sampler=self.sampler, runner=runner,
+            )
+        except BaseException:
+            runner.close()  # a refused search (an unknown size, say) leaves no server importing torch behind
+            raise

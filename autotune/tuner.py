@@ -103,8 +103,7 @@ class Tuner:
         storage: str | None = None,
         study_name: str | None = None,
         studies: str | Path | None = None,
-        isolation: str = "subprocess",
-        trial_timeout: float = 600.0,
+        isolation: str = "subprocess", trial_timeout: float = 600.0, runner: Runner | None = None,
         memory_budget_bytes: int | None = None, memory_limit_bytes: int | None = None,
         measurer: dict[str, Any] | None = None,
         remeasure_top: int = 3, remeasure_rounds: int = 3,
@@ -129,7 +128,7 @@ class Tuner:
         self.storage = storage or default_storage(self.studies)
         self.study_name = study_name or f"{self.workload_class.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload_class.name / f"{self.size}-v{self.workload_class.version}"
-        self.runner = Runner(isolation, trial_timeout)
+        self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
         self.memory_budget_bytes = memory_budget_bytes
         # A hard limit on a trial's address space (CPU only: RLIMIT_AS would also cap a GPU driver's mappings).
         self.memory_limit_bytes = memory_limit_bytes if self.device.kind == "cpu" else None

@@ -180,3 +180,38 @@ def test_trials_do_not_print_inductors_kernel_timings_unless_the_user_asks(monke
     finally:
         server.close()
     assert seen["TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS"] == "1"
+
+
+def _servers_of_this_process() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children() if "autotune._forkserver" in " ".join(p.cmdline())]
+
+
+def test_a_search_starts_its_fork_server_before_it_imports_the_workload_and_kills_it_when_done(tmp_path):
+    # The server imported torch only once the search had imported its workload (torch too): two imports of
+    # seconds one after the other, where two cores can run them side by side. And it was asked to leave at
+    # the end, which a process with torch loaded takes most of a second to do.
+    import signal
+
+    from autotune.settings import SearchSettings
+
+    before = _servers_of_this_process()
+    tuner = SearchSettings("chmm", "cpu", "tiny", studies=str(tmp_path)).tuner()
+    try:
+        started = [p for p in _servers_of_this_process() if p not in before]
+        assert len(started) == 1  # spawned by the constructor, before any trial asked for it
+        assert tuner.runner.warm_up() > 0 and tuner.runner.server.call(os.getpid, (), 60)[1] == 0
+    finally:
+        process = tuner.runner.server._process
+        tuner.close()
+    assert process is not None and process.returncode == -signal.SIGKILL
+    assert _servers_of_this_process() == before
+
+
+def test_a_refused_search_leaves_no_fork_server_behind(tmp_path):
+    from autotune.exceptions import AutotuneError
+    from autotune.settings import SearchSettings
+
+    before = _servers_of_this_process()
+    with pytest.raises(AutotuneError):
+        SearchSettings("chmm", "cpu", "huge", studies=str(tmp_path)).tuner()
+    assert _servers_of_this_process() == before
