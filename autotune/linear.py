@@ -50,8 +50,13 @@ CHUNK = 8192
 
 
 def _encode(features: np.ndarray, knobs: list[Knob]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Each knob's value columns (one-hot with an "inactive" column; a range: position, its square, inactive)
-    and each numeric knob's trend columns (centred position and its square; 0 where inactive)."""
+    """Each knob's values (a knob with choices: each config's value index, its "inactive" value last, standing for
+    one-hot columns; a range: its position, its square and inactive, as columns) and each numeric knob's trend
+    columns (centred position and its square; 0 where inactive).
+
+    Indices, not one-hot columns: the model's sums over one-hot columns are lookups and comparisons of indices,
+    the same numbers to the last bit in half the time (a draw over 4,092 configs with 100 measured: 26 ms
+    against 55 ms on the 2-core CPU; 20 replays of pnpoly: 30 s against 45-55 s, the same output)."""
     values, trends = [], []
     for column, knob in zip(features.T, knobs):
         inactive = column < 0
@@ -59,11 +64,20 @@ def _encode(features: np.ndarray, knobs: list[Knob]) -> tuple[list[np.ndarray], 
         if knob.levels is None:
             values.append(np.stack([centred, centred**2, inactive], 1).astype(float))
             continue
-        level = np.where(inactive, knob.levels, np.rint(np.maximum(column, 0) * (knob.levels - 1))).astype(int)
-        values.append(np.eye(knob.levels + 1)[level])
+        values.append(np.where(inactive, knob.levels, np.rint(np.maximum(column, 0) * (knob.levels - 1))).astype(int))
         if knob.numeric and knob.levels > 2:
             trends.append(np.stack([centred, centred**2], 1))
     return values, trends
+
+
+def _width(knob: Knob) -> int:
+    """How many value terms a knob has: one per choice and "inactive", or a range's three columns."""
+    return 3 if knob.levels is None else knob.levels + 1
+
+
+def _times(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The value terms times ``weights`` (one row per term): a row lookup for indices."""
+    return weights[values] if values.ndim == 1 else values @ weights
 
 
 def _capped(values: np.ndarray) -> np.ndarray:
@@ -82,8 +96,20 @@ def scales(d: int, pairs: float = PAIRS) -> dict[str, float]:
 def kernel(scale: dict[str, float], values: list[np.ndarray], trends: list[np.ndarray], seen_values: list[np.ndarray],
            seen_trends: list[np.ndarray]) -> np.ndarray:
     """The prior covariance of configs (encoded by :func:`_encode`) with the seen ones: the terms' dot products."""
-    same = [v @ s.T for v, s in zip(values, seen_values)]  # per knob: do the two configs share the value
-    first, second = sum(same), sum(k * k for k in same)
+    # Per knob, whether the two configs share the value (a range: the dot product of its columns): summed, and
+    # its squares summed. Knob by knob, in place: the arrays are candidates x seen configs.
+    shape = (len(values[0]) if values else 0, len(seen_values[0]) if seen_values else 0)
+    if all(v.ndim == 1 for v in values):  # knobs with choices only (every recorded space): count the matches
+        count = np.zeros(shape, np.uint16)
+        for v, s in zip(values, seen_values):
+            count += v[:, None] == s[None, :]
+        first = second = count.astype(float)  # 0 and 1 are their own squares
+    else:
+        first, second = np.zeros(shape), np.zeros(shape)
+        for v, s in zip(values, seen_values):
+            same = (v[:, None] == s[None, :]).astype(float) if v.ndim == 1 else v @ s.T
+            first += same
+            second += same * same
     out = scale["values"] * first + scale["pairs"] * (first * first - second) / 2
     for t, s in zip(trends, seen_trends):
         out = out + scale["trends"] * (t @ s.T)
@@ -105,19 +131,21 @@ def thompson_draw(measured: np.ndarray, log_seconds: np.ndarray, candidates: np.
     targets = _capped(log_seconds)
     seen_values, seen_trends = _encode(measured, knobs)
     # The prior's weights: one draw, shared by the measured configs and every candidate.
-    value_w = [spread * rng.standard_normal(v.shape[1]) for v in seen_values]
+    value_w = [spread * rng.standard_normal(_width(k)) for k in knobs]
     trend_w = [spread * rng.standard_normal(t.shape[1]) for t in seen_trends]
     pairs = list(itertools.combinations(range(len(seen_values)), 2))
-    pair_w = [spread * rng.standard_normal((seen_values[a].shape[1], seen_values[b].shape[1])) for a, b in pairs]
+    pair_w = [spread * rng.standard_normal((_width(knobs[a]), _width(knobs[b]))) for a, b in pairs]
 
     def prior(values: list[np.ndarray], trends: list[np.ndarray]) -> np.ndarray:
         out = np.zeros(len(values[0]) if values else 0)
         for v, w in zip(values, value_w):
-            out += np.sqrt(scale["values"]) * (v @ w)
+            out += np.sqrt(scale["values"]) * _times(v, w)
         for t, w in zip(trends, trend_w):
             out += np.sqrt(scale["trends"]) * (t @ w)
         for (a, b), w in zip(pairs, pair_w):
-            out += np.sqrt(scale["pairs"]) * ((values[a] @ w) * values[b]).sum(1)
+            rows, other = _times(values[a], w), values[b]  # knob a's row of the pair's weights, then knob b's
+            out += np.sqrt(scale["pairs"]) * (rows[np.arange(len(other)), other] if other.ndim == 1
+                                              else (rows * other).sum(1))
         return out
 
     noise = spread * rng.standard_normal(len(targets)) * np.sqrt(NOISE)
