@@ -167,8 +167,10 @@ class ForkServer:
         self._response_fd = read_fd
         self._ready = False
 
-    def _wait_ready(self) -> None:
-        assert self._response_fd is not None
+    def wait_ready(self) -> None:
+        """Wait until a server that :meth:`start` started has imported its preload (nothing if none is starting)."""
+        if self._ready or self._response_fd is None:
+            return
         try:
             message = _read_frame(self._response_fd)
         except EOFError:
@@ -180,8 +182,7 @@ class ForkServer:
     def call(self, function: Callable[..., Any], args: tuple, timeout: float | None) -> tuple[Any, int | None, bool]:
         """Run ``function(*args)`` in a fresh child: ``(result or None, exit code, timed out)``."""
         self.start()
-        if not self._ready:
-            self._wait_ready()
+        self.wait_ready()
         assert self._process is not None and self._process.stdin is not None and self._response_fd is not None
         result_path = Path(self._tmpdir.name) / f"result-{time.monotonic_ns()}.pickle"
         _write_frame(self._process.stdin.fileno(), (function, args, str(result_path)))
@@ -221,6 +222,7 @@ class ForkServer:
         if self._response_fd is not None:
             os.close(self._response_fd)
             self._response_fd = None
+        self._ready = False
 
     def close(self) -> None:
         self._forget()

@@ -338,6 +338,11 @@ class Runner:
         if self.isolation != "inprocess":
             self.server.start()
 
+    def wait_ready(self) -> None:
+        """Wait for a fork server that :meth:`start` started (nothing if none is starting)."""
+        if self._server is not None:
+            self._server.wait_ready()
+
     def warm_up(self) -> float:
         """Start the fork server now (it imports torch once); returns the seconds it took."""
         if self.isolation == "inprocess":

@@ -186,6 +186,7 @@ class Tuner:
         Every command that times configs calls it first, so it is also where a busy CPU is reported.
         """
         if self.device.torch_device == "cpu":
+            self.runner.wait_ready()  # a fork server still importing torch is no other work
             busy = busy_cores()
             if beside_other_work(busy):
                 self.on_stage(f"warning: other processes keep {busy:.1f} of this machine's {os.cpu_count()} cores "
