@@ -795,6 +795,9 @@ def test_a_busy_cpu_is_reported_before_anything_is_timed(studies, monkeypatch):
     class Reference:
         timeout = 60.0
 
+        def wait_ready(self):
+            pass  # no fork server to wait for
+
         def run(self, request, timeout=None):
             return TrialResult("ok", request.config)
 
