@@ -344,11 +344,13 @@ class Runner:
             self._server.wait_ready()
 
     def warm_up(self) -> float:
-        """Start the fork server now (it imports torch once); returns the seconds it took."""
+        """Start the fork server now, or wait for the one :meth:`start` started (it imports torch once); returns
+        the seconds waited."""
         if self.isolation == "inprocess":
             return 0.0
         started = time.perf_counter()
-        self.server.call(os.getpid, (), self.timeout)
+        self.start()
+        self.wait_ready()
         return time.perf_counter() - started
 
     def run(self, request: TrialRequest, timeout: float | None = None) -> TrialResult:

@@ -82,12 +82,12 @@ class SearchSettings:
         try:
             return Tuner(
                 self.workload, self.device, self.size, storage=self.storage, study_name=self.study_name,
-                studies=self.studies, isolation=self.isolation, trial_timeout=self.trial_timeout,
+                studies=self.studies,
                 memory_budget_bytes=self.memory_budget_bytes, memory_limit_bytes=self.memory_limit_bytes,
                 measurer={"min_time": self.min_time}, remeasure_top=self.remeasure_top,
                 remeasure_rounds=self.remeasure_rounds, time_budget=self.time_budget, seed=seed, threads=self.threads,
                 on_trial=on_trial, on_stage=on_stage, heartbeat=self.heartbeat if server else None,
-                grace_period=self.grace_period, sampler=self.sampler, runner=runner,
+                grace_period=self.grace_period, sampler=self.sampler, runner=runner,  # it carries the isolation and trial timeout
             )
         except BaseException:
             runner.close()  # a refused search (an unknown size, say) leaves no server importing torch behind
