@@ -421,12 +421,12 @@ def list_workloads(workload: str | None) -> None:
       autotune list
       autotune list --workload chmm
     """
-    from autotune.registry import get_workload_class, space_path, workload_names
+    from autotune.registry import space_path, workload_facts, workload_names
     from autotune.space import SearchSpace
 
     for name in [workload] if workload else workload_names():
-        cls = library_call(get_workload_class, name)
-        click.echo(workload_text(cls, library_call(SearchSpace.from_file, space_path(name))) + "\n")
+        facts = library_call(workload_facts, name)  # a built-in's without importing torch
+        click.echo(workload_text(facts, library_call(SearchSpace.from_file, space_path(name))) + "\n")
 
 
 @cli.command()

@@ -15,7 +15,7 @@ from autotune.config import config_path, default_storage, studies_dir
 from autotune.devices import filed_under
 from autotune.exceptions import InvalidConfigError, StorageError, UnknownNameError
 from autotune.export import read_document
-from autotune.registry import get_workload_class
+from autotune.registry import workload_facts
 from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class StoredStudy:
 def open_stored_study(workload: str, device: str = "auto", size: str | None = None, *, storage: str | None = None,
                       study_name: str | None = None, studies: str | Path | None = None) -> StoredStudy:
     """The study of ``workload`` on ``device`` at ``size`` in ``storage``, read-only, with its export."""
-    cls = get_workload_class(workload)
+    cls = workload_facts(workload)  # a built-in's without importing torch
     # A device or size given is checked against the study's; one left to its default is the study's.
     asked = {"workload": cls.name, "device": filed_under(device) if device != "auto" else None, "size": size}
     size = cls.size_named(size)

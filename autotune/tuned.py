@@ -19,7 +19,7 @@ from autotune.config import Config, studies_dir
 from autotune.devices import filed_under
 from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
 from autotune.export import ExportDocument, read_document
-from autotune.registry import declared_version, get_workload_class, space_path
+from autotune.registry import declared_version, get_workload_class, space_path, workload_facts
 from autotune.space import SearchSpace
 
 __all__ = ["SIZE_PREFERENCE", "TunedConfig", "load_config"]
@@ -196,8 +196,8 @@ def load_config(
             _warn_if_tuned_on_another_version(document, workload, path)
             document = _filled_in(document, config, _export_folder(workload), device, path)
             return TunedConfig(document, str(path), space.unused(config))
-    if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config" (imports the workload)
-        get_workload_class(workload).size_named(size)
+    if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config"
+        workload_facts(workload).size_named(size)
     # Name the pattern searched, not only the files that happened to be tried.
     looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))
     if size is not None:  # a search at another size ("tiny") is likely what the user meant to load

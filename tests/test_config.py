@@ -114,12 +114,57 @@ def test_an_export_tuned_on_another_version_of_its_workload_loads_with_a_warning
             assert load_config("vlm_mc", device="cpu", studies=tmp_path)["batch_size"] == 32
 
 
-def test_a_workloads_version_is_read_without_importing_it_as_its_class_says():
-    from autotune.registry import BUILTINS, declared_version, get_workload_class
+def test_a_workloads_version_and_facts_are_read_without_importing_it_as_its_class_says():
+    # In a fresh process: in this one the workloads may be imported already, and then the class is asked.
+    from autotune.registry import BUILTINS, WorkloadFacts, declared_version, get_workload_class
 
+    script = ("import json, sys\n"
+              "from autotune.cli import main\n"
+              "from autotune.registry import BUILTINS, declared_version, workload_facts\n"
+              "try:\n    main(['list'])\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+              "read = {name: [declared_version(name), vars(workload_facts(name))] for name in BUILTINS}\n"
+              "print(json.dumps({'torch': 'torch' in sys.modules, 'workloads': sorted(m for m in sys.modules\n"
+              "                  if m.startswith('workloads.')), 'read': read}))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["torch"] is False and found["workloads"] == []  # `autotune list` included
     for name in BUILTINS:
-        assert declared_version(name) == get_workload_class(name).version, name
+        cls = get_workload_class(name)
+        version, facts = found["read"][name]
+        as_json = json.loads(json.dumps(vars(WorkloadFacts.of(cls))))  # a tuple in the sizes printed as a list
+        assert version == cls.version and facts == as_json, name
     assert declared_version("no-such-workload") is None
+
+
+def test_facts_a_class_body_does_not_state_as_literals_are_asked_of_the_class(tmp_path, monkeypatch):
+    from autotune import registry
+
+    (tmp_path / "facts_module.py").write_text(
+        "from autotune import Workload\n"
+        "class Literal(Workload):\n    name, unit = 'literal', 'items'\n    sizes = {'tiny': {'n': 2}}\n"
+        "    default_size = 'tiny'\n"
+        "class Computed(Workload):\n    name = 'computed'\n    unit = 'items'\n    sizes = {'tiny': dict(n=2)}\n"
+        "    default_size = 'tiny'\n"
+        "class Middle(Workload):\n    default_size = 'tiny'\n"
+        "class Inherits(Middle):\n    name = 'inherits'\n    unit = 'items'\n    sizes = {'tiny': {'n': 2}}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("Literal", "Computed", "Inherits"):
+        monkeypatch.setitem(registry.BUILTINS, name.lower(), f"facts_module:{name}")
+    monkeypatch.delitem(sys.modules, "facts_module", raising=False)
+    # `name, unit = ...` is no single name's literal, so even Literal's facts come from its class.
+    literal = registry.workload_facts("literal")
+    assert "facts_module" in sys.modules and literal.default_size == "tiny"
+    monkeypatch.delitem(sys.modules, "facts_module")
+    (tmp_path / "facts_module.py").write_text((tmp_path / "facts_module.py").read_text().replace(
+        "    name, unit = 'literal', 'items'\n", "    name = 'literal'\n    unit = 'items'\n"))
+    assert registry.workload_facts("literal") == registry.WorkloadFacts("literal", "items", {"tiny": {"n": 2}}, "tiny")
+    assert "facts_module" not in sys.modules  # read from the source alone
+    # Sizes built by a call, and a default size inherited from a class between it and Workload: the class is asked.
+    assert registry.workload_facts("computed") == registry.WorkloadFacts("computed", "items", {"tiny": {"n": 2}}, "tiny")
+    assert registry.workload_facts("inherits").default_size == "tiny"  # its source would say Workload's "small"
+    with pytest.raises(UnknownNameError, match="unknown workload 'nope'"):
+        registry.workload_facts("nope")
 
 
 def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
