@@ -134,10 +134,15 @@ def workload_facts(spec: str) -> WorkloadFacts:
     module_name, _, class_name = BUILTINS.get(spec, "").partition(":")
     stated = _class_source(module_name, class_name) if module_name and module_name not in sys.modules else None
     # Only a direct subclass of Workload: an attribute its body leaves out is then Workload's.
-    if stated is None or stated[0] != ["Workload"] or not {"name", "unit", "sizes"} <= stated[1].keys():
-        return WorkloadFacts.of(get_workload_class(spec))
     fields = ("name", "unit", "sizes", "default_size", "version")
+    if (stated is None or stated[0] != ["Workload"] or not {"name", "unit", "sizes"} <= stated[1].keys()
+            or any(stated[1].get(key) is NOT_A_LITERAL for key in fields)):
+        return WorkloadFacts.of(get_workload_class(spec))
     return WorkloadFacts(**{key: value for key, value in stated[1].items() if key in fields})
+
+
+#: What :func:`_class_source` states for a name its class body assigns something other than a literal.
+NOT_A_LITERAL = object()
 
 
 def _class_source(module_name: str, class_name: str) -> tuple[list[str], dict[str, Any]] | None:
@@ -161,7 +166,7 @@ def _class_source(module_name: str, class_name: str) -> tuple[list[str], dict[st
             try:
                 stated[targets[0].id] = ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                stated.pop(targets[0].id, None)  # not a literal: unknown here, asked of the class
+                stated[targets[0].id] = NOT_A_LITERAL  # unknown here, not the base class's: asked of the class
     return [ast.unparse(base) for base in node.bases] + [ast.unparse(k) for k in node.keywords], stated
 
 

@@ -146,10 +146,12 @@ def test_facts_a_class_body_does_not_state_as_literals_are_asked_of_the_class(tm
         "    default_size = 'tiny'\n"
         "class Computed(Workload):\n    name = 'computed'\n    unit = 'items'\n    sizes = {'tiny': dict(n=2)}\n"
         "    default_size = 'tiny'\n"
+        "class Later(Workload):\n    name = 'later'\n    unit = 'items'\n    sizes = {'tiny': {'n': 2}}\n"
+        "    version = 1\n    version = 1 + 1\n"
         "class Middle(Workload):\n    default_size = 'tiny'\n"
         "class Inherits(Middle):\n    name = 'inherits'\n    unit = 'items'\n    sizes = {'tiny': {'n': 2}}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for name in ("Literal", "Computed", "Inherits"):
+    for name in ("Literal", "Computed", "Later", "Inherits"):
         monkeypatch.setitem(registry.BUILTINS, name.lower(), f"facts_module:{name}")
     monkeypatch.delitem(sys.modules, "facts_module", raising=False)
     # `name, unit = ...` is no single name's literal, so even Literal's facts come from its class.
@@ -163,6 +165,10 @@ def test_facts_a_class_body_does_not_state_as_literals_are_asked_of_the_class(tm
     # Sizes built by a call, and a default size inherited from a class between it and Workload: the class is asked.
     assert registry.workload_facts("computed") == registry.WorkloadFacts("computed", "items", {"tiny": {"n": 2}}, "tiny")
     monkeypatch.delitem(sys.modules, "facts_module")  # imported for Computed: its source is read again
+    assert registry.workload_facts("later").version == 2  # a version assigned again, not as a literal: not Workload's 1
+    monkeypatch.delitem(sys.modules, "facts_module")
+    assert registry.declared_version("later") is None  # unknown from the source, neither 1 nor Workload's
+    assert "facts_module" not in sys.modules
     assert registry.workload_facts("inherits").default_size == "tiny"  # its source would say Workload's "small"
     with pytest.raises(UnknownNameError, match="unknown workload 'nope'"):
         registry.workload_facts("nope")
