@@ -19,7 +19,7 @@ import ast
 import importlib
 import importlib.util
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib.metadata import entry_points
 from importlib.resources import files
 from pathlib import Path
@@ -124,7 +124,14 @@ class WorkloadFacts:
 
     @classmethod
     def of(cls, workload: type[Workload]) -> "WorkloadFacts":
-        return cls(workload.name, workload.unit, workload.sizes, workload.default_size, workload.version)
+        return cls(**{name: getattr(workload, name) for name in FACTS})
+
+
+#: The class attributes a :class:`WorkloadFacts` holds.
+FACTS = tuple(field.name for field in fields(WorkloadFacts))
+
+#: What :func:`_class_source` states for a name its class body assigns something other than a literal.
+NOT_A_LITERAL = object()
 
 
 def workload_facts(spec: str) -> WorkloadFacts:
@@ -134,15 +141,10 @@ def workload_facts(spec: str) -> WorkloadFacts:
     module_name, _, class_name = BUILTINS.get(spec, "").partition(":")
     stated = _class_source(module_name, class_name) if module_name and module_name not in sys.modules else None
     # Only a direct subclass of Workload: an attribute its body leaves out is then Workload's.
-    fields = ("name", "unit", "sizes", "default_size", "version")
     if (stated is None or stated[0] != ["Workload"] or not {"name", "unit", "sizes"} <= stated[1].keys()
-            or any(stated[1].get(key) is NOT_A_LITERAL for key in fields)):
+            or any(stated[1].get(key) is NOT_A_LITERAL for key in FACTS)):
         return WorkloadFacts.of(get_workload_class(spec))
-    return WorkloadFacts(**{key: value for key, value in stated[1].items() if key in fields})
-
-
-#: What :func:`_class_source` states for a name its class body assigns something other than a literal.
-NOT_A_LITERAL = object()
+    return WorkloadFacts(**{key: value for key, value in stated[1].items() if key in FACTS})
 
 
 def _class_source(module_name: str, class_name: str) -> tuple[list[str], dict[str, Any]] | None:

@@ -41,27 +41,27 @@ class StoredStudy:
 def open_stored_study(workload: str, device: str = "auto", size: str | None = None, *, storage: str | None = None,
                       study_name: str | None = None, studies: str | Path | None = None) -> StoredStudy:
     """The study of ``workload`` on ``device`` at ``size`` in ``storage``, read-only, with its export."""
-    cls = workload_facts(workload)  # a built-in's without importing torch
+    facts = workload_facts(workload)  # a built-in's without importing torch
     # A device or size given is checked against the study's; one left to its default is the study's.
-    asked = {"workload": cls.name, "device": filed_under(device) if device != "auto" else None, "size": size}
-    size = cls.size_named(size)
+    asked = {"workload": facts.name, "device": filed_under(device) if device != "auto" else None, "size": size}
+    size = facts.size_named(size)
     device = filed_under(device)
     root = Path(studies) if studies is not None else studies_dir()
     named = study_name is not None  # by --study: another size is no hint to give
-    study_name = study_name or f"{cls.name}-{device}-{size}"
+    study_name = study_name or f"{facts.name}-{device}-{size}"
     try:
         study = open_study(storage or default_storage(root), study_name)
     except UnknownNameError as exc:  # searched at another size ("tiny"): say which, as load_config does
-        sizes = [name for name in cls.sizes if f"{cls.name}-{device}-{name}" in exc.valid]
+        sizes = [name for name in facts.sizes if f"{facts.name}-{device}-{name}" in exc.valid]
         if named or not sizes:
             raise
-        raise UnknownNameError("study", study_name, exc.valid, hint=f"{cls.name} on {device} was searched at size "
+        raise UnknownNameError("study", study_name, exc.valid, hint=f"{facts.name} on {device} was searched at size "
                                f"{', '.join(map(repr, sizes))} only: pass -s {sizes[-1]}, or run `autotune search "
-                               f"-w {cls.name} -d {device} -s {size}` first") from None
+                               f"-w {facts.name} -d {device} -s {size}` first") from None
     check_made_for(study, f"study {study.study_name}", "leave out -d and -s, or name another with --study",
                    **{key: value for key, value in asked.items() if value is not None})
     device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)
-    return StoredStudy(study, _export_of(config_path(cls.name, device, size, root), study_name), root, cls.name,
+    return StoredStudy(study, _export_of(config_path(facts.name, device, size, root), study_name), root, facts.name,
                        device, size)
 
 
