@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
                         memory_budget_bytes=settings.memory_budget_bytes)
     try:
         tuner = settings.tuner(on_trial=progress.trial, on_stage=progress.stage, worker_index=index)
-        progress.best_unit = tuner.workload_class.unit  # another worker's best shows before a trial of this one
+        progress.best_unit = tuner.workload.unit  # another worker's best shows before a trial of this one
     except AutotuneError as exc:
         print(f"autotune: error: {exc}", file=sys.stderr)
         return 2

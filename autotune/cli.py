@@ -118,7 +118,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     )
     progress = Progress(settings.quiet, trials, memory_budget_bytes=settings.memory_budget_bytes)
     tuner = library_call(settings.tuner, on_trial=progress.trial, on_stage=progress.stage)
-    progress.best_unit = tuner.workload_class.unit  # a resumed study's first trial may time out and report none
+    progress.best_unit = tuner.workload.unit  # a resumed study's first trial may time out and report none
     stop_on_sigterm()
     # --gpus runs workers even on SQLite: one per GPU, each shown only its own (never this process's cuda:0).
     shared = kind != "sqlite" or gpu_list is not None
@@ -348,7 +348,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
         result = library_call(tuner.run_config, config)
     finally:
         tuner.close()
-    heading = {"workload": tuner.workload_class.name, "device": tuner.device.name, "size": tuner.size}
+    heading = {"workload": tuner.workload.name, "device": tuner.device.name, "size": tuner.size}
     if as_json:
         click.echo(json.dumps({**result.to_dict(), **heading, "unused": list(tuner.space.unused(config))}, indent=2))
     else:

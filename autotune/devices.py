@@ -339,7 +339,9 @@ def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice
     Naming a profile this machine does not have raises
     :class:`DeviceUnavailableError` with what was found instead.
     """
-    found = detect(use_torch)
+    if name not in LOCAL_NAMES:
+        filed_device_name(name)  # an unknown name is refused before detection, which imports torch (seconds)
+    found = detect(use_torch and name != "cpu")  # the CPU's entry is the same without torch: only GPUs need it
     if name == "auto":
         return found[0]
     if name == "cuda":

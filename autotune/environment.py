@@ -53,7 +53,7 @@ def fingerprint(torch_device: str = "cpu") -> dict[str, Any]:
     info["numpy"] = numpy.__version__
 
     info.update(
-        torch=torch.__version__,
+        torch=str(torch.__version__),  # a TorchVersion: unpickled in the parent, it would import torch there
         cuda=torch.version.cuda,
         cpu_threads=torch.get_num_threads(),
     )

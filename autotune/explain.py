@@ -436,9 +436,9 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
         return result
 
     doc = explain(tuner.space, tuner.space.baseline, target, run, rounds, on_progress)
-    doc.update(workload=tuner.workload_class.name, device=tuner.device.name, size=tuner.size,
+    doc.update(workload=tuner.workload.name, device=tuner.device.name, size=tuner.size,
                study=tuner.study_name)
-    path = explain_path(tuner.studies, tuner.workload_class.name, tuner.device.name, tuner.size)
+    path = explain_path(tuner.studies, tuner.workload.name, tuner.device.name, tuner.size)
     try:
         return doc, write_explanation(doc, path)
     except OSError as exc:  # the studies folder was checked writable before; a full disk, say

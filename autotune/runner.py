@@ -60,7 +60,9 @@ class TrialRequest:
     measurer: dict[str, Any] = field(default_factory=dict)  # Measurer fields
     threads: int | None = None
     memory_limit_bytes: int | None = None  # RLIMIT_AS of the child (CPU devices only)
-    purpose: str = "trial"  # "trial" measures and checks; "reference" writes the reference output
+    # "trial" measures and checks; "reference" writes the reference output; "cached reference" checks that the
+    # file written loads as plain tensor data (here, where torch is loaded: the tuner's process never imports it)
+    purpose: str = "trial"
 
     @property
     def reference_path(self) -> Path:
@@ -180,6 +182,11 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         from autotune.environment import fingerprint
         from autotune.registry import get_workload_class
 
+        if request.purpose == "cached reference":
+            # weights_only: a reference file is data; a planted pickle must not run code. Raises if it is not.
+            torch.load(request.reference_path, weights_only=True)
+            result.status = "ok"
+            return result.to_dict()
         # numba (when a workload uses it) caches compiled kernels here, shared by all trials.
         os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(request.cache_dir).parent.parent / "numba"))
 

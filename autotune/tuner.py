@@ -39,8 +39,7 @@ from autotune.space import SearchSpace
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
-from autotune.registry import get_workload_class
-from autotune.workload import Workload
+from autotune.registry import WorkloadFacts, space_path, workload_facts
 
 if TYPE_CHECKING:
     import optuna
@@ -117,17 +116,19 @@ class Tuner:
         time_budget: float | None = None,
     ) -> None:
         self.workload_spec = workload
-        self.workload_class: type[Workload] = get_workload_class(workload)
-        self.size = self.workload_class.size_named(size)
+        # A built-in's facts are read from its source: this process never imports it (nor torch, for the CPU),
+        # so a bad name, size or --set is refused in half a second; the runner's children run the workload.
+        self.workload: WorkloadFacts = workload_facts(workload)
+        self.size = self.workload.size_named(size)
         self.detected: DetectedDevice = resolve_device(device)
         self.device = self.detected.profile
-        self.space: SearchSpace = (SearchSpace.from_file(self.workload_class.space_path()).for_device(self.device)
-                                   .for_size(self.workload_class.sizes[self.size], self.size))
+        self.space: SearchSpace = (SearchSpace.from_file(space_path(workload)).for_device(self.device)
+                                   .for_size(self.workload.sizes[self.size], self.size))
         self.reference_config = self.space.reference
         self.studies = Path(studies) if studies is not None else studies_dir()
         self.storage = storage or default_storage(self.studies)
-        self.study_name = study_name or f"{self.workload_class.name}-{self.device.name}-{self.size}"
-        self.cache_dir = self.studies / "cache" / self.workload_class.name / f"{self.size}-v{self.workload_class.version}"
+        self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
+        self.cache_dir = self.studies / "cache" / self.workload.name / f"{self.size}-v{self.workload.version}"
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
         self.memory_budget_bytes = memory_budget_bytes
         # A hard limit on a trial's address space (CPU only: RLIMIT_AS would also cap a GPU driver's mappings).
@@ -194,10 +195,11 @@ class Tuner:
                               "that add up to the cores")
         request = self.request(self.reference_config, "reference")
         if request.reference_path.is_file():
-            if _loads_as_data(request.reference_path):
+            cached = self.runner.run(self.request(self.reference_config, "cached reference"))
+            if cached.status == "ok":
                 return
             warnings.warn(f"the cached reference {request.reference_path} is not plain tensor data "
-                          "(corrupt, or not written by autotune); computing it again", stacklevel=2)
+                          f"(corrupt, or not written by autotune: {cached.error}); computing it again", stacklevel=2)
             request.reference_path.unlink()
         self.on_stage(f"computing the reference output "
                       f"({self.reference_config.describe(self.space.unused(self.reference_config))})")
@@ -205,7 +207,7 @@ class Tuner:
         result = self.runner.run(request, timeout=max(self.runner.timeout * 4, 600))
         if result.status != "ok":
             raise AutotuneError(
-                f"the reference config of {self.workload_class.name!r} failed ({result.status}): {result.error}"
+                f"the reference config of {self.workload.name!r} failed ({result.status}): {result.error}"
             )
 
     def run_config(self, config: Config) -> TrialResult:
@@ -246,15 +248,15 @@ class Tuner:
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
             raise storage_failure(self.storage, exc) from None
         where = f"study {self.study_name} in {redact_storage(self.storage)}"
-        made_for = {"workload": self.workload_class.name, "device": self.device.name, "size": self.size,
-                    "workload_version": self.workload_class.version}
+        made_for = {"workload": self.workload.name, "device": self.device.name, "size": self.size,
+                    "workload_version": self.workload.version}
         check_made_for(study, where, **made_for)
         self.space.check_study(study, where)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(["throughput", "peak_memory_bytes"][: len(study.directions)])
         # The budget of the latest search: the report judges which trials may win by it, as the search did.
-        latest = {"unit": self.workload_class.unit, "space": str(self.space.source),
+        latest = {"unit": self.workload.unit, "space": str(self.space.source),
                   "memory_budget_bytes": self.memory_budget_bytes, "facts": self.space.facts}
         for key, value in {**made_for, **latest}.items():
             if study.user_attrs.get(key) != value:
@@ -381,7 +383,7 @@ class Tuner:
             if base_m is not None and win_m is not None and baseline.passed:
                 speedup = win_m.throughput / base_m.throughput
             document = self._document(study, winner, baseline, speedup, candidates)
-            path = config_path(self.workload_class.name, self.device.name, self.size, self.studies)
+            path = config_path(self.workload.name, self.device.name, self.size, self.studies)
             try:
                 export_path = document.write(path)
             except OSError as exc:
@@ -394,8 +396,8 @@ class Tuner:
             study.set_user_attr("winner_trial", winner.trial)
             study.set_user_attr("speedup", speedup)
         return SearchResult(
-            workload=self.workload_class.name, device=self.device.name, size=self.size,
-            study_name=self.study_name, storage=redact_storage(self.storage), unit=self.workload_class.unit,
+            workload=self.workload.name, device=self.device.name, size=self.size,
+            study_name=self.study_name, storage=redact_storage(self.storage), unit=self.workload.unit,
             trials=records,
             counts=status_counts(study.get_trials(deepcopy=False)),
             candidates=candidates,
@@ -413,10 +415,10 @@ class Tuner:
     def _document(self, study: "optuna.Study", winner: Candidate, baseline: Candidate, speedup: float | None,
                   candidates: list[Candidate]) -> ExportDocument:
         return ExportDocument(
-            workload=self.workload_class.name,
+            workload=self.workload.name,
             device=self.device.name,
             device_name=self.detected.name,
-            size=self.size, workload_version=self.workload_class.version,
+            size=self.size, workload_version=self.workload.version,
             config=winner.config.to_dict(),
             measured=winner.figures(),
             baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})},
@@ -438,13 +440,3 @@ class Tuner:
     def close(self) -> None:
         self.runner.close()
 
-
-def _loads_as_data(path: Path) -> bool:
-    """Whether a cached reference loads as tensors and containers alone (never running pickled code)."""
-    import torch
-
-    try:
-        torch.load(path, weights_only=True)
-    except Exception:  # noqa: BLE001 - any failure means: do not use this file
-        return False
-    return True

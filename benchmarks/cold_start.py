@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     median = full.median_seconds
     cut = [r for r in results if r.cut_short]
     longest = [max(([r.warmup_seconds] + list(r.warmup_times or []) + list(r.times or []))[:5]) for r in results]
-    print(f"{tuner.workload_class.name} ({args.size}) {config.describe()}")
+    print(f"{tuner.workload.name} ({args.size}) {config.describe()}")
     print(f"median run {median * 1e3:.3f} ms ({full.throughput:,.0f} {full.unit}/s); "
           f"{len(cut)} of {len(results)} trials at the best's pace cut short"
           + (f" (recorded at {', '.join(f'{r.throughput:,.0f}' for r in cut)} {full.unit}/s)" if cut else ""))

@@ -400,7 +400,7 @@ def _tuner(space, runner, studies):
 
     return SimpleNamespace(
         space=space, runner=runner, ensure_reference=lambda: None, studies=studies, size="tiny",
-        study_name="fixes-cpu-tiny", workload_class=SimpleNamespace(name="fixes"), device=SimpleNamespace(name="cpu"),
+        study_name="fixes-cpu-tiny", workload=SimpleNamespace(name="fixes"), device=SimpleNamespace(name="cpu"),
         request=lambda config, min_runs=None, warm_seconds=None: SimpleNamespace(
             config=config.to_dict(), measurer={"min_runs": min_runs, "warm_seconds": warm_seconds}))
 
