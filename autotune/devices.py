@@ -8,6 +8,7 @@ files name these capabilities in ``requires``.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import platform
@@ -289,14 +290,14 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
     imported unless it already is: NVIDIA GPUs are read from the driver's files.
     """
     devices: list[DetectedDevice] = []
-    if use_torch or "torch" in sys.modules:
+    if "torch" in sys.modules or (use_torch and not _torch_sees_only_the_cpu()):
         devices += _cuda_devices_from_torch()
         import torch
 
         mps = getattr(torch.backends, "mps", None)
         if mps is not None and mps.is_available():
             devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
-    else:
+    elif not use_torch:
         devices += _cuda_devices_from_driver()
         if sys.platform == "darwin" and platform.machine() == "arm64":
             devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
@@ -304,6 +305,35 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
                   | _cpu_hardware_capabilities())
     devices.append(DetectedDevice(cpu, _cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}))
     return devices
+
+
+def _torch_sees_only_the_cpu(version_file: Path | None = None) -> bool:
+    """Whether torch is a CPU-only build (its ``version.py`` names no CUDA and no ROCm) off macOS (MPS): then it
+    finds no accelerator, and :func:`detect` need not import it (3.5 s on a slow 2-core CPU) to say so. Read, not
+    imported; anything unexpected says False, and torch is asked."""
+    if version_file is None:
+        spec = importlib.util.find_spec("torch")  # finds the package without importing it
+        if sys.platform == "darwin" or spec is None or not spec.submodule_search_locations:
+            return False
+        version_file = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    try:
+        tree = ast.parse(version_file.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    stated: dict[str, object] = {}
+    for node in tree.body:  # `cuda: Optional[str] = None`, or `cuda = '12.8'`
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        elif isinstance(node, ast.AnnAssign):
+            target = node.target
+        else:
+            continue
+        if isinstance(target, ast.Name) and node.value is not None:
+            try:
+                stated[target.id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError):
+                stated[target.id] = NotImplemented  # not a literal: unknown, so not None
+    return all(name in stated and stated[name] is None for name in ("cuda", "hip"))
 
 
 def _cpu_hardware_capabilities(cpuinfo: str | None = None) -> frozenset[str]:

@@ -1,3 +1,7 @@
+import json
+import subprocess
+import sys
+
 import pytest
 
 from autotune.devices import CAPABILITIES, PROFILES, detect, get_profile, resolve_device
@@ -142,3 +146,41 @@ def test_a_study_filed_under_a_derived_gpu_name_is_found_from_a_machine_without_
     optuna.create_study(study_name="chmm-cuda-nvidia-l4-tiny", storage=storage)
     stored = open_stored_study("chmm", "cuda-nvidia-l4", "tiny", storage=storage, studies=tmp_path)
     assert stored.device == "cuda-nvidia-l4" and stored.study.study_name == "chmm-cuda-nvidia-l4-tiny"
+
+
+@pytest.mark.parametrize("text, cpu_only", [
+    ("from typing import Optional\n__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\nhip: Optional[str] = None\n",
+     True),  # a CPU wheel's, as torch 2.13 writes it
+    ("cuda = None\nhip = None\nrocm = None\n", True),
+    ("cuda: Optional[str] = '12.8'\nhip: Optional[str] = None\n", False),
+    ("cuda = None\nhip = '6.4.43482'\n", False),  # ROCm: torch.cuda drives the AMD GPU
+    ("cuda = None\n", False),  # no word on ROCm: torch is asked
+    ("cuda = _build_config()\nhip = None\n", False),  # not a literal: unknown
+    ("cuda = None\nhip = None\nif (\n", False),  # not Python
+    (None, False),  # no file
+])
+def test_detection_skips_torch_only_where_its_build_has_no_gpu_backend(tmp_path, text, cpu_only):
+    from autotune.devices import _torch_sees_only_the_cpu
+
+    version_file = tmp_path / "version.py"
+    if text is not None:
+        version_file.write_text(text)
+    assert _torch_sees_only_the_cpu(version_file) is cpu_only
+
+
+def test_auto_finds_the_cpu_without_importing_a_cpu_only_torch():
+    # In a fresh process: this one has imported torch, and then detection asks it (it is cheap there).
+    script = ("import json, sys\n"
+              "from autotune import devices\n"
+              "found = devices.detect()\n"
+              "print(json.dumps([devices._torch_sees_only_the_cpu(), 'torch' in sys.modules,\n"
+              "                  [d.profile.name for d in found]]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cpu_only, imported, names = json.loads(done.stdout)
+    assert imported is not cpu_only  # torch is imported exactly where its build could drive a GPU
+    assert names[-1] == "cpu" and (names == ["cpu"] or not cpu_only)
+    import torch
+
+    # The file, read, says what torch, imported, says.
+    assert cpu_only == (torch.version.cuda is None and torch.version.hip is None and sys.platform != "darwin")
