@@ -288,6 +288,7 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
 
     With ``use_torch=False`` (used by :func:`autotune.load_config`) torch is not
     imported unless it already is: NVIDIA GPUs are read from the driver's files.
+    Nor is it where its build is CPU-only (off macOS): it would find no accelerator.
     """
     devices: list[DetectedDevice] = []
     if "torch" in sys.modules or (use_torch and not _torch_sees_only_the_cpu()):
