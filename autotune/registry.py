@@ -111,7 +111,7 @@ def declared_version(spec: str) -> int | None:
 
 @dataclass(frozen=True)
 class WorkloadFacts:
-    """What a command that only reads (``list``, ``report``, ``best``) needs of a workload class."""
+    """What autotune's own process needs of a workload class: the runner's children run the workload itself."""
 
     name: str
     unit: str
