@@ -184,7 +184,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
 
         if request.purpose == "cached reference":
             # weights_only: a reference file is data; a planted pickle must not run code. Raises if it is not.
-            torch.load(request.reference_path, weights_only=True)
+            torch.load(request.reference_path, weights_only=True, map_location="cpu")  # no GPU touched to check it
             result.status = "ok"
             return result.to_dict()
         # numba (when a workload uses it) caches compiled kernels here, shared by all trials.
