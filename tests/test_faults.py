@@ -179,13 +179,14 @@ def test_a_first_trial_a_stop_interrupted_is_measured_when_the_search_resumes(tm
     # The defaults were queued only in a new study: stopped mid-run, they were never measured again.
     tag = f"firsts-{os.getpid()}"
     env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
-    def search(trials: int) -> list[str]:
+    def search(trials: int, min_time: str) -> list[str]:
         return [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", str(trials),
-                "--min-time", "2", "--remeasure-rounds", "1"]
+                "--min-time", min_time, "--remeasure-rounds", "1"]
 
     said = tmp_path / "driver.err"  # a file, not a pipe: nobody reads it while the driver runs
     with open(said, "w") as err:
-        driver = subprocess.Popen(search(2), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        # Runs of 2 s: the defaults' trial is still running when the poll below sees it.
+        driver = subprocess.Popen(search(2, "2"), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err)
     storage = f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}"
     running = optuna.trial.TrialState.RUNNING
     deadline = time.time() + 90
@@ -207,7 +208,7 @@ def test_a_first_trial_a_stop_interrupted_is_measured_when_the_search_resumes(tm
         driver.kill()
     study = optuna.load_study(study_name="steady-cpu-tiny", storage=storage)
     assert [t.user_attrs.get("lost") for t in study.trials if t.user_attrs.get("role") == "defaults"] == [True]
-    again = subprocess.run(search(1), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(search(1, "0.05"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr[-2000:]
     study = optuna.load_study(study_name="steady-cpu-tiny", storage=storage)
     measured = [t.params for t in study.trials if t.user_attrs.get("role") == "defaults" and t.state.name == "COMPLETE"]
