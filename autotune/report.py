@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
+from autotune.config import Config
 from autotune.environment import beside_other_work
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
@@ -309,9 +310,9 @@ def _in_memory(study: "optuna.Study") -> "optuna.Study":
 
 
 def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
-                 explanation: dict[str, Any] | None = None) -> ReportInfo:
+                 explanation: dict[str, Any] | None = None, unused: tuple[str, ...] = ()) -> ReportInfo:
     """Compute every section of the report of ``study`` (``document``: its exported config; ``explanation``:
-    the latest ``autotune explain`` of it; either may be None)."""
+    the latest ``autotune explain`` of it; either may be None; ``unused``: the export's inactive knobs)."""
     import optuna.visualization as ov
 
     study = _in_memory(study)
@@ -329,9 +330,9 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
     else:
         from autotune.console import check_line  # a check reads as it does in the terminal
 
-        # The figure shows how much faster; the note says what won (the export's config, every knob) and its check.
+        # The figure shows how much faster; the note says what won (the knobs that act, as `best` says) and its check.
         info.sections.append(("winner", "Tuned against baseline", _draw_winner(winner), f"Trial #{winner['trial']} won, "
-                              "exported as: " + " ".join(f"{k}={v}" for k, v in winner["config"].items())
+                              "exported as: " + Config(winner["config"]).describe(unused)
                               + f"; check {check_line(document.get('check'))}"))
     if explanation is None:
         info.sections.append(("explain", "What each fix bought", None,
@@ -415,10 +416,10 @@ def render_html(info: ReportInfo) -> str:
 
 
 def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | None = None,
-                 explanation: dict[str, Any] | None = None) -> Path:
+                 explanation: dict[str, Any] | None = None, unused: tuple[str, ...] = ()) -> Path:
     """Write the report of ``study`` to ``path`` (atomically) and return the path."""
     try:
-        return write_atomically(render_html(build_report(study, document, explanation)), path)
+        return write_atomically(render_html(build_report(study, document, explanation, unused)), path)
     except OSError as exc:  # one line, not a traceback; write_atomically leaves no half-written file
         raise AutotuneError(f"cannot write the report {path}: {exc.strerror or exc}; choose another --output") from None
 
@@ -445,4 +446,4 @@ def report(
     explanation = read_explanation(explain_path(found.root, found.workload, found.device, found.size))
     if explanation is not None and explanation.get("study") not in (None, found.study.study_name):
         explanation = None  # an explanation of another study of the same workload, device and size
-    return write_report(found.study, out, found.document, explanation)
+    return write_report(found.study, out, found.document, explanation, found.unused)

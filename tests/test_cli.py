@@ -186,6 +186,8 @@ def test_search_then_best(tmp_path):
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "out" / "report.html").read_text()
     assert page.count('class="plotly-graph-div"') == 5 and "chmm-cpu-tiny" in page
+    # The report names the winner as `best` does: the knobs with no effect without a value that does nothing.
+    assert f"exported as: {best_line.split('): ', 1)[1]}; check passed" in page
     missing = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--study", "nope", cwd=tmp_path)
     assert missing.returncode == 2 and "unknown study 'nope'; valid: chmm-cpu-tiny. Looked in sqlite:///" in missing.stderr
     # `best` took the size searched; `report` takes the workload's (small) and says which size to pass.

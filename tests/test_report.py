@@ -119,9 +119,13 @@ def test_the_report_says_which_config_won_not_only_by_how_much():
     document = {**DOCUMENT, "check": {**DOCUMENT["check"], "metrics": {"counts": [1e-7, 1e-5], "loss": [2e-9, 1e-8]}}}
     info = build_report(make_study(*KNOWN), document)
     _, figure, message = {section_id: (title, f, m) for section_id, title, f, m in info.sections}["winner"]
-    said = "Trial #1 won, exported as: kernel=numba dtype=float32; check passed: counts 1e-07 &lt;= 1e-05, loss 2e-09 &lt;= 1e-08"
+    said = "Trial #1 won, exported as: dtype=float32 kernel=numba; check passed: counts 1e-07 &lt;= 1e-05, loss 2e-09 &lt;= 1e-08"
     assert figure is not None and message == html.unescape(said)  # the README says the section shows the check too
     assert f"<p class='note' id='note-winner'>{said}</p>" in render_html(info)
+    # A knob the winner's others leave inactive is named, not shown with the value that does nothing.
+    message = {section_id: m for section_id, _, _, m in build_report(make_study(*KNOWN), document, None,
+                                                                       ("dtype",)).sections}["winner"]
+    assert message.startswith("Trial #1 won, exported as: kernel=numba (no effect under these: dtype); check passed")
 
 
 def test_table_keeps_every_trial_with_its_error():
