@@ -32,6 +32,8 @@ from autotune.trials import feasible, never_measured, outcomes
 if TYPE_CHECKING:
     import optuna
 
+    from autotune.space import SearchSpace
+
 __all__ = ["ReportInfo", "build_report", "write_report"]
 
 # Colours per status, shared by every figure and the table.
@@ -49,11 +51,7 @@ def _trials(study: "optuna.Study") -> list["optuna.trial.FrozenTrial"]:
 
 def _get_header_info(study: "optuna.Study", document: dict[str, Any] | None) -> dict[str, Any]:
     trials = _trials(study)
-    counts = {status: 0 for status in STATUSES}
-    for t in trials:
-        status = t.user_attrs.get("status")
-        if status in counts:
-            counts[status] += 1
+    counts = {status: sum(t.user_attrs.get("status") == status for t in trials) for status in STATUSES}
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     tuning = sum(t.user_attrs.get("wall_seconds") or 0.0 for t in trials)
@@ -178,21 +176,14 @@ def _draw_history(info: dict[str, Any], unit: str) -> "go.Figure":
 # -- figures Optuna already draws ---------------------------------------------------------------
 
 
-def _throughput(t: "optuna.trial.FrozenTrial") -> float:
-    return t.values[0]
-
-
 def _slowness(t: "optuna.trial.FrozenTrial") -> float:
     # PED-ANOVA rates knobs by how they reach *low* target values: low minus-throughput is fast.
     return -t.values[0]
 
 
 def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str, memory_budget_bytes: int | None) -> "go.Figure":
-    """Throughput against peak memory of every completed trial, the correct ones' Pareto front drawn.
-
-    Drawn from the trial record rather than the study's objectives: a study
-    may have one objective (throughput) or two (throughput, memory).
-    """
+    """Throughput against peak memory of every completed trial, the correct ones' Pareto front drawn; from the
+    trial record, not the study's objectives: a study may have one objective (throughput) or two (and memory)."""
     points = [(t.user_attrs.get("throughput") or 0.0, t.user_attrs.get("peak_memory_bytes") or 0,
                feasible(t, memory_budget_bytes), t) for t in trials]
     fig = go.Figure()
@@ -235,7 +226,13 @@ def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what:
 # -- table of trials ---------------------------------------------------------------------------
 
 
-def _get_table_info(study: "optuna.Study") -> list[dict[str, Any]]:
+def _described(config: dict[str, Any], space: "SearchSpace | None") -> str:
+    """``config`` as `search` and `best` print it: the knobs inactive under its others named, without a value."""
+    unused = space.unused({**space.defaults, **config}) if space is not None else ()
+    return Config(config).describe([name for name in unused if name in config])  # of the knobs recorded
+
+
+def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -> list[dict[str, Any]]:
     rows = []
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
         if not t.state.is_finished():
@@ -248,6 +245,7 @@ def _get_table_info(study: "optuna.Study") -> list[dict[str, Any]]:
             "role": t.user_attrs.get("role", ""),
             "repeat_of": t.user_attrs.get("duplicate_of"),
             "config": t.user_attrs.get("config", t.params),
+            "described": _described(t.user_attrs.get("config", t.params), space),  # as its progress line said it
             "throughput": t.user_attrs.get("throughput"),
             "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
@@ -267,7 +265,7 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
            f"<th>throughput ({html.escape(unit)}/s)</th><th>peak memory</th><th>spread</th>"
            "<th>check error / tolerance</th><th>error</th></tr></thead><tbody>"]
     for row in rows:
-        config = " ".join(f"{k}={v}" for k, v in row["config"].items())
+        config = row["described"]
         if row["repeat_of"] is not None:
             config += f" (repeat of #{row['repeat_of']})"
         if row["role"] in ("baseline", "defaults", "probe"):
@@ -310,15 +308,16 @@ def _in_memory(study: "optuna.Study") -> "optuna.Study":
 
 
 def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
-                 explanation: dict[str, Any] | None = None, unused: tuple[str, ...] = ()) -> ReportInfo:
+                 explanation: dict[str, Any] | None = None, space: "SearchSpace | None" = None) -> ReportInfo:
     """Compute every section of the report of ``study`` (``document``: its exported config; ``explanation``:
-    the latest ``autotune explain`` of it; either may be None; ``unused``: the export's inactive knobs)."""
+    the latest ``autotune explain`` of it; ``space``: the workload's, to name the knobs a config leaves inactive;
+    each may be None)."""
     import optuna.visualization as ov
 
     study = _in_memory(study)
     header = _get_header_info(study, document)
     unit = header["unit"]
-    info = ReportInfo(header, table=_get_table_info(study))
+    info = ReportInfo(header, table=_get_table_info(study, space))
     complete = [t for t in _trials(study) if t.state.name == "COMPLETE"]
     correct = [t for t in complete if feasible(t, None)]
 
@@ -332,7 +331,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
 
         # The figure shows how much faster; the note says what won (the knobs that act, as `best` says) and its check.
         info.sections.append(("winner", "Tuned against baseline", _draw_winner(winner), f"Trial #{winner['trial']} won, "
-                              "exported as: " + Config(winner["config"]).describe(unused)
+                              "exported as: " + _described(winner["config"], space)
                               + f"; check {check_line(document.get('check'))}"))
     if explanation is None:
         info.sections.append(("explain", "What each fix bought", None,
@@ -358,7 +357,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
     info.sections.append(("importance", "Which knobs matter for throughput", figure, message))
 
     figure, message = _optuna_figure(
-        lambda: ov.plot_parallel_coordinate(study, target=_throughput, target_name="throughput"), 2, len(complete),
+        lambda: ov.plot_parallel_coordinate(study, target=lambda t: t.values[0], target_name="throughput"), 2, len(complete),
         "The parallel-coordinates plot")
     info.sections.append(("parallel", "Knobs against throughput", figure, message))
     if not correct and complete:
@@ -416,10 +415,10 @@ def render_html(info: ReportInfo) -> str:
 
 
 def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | None = None,
-                 explanation: dict[str, Any] | None = None, unused: tuple[str, ...] = ()) -> Path:
+                 explanation: dict[str, Any] | None = None, space: "SearchSpace | None" = None) -> Path:
     """Write the report of ``study`` to ``path`` (atomically) and return the path."""
     try:
-        return write_atomically(render_html(build_report(study, document, explanation, unused)), path)
+        return write_atomically(render_html(build_report(study, document, explanation, space)), path)
     except OSError as exc:  # one line, not a traceback; write_atomically leaves no half-written file
         raise AutotuneError(f"cannot write the report {path}: {exc.strerror or exc}; choose another --output") from None
 
@@ -446,4 +445,4 @@ def report(
     explanation = read_explanation(explain_path(found.root, found.workload, found.device, found.size))
     if explanation is not None and explanation.get("study") not in (None, found.study.study_name):
         explanation = None  # an explanation of another study of the same workload, device and size
-    return write_report(found.study, out, found.document, explanation, found.unused)
+    return write_report(found.study, out, found.document, explanation, found.space)

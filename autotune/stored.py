@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.config import config_path, default_storage, studies_dir
 from autotune.devices import filed_under
-from autotune.exceptions import InvalidConfigError, StorageError, UnknownNameError
+from autotune.exceptions import AutotuneError, InvalidConfigError, StorageError, UnknownNameError
 from autotune.export import read_document
 from autotune.registry import space_path, workload_facts
 from autotune.space import SearchSpace
@@ -37,7 +37,7 @@ class StoredStudy:
     workload: str
     device: str
     size: str
-    unused: tuple[str, ...] = ()  # the export's knobs its other knobs leave inactive, as `best` names them
+    space: SearchSpace | None = None  # the workload's space as it is now: which knobs a config leaves inactive
 
 
 def open_stored_study(workload: str, device: str = "auto", size: str | None = None, *, storage: str | None = None,
@@ -64,7 +64,11 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
                    **{key: value for key, value in asked.items() if value is not None})
     device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)
     document = _export_of(config_path(facts.name, device, size, root), study_name)
-    return StoredStudy(study, document, root, facts.name, device, size, _unused(workload, document))
+    try:
+        space = SearchSpace.from_file(space_path(workload))
+    except AutotuneError:  # a study outlives its space file: the report then shows every knob of each config
+        space = None
+    return StoredStudy(study, document, root, facts.name, device, size, space)
 
 
 def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
@@ -106,15 +110,6 @@ def check_made_for(study: "optuna.Study", where: str, hint: str = "name another 
         why = " (its data or outputs changed since)" if "workload_version" in other else ""
         raise StorageError(f"{where} is a study of {', '.join(f'{said[k]} {v}' for k, v in other.items())}, not "
                            f"{', '.join(f'{said[k]} {asked[k]}' for k in other)}{why}; {hint}")
-
-
-def _unused(workload: str, document: dict[str, Any] | None) -> tuple[str, ...]:
-    """The knobs an export's config leaves inactive under the workload's space (a knob the file lacks at its
-    default, as ``load_config`` fills it in): they hold their defaults and do nothing in its run."""
-    if document is None:
-        return ()
-    space = SearchSpace.from_file(space_path(workload))
-    return space.unused({**space.defaults, **document.get("config", {})})
 
 
 def _export_of(path: Path, study_name: str) -> dict[str, Any] | None:

@@ -122,10 +122,23 @@ def test_the_report_says_which_config_won_not_only_by_how_much():
     said = "Trial #1 won, exported as: dtype=float32 kernel=numba; check passed: counts 1e-07 &lt;= 1e-05, loss 2e-09 &lt;= 1e-08"
     assert figure is not None and message == html.unescape(said)  # the README says the section shows the check too
     assert f"<p class='note' id='note-winner'>{said}</p>" in render_html(info)
-    # A knob the winner's others leave inactive is named, not shown with the value that does nothing.
-    message = {section_id: m for section_id, _, _, m in build_report(make_study(*KNOWN), document, None,
-                                                                       ("dtype",)).sections}["winner"]
-    assert message.startswith("Trial #1 won, exported as: kernel=numba (no effect under these: dtype); check passed")
+    # A knob the winner's others leave inactive is named, not shown with the value that does nothing; so in the
+    # trials table.
+    from autotune.space import SearchSpace
+
+    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {
+        "kernel": {"choices": ["loop", "numba", "scan"]},
+        "dtype": {"choices": ["float32", "float16"], "condition": "kernel != 'numba'"},
+        "chunk": {"choices": [64, 128], "condition": "kernel == 'scan'"}},
+        "defaults": {"kernel": "loop", "dtype": "float32", "chunk": 64}, "baseline": {}})
+    document["config"] = {**document["config"], "chunk": 64}
+    info = build_report(make_study(*KNOWN), document, None, space)
+    message = {section_id: m for section_id, _, _, m in info.sections}["winner"]
+    assert message.startswith("Trial #1 won, exported as: kernel=numba (no effect under these: chunk, dtype); check")
+    # The trials recorded no chunk (made before the knob, say): only what a record holds is named.
+    assert [row["described"] for row in info.table][:3] == [
+        "dtype=float32 kernel=loop", "kernel=numba (no effect under these: dtype)", "dtype=float16 kernel=scan"]
+    assert "<td>kernel=numba (no effect under these: dtype)</td>" in render_html(info)
 
 
 def test_table_keeps_every_trial_with_its_error():
@@ -260,3 +273,28 @@ def test_a_study_named_with_study_is_reported_as_what_it_measured(tmp_path):
     with pytest.raises(StorageError, match="mine is a study of device cpu, not device h100; leave out -d and -s"):
         open_stored_study("chmm", "h100", storage=storage, study_name="mine", studies=tmp_path)
     assert open_stored_study("chmm", "auto", "tiny", storage=storage, study_name="mine", studies=tmp_path).size == "tiny"
+
+
+def test_a_report_outlives_its_workload_s_space_file(tmp_path, monkeypatch):
+    # The space names the knobs a config leaves inactive; a study whose space file is gone still has its report,
+    # each config then shown whole, as its trials recorded it.
+    import autotune.stored
+    from autotune.exceptions import AutotuneError
+    from autotune.report import report
+
+    stored = optuna.create_study(directions=["maximize", "minimize"], study_name="chmm-cpu-tiny",
+                                 storage=f"sqlite:///{tmp_path / 'autotune.db'}")
+    memory = make_study(*KNOWN)
+    for key, value in memory.user_attrs.items():
+        stored.set_user_attr(key, value)
+    stored.add_trials(memory.trials)
+    page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "now.html").read_text()
+    assert "<td>dtype=float32 kernel=loop</td>" in page  # chmm's space has no `kernel`: both act, as far as it knows
+    assert "exported as: dtype=float32 kernel=numba; check" not in page  # no export: no winner named
+
+    def gone(workload):
+        raise AutotuneError(f"workload {workload!r} has no search-space file; define space_path()")
+
+    monkeypatch.setattr(autotune.stored, "space_path", gone)
+    page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "gone.html").read_text()
+    assert "<td>dtype=float32 kernel=loop</td>" in page
