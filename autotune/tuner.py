@@ -194,8 +194,9 @@ class Tuner:
                               "busy; timings taken beside them are wrong. Run alone, or give every job --threads "
                               "that add up to the cores")
         request = self.request(self.reference_config, "reference")
+        timeout = max(self.runner.timeout * 4, 600)  # a reference's run, or its load, is no trial: no trial timeout
         if request.reference_path.is_file():
-            cached = self.runner.run(self.request(self.reference_config, "cached reference"))
+            cached = self.runner.run(self.request(self.reference_config, "cached reference"), timeout=timeout)
             if cached.status == "ok":
                 return
             warnings.warn(f"the cached reference {request.reference_path} is not plain tensor data "
@@ -204,7 +205,7 @@ class Tuner:
         self.on_stage(f"computing the reference output "
                       f"({self.reference_config.describe(self.space.unused(self.reference_config))})")
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        result = self.runner.run(request, timeout=max(self.runner.timeout * 4, 600))
+        result = self.runner.run(request, timeout=timeout)
         if result.status != "ok":
             raise AutotuneError(
                 f"the reference config of {self.workload.name!r} failed ({result.status}): {result.error}"

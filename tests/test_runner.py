@@ -123,6 +123,26 @@ def test_a_planted_reference_file_runs_no_code_and_is_recomputed(studies, tmp_pa
     assert torch.load(cache / "reference-cpu.pt", weights_only=True) is not None
 
 
+def test_a_cached_reference_is_checked_without_the_trial_timeout(tmp_path):
+    # Its check is a load in a child, no trial: under a trial timeout shorter than the load it was thrown away
+    # ("not plain tensor data ... ran past the 0.001 s trial timeout") and computed again.
+    import warnings
+
+    from autotune.tuner import Tuner
+
+    tuner = Tuner(BROKEN, "cpu", "tiny", studies=tmp_path, trial_timeout=0.001)
+    try:
+        tuner.ensure_reference()
+        reference = tuner.request(tuner.reference_config, "reference").reference_path
+        written = reference.stat().st_mtime_ns
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tuner.ensure_reference()
+    finally:
+        tuner.close()
+    assert reference.stat().st_mtime_ns == written
+
+
 def test_a_cpu_run_imports_torch_only_in_the_runner_s_children(tmp_path):
     # The process that tunes only reads a built-in's facts and its space, and hands the workload to the runner:
     # torch (3.5 s to import on a slow 2-core CPU) loads there, once, in the fork server. Taken before: the
