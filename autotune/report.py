@@ -46,6 +46,17 @@ def _trials(study: "optuna.Study") -> list["optuna.trial.FrozenTrial"]:
     return outcomes(study.get_trials(deepcopy=False))
 
 
+def _inactive(config: dict[str, Any], space: "SearchSpace | None") -> list[str]:
+    """The knobs of ``config`` (those recorded) its others leave inactive under the workload's space now."""
+    unused = space.unused({**space.defaults, **config}) if space is not None else ()
+    return [name for name in unused if name in config]
+
+
+def _described(config: dict[str, Any], space: "SearchSpace | None") -> str:
+    """``config`` as `search` and `best` print it: the knobs inactive under its others named, without a value."""
+    return Config(config).describe(_inactive(config, space))
+
+
 # -- header ---------------------------------------------------------------------------
 
 
@@ -124,7 +135,7 @@ def _draw_winner(info: dict[str, Any]) -> "go.Figure":
 # -- optimisation history -------------------------------------------------------------------
 
 
-def _get_history_info(study: "optuna.Study") -> dict[str, Any]:
+def _get_history_info(study: "optuna.Study", space: "SearchSpace | None" = None) -> dict[str, Any]:
     """Throughput per trial, the best correct throughput so far, and every trial that failed."""
     points: dict[str, dict[str, list]] = {status: {"number": [], "throughput": [], "text": []} for status in STATUSES}
     best_number, best_value, best = [], [], None
@@ -136,7 +147,7 @@ def _get_history_info(study: "optuna.Study") -> dict[str, Any]:
         bucket["number"].append(t.number)
         # Failed trials measured nothing: they sit on the axis, marked by their status.
         bucket["throughput"].append(throughput if throughput is not None else 0.0)
-        bucket["text"].append(_hover(t))
+        bucket["text"].append(_hover(t, space))
         if feasible(t, budget) and throughput is not None and (best is None or throughput > best):
             best = throughput
         if best is not None:
@@ -146,10 +157,12 @@ def _get_history_info(study: "optuna.Study") -> dict[str, Any]:
             "best_number": best_number, "best_value": best_value}
 
 
-def _hover(t: "optuna.trial.FrozenTrial") -> str:
+def _hover(t: "optuna.trial.FrozenTrial", space: "SearchSpace | None" = None) -> str:
     config = t.user_attrs.get("config", t.params)
+    inactive = _inactive(config, space)
     lines = [f"trial #{t.number}: {t.user_attrs.get('status')}"]
-    lines += [f"{k}={v}" for k, v in config.items()]
+    lines += [f"{k}={v}" for k, v in config.items() if k not in inactive]
+    lines += [f"(no effect under these: {', '.join(sorted(inactive))})"] if inactive else []
     if t.user_attrs.get("error"):
         lines.append(html.escape(str(t.user_attrs["error"]))[:200])
     return "<br>".join(lines)
@@ -181,7 +194,8 @@ def _slowness(t: "optuna.trial.FrozenTrial") -> float:
     return -t.values[0]
 
 
-def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str, memory_budget_bytes: int | None) -> "go.Figure":
+def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str, memory_budget_bytes: int | None,
+                 space: "SearchSpace | None" = None) -> "go.Figure":
     """Throughput against peak memory of every completed trial, the correct ones' Pareto front drawn; from the
     trial record, not the study's objectives: a study may have one objective (throughput) or two (and memory)."""
     points = [(t.user_attrs.get("throughput") or 0.0, t.user_attrs.get("peak_memory_bytes") or 0,
@@ -193,7 +207,7 @@ def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str, memory_bud
         mine = [p for p in points if p[2] is ok]
         if mine:
             fig.add_trace(go.Scatter(x=[p[1] for p in mine], y=[p[0] for p in mine], mode="markers", name=label,
-                                     marker={"color": colour}, text=[_hover(p[3]) for p in mine], hoverinfo="text"))
+                                     marker={"color": colour}, text=[_hover(p[3], space) for p in mine], hoverinfo="text"))
     front, best = [], -1.0
     for throughput, memory, ok, _ in sorted((p for p in points if p[2]), key=lambda p: (p[1], -p[0])):
         if throughput > best:  # nothing needing less memory is as fast
@@ -224,12 +238,6 @@ def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what:
 
 
 # -- table of trials ---------------------------------------------------------------------------
-
-
-def _described(config: dict[str, Any], space: "SearchSpace | None") -> str:
-    """``config`` as `search` and `best` print it: the knobs inactive under its others named, without a value."""
-    unused = space.unused({**space.defaults, **config}) if space is not None else ()
-    return Config(config).describe([name for name in unused if name in config])  # of the knobs recorded
 
 
 def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -> list[dict[str, Any]]:
@@ -342,13 +350,13 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
         info.sections.append(("explain", "What each fix bought (autotune explain)", draw_waterfall(explained), None))
         info.extra_html["explain"] = claims_html(explained)
 
-    history = _get_history_info(study)
+    history = _get_history_info(study, space)
     if not history["points"]:
         info.sections.append(("history", "Optimisation history", None, "The study has no finished trials."))
     else:
         info.sections.append(("history", "Optimisation history", _draw_history(history, unit), None))
 
-    figure, message = _optuna_figure(lambda: _draw_memory(complete, unit, study.user_attrs.get("memory_budget_bytes")), 1, len(complete), "The Pareto front")
+    figure, message = _optuna_figure(lambda: _draw_memory(complete, unit, study.user_attrs.get("memory_budget_bytes"), space), 1, len(complete), "The Pareto front")
     info.sections.append(("pareto", "Throughput against peak memory (Pareto front; infeasible trials apart)", figure, message))
 
     figure, message = _optuna_figure(
@@ -423,16 +431,8 @@ def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | N
         raise AutotuneError(f"cannot write the report {path}: {exc.strerror or exc}; choose another --output") from None
 
 
-def report(
-    workload: str,
-    device: str = "auto",
-    size: str | None = None,
-    *,
-    storage: str | None = None,
-    study_name: str | None = None,
-    studies: str | Path | None = None,
-    output: str | Path | None = None,
-) -> Path:
+def report(workload: str, device: str = "auto", size: str | None = None, *, storage: str | None = None,
+           study_name: str | None = None, studies: str | Path | None = None, output: str | Path | None = None) -> Path:
     """Write the report of a study; the device need not be on this machine.
 
     Example::

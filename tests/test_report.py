@@ -139,6 +139,11 @@ def test_the_report_says_which_config_won_not_only_by_how_much():
     assert [row["described"] for row in info.table][:3] == [
         "dtype=float32 kernel=loop", "kernel=numba (no effect under these: dtype)", "dtype=float16 kernel=scan"]
     assert "<td>kernel=numba (no effect under these: dtype)</td>" in render_html(info)
+    # And in the plots' hover texts, a knob a line.
+    numba = _get_history_info(make_study(*KNOWN), space)["points"]["ok"]["text"][1]
+    assert numba == "trial #1: ok<br>kernel=numba<br>(no effect under these: dtype)", numba
+    figure = {section_id: f for section_id, _, f, _ in info.sections}["pareto"]
+    assert numba in [text for trace in figure.data if trace.text for text in trace.text]
 
 
 def test_table_keeps_every_trial_with_its_error():
