@@ -15,7 +15,7 @@ from typing import Any, Collection, Iterator, Mapping
 from autotune.exceptions import InvalidConfigError
 from autotune.export import SCHEMA_VERSION, ExportDocument, write_json
 
-__all__ = ["SCHEMA_VERSION", "Config", "config_path", "default_storage", "studies_dir", "write_tuned_config"]
+__all__ = ["SCHEMA_VERSION", "Config", "config_path", "default_storage", "no_effect", "studies_dir", "write_tuned_config"]
 
 _DEFAULT_STUDIES = "studies"
 
@@ -85,7 +85,12 @@ class Config(Mapping[str, Any]):
         """``name=value`` pairs on one line, for progress output; the knobs in ``unused`` (inactive under the
         others, so holding their defaults) are named after the pairs, not shown with a value that does nothing."""
         pairs = " ".join(f"{name}={value}" for name, value in self._values.items() if name not in unused)
-        return pairs + (f" (no effect under these: {', '.join(sorted(unused))})" if unused else "")
+        return pairs + (f" {no_effect(unused)}" if unused else "")
+
+
+def no_effect(unused: Collection[str]) -> str:
+    """How a config's inactive knobs are named wherever it is shown: "(no effect under these: a, b)"."""
+    return f"(no effect under these: {', '.join(sorted(unused))})"
 
 
 def studies_dir() -> Path:

@@ -317,24 +317,13 @@ def _torch_sees_only_the_cpu(version_file: Path | None = None) -> bool:
         if sys.platform == "darwin" or spec is None or not spec.submodule_search_locations:
             return False
         version_file = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    from autotune.registry import literals
+
     try:
-        tree = ast.parse(version_file.read_text(encoding="utf-8"))
+        stated = literals(ast.parse(version_file.read_text(encoding="utf-8")).body)  # `cuda: Optional[str] = None`
     except (OSError, SyntaxError, ValueError):
         return False
-    stated: dict[str, object] = {}
-    for node in tree.body:  # `cuda: Optional[str] = None`, or `cuda = '12.8'`
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-        elif isinstance(node, ast.AnnAssign):
-            target = node.target
-        else:
-            continue
-        if isinstance(target, ast.Name) and node.value is not None:
-            try:
-                stated[target.id] = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError):
-                stated[target.id] = NotImplemented  # not a literal: unknown, so not None
-    return all(name in stated and stated[name] is None for name in ("cuda", "hip"))
+    return all(name in stated and stated[name] is None for name in ("cuda", "hip"))  # not a literal: not None
 
 
 def _cpu_hardware_capabilities(cpuinfo: str | None = None) -> frozenset[str]:

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
 
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "declared_version", "get_workload_class", "space_path",
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "declared_version", "get_workload_class", "literals", "space_path",
            "workload_facts", "workload_names"]
 
 ENTRY_POINT_GROUP = "autotune.workloads"
@@ -160,16 +160,22 @@ def _class_source(module_name: str, class_name: str) -> tuple[list[str], dict[st
     node = next((node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name), None)
     if node is None:
         return None
+    return [ast.unparse(base) for base in node.bases] + [ast.unparse(k) for k in node.keywords], literals(node.body)
+
+
+def literals(statements: list[ast.stmt]) -> dict[str, Any]:
+    """What ``statements`` assign to plain names (``name = "chmm"``, ``version: ClassVar[int] = 2``), read without
+    running them: the literal, or :data:`NOT_A_LITERAL` for anything else (unknown, never a default)."""
     stated: dict[str, Any] = {}
-    for statement in node.body:
+    for statement in statements:
         targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
         value = getattr(statement, "value", None)
         if len(targets) == 1 and isinstance(targets[0], ast.Name) and value is not None:
             try:
                 stated[targets[0].id] = ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                stated[targets[0].id] = NOT_A_LITERAL  # unknown here, not the base class's: asked of the class
-    return [ast.unparse(base) for base in node.bases] + [ast.unparse(k) for k in node.keywords], stated
+                stated[targets[0].id] = NOT_A_LITERAL
+    return stated
 
 
 def _load_from_file(spec: str) -> type[Workload]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
-from autotune.config import Config
+from autotune.config import Config, no_effect
 from autotune.environment import beside_other_work
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
@@ -162,7 +162,7 @@ def _hover(t: "optuna.trial.FrozenTrial", space: "SearchSpace | None" = None) ->
     inactive = _inactive(config, space)
     lines = [f"trial #{t.number}: {t.user_attrs.get('status')}"]
     lines += [f"{k}={v}" for k, v in config.items() if k not in inactive]
-    lines += [f"(no effect under these: {', '.join(sorted(inactive))})"] if inactive else []
+    lines += [no_effect(inactive)] if inactive else []
     if t.user_attrs.get("error"):
         lines.append(html.escape(str(t.user_attrs["error"]))[:200])
     return "<br>".join(lines)
@@ -245,15 +245,15 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
         if not t.state.is_finished():
             continue
-        check = t.user_attrs.get("check") or {}
+        check, config = t.user_attrs.get("check") or {}, t.user_attrs.get("config", t.params)
         why = never_measured(t)  # asked for, never measured: not a failure of its config
         rows.append({
             "number": t.number,
             "status": t.user_attrs.get("status", ("restricted" if "restricted" in t.user_attrs else "skipped") if why else t.state.name.lower()),
             "role": t.user_attrs.get("role", ""),
             "repeat_of": t.user_attrs.get("duplicate_of"),
-            "config": t.user_attrs.get("config", t.params),
-            "described": _described(t.user_attrs.get("config", t.params), space),  # as its progress line said it
+            "config": config,
+            "described": _described(config, space),  # as its progress line said it
             "throughput": t.user_attrs.get("throughput"),
             "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,

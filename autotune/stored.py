@@ -15,8 +15,8 @@ from autotune.config import config_path, default_storage, studies_dir
 from autotune.devices import filed_under
 from autotune.exceptions import AutotuneError, InvalidConfigError, StorageError, UnknownNameError
 from autotune.export import read_document
-from autotune.registry import space_path, workload_facts
-from autotune.space import SearchSpace
+from autotune.registry import workload_facts
+from autotune.space import SearchSpace, load_space
 from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)
     document = _export_of(config_path(facts.name, device, size, root), study_name)
     try:
-        space = SearchSpace.from_file(space_path(workload))
+        space = load_space(workload)
     except AutotuneError:  # a study outlives its space file: the report then shows every knob of each config
         space = None
     return StoredStudy(study, document, root, facts.name, device, size, space)

@@ -35,11 +35,11 @@ from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
                                 loaded_rounds, pick_winner, remeasure, runs_per_round)
 from autotune.shared_study import FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
-from autotune.space import SearchSpace
+from autotune.space import SearchSpace, load_space
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
-from autotune.registry import WorkloadFacts, space_path, workload_facts
+from autotune.registry import WorkloadFacts, workload_facts
 
 if TYPE_CHECKING:
     import optuna
@@ -122,7 +122,7 @@ class Tuner:
         self.size = self.workload.size_named(size)
         self.detected: DetectedDevice = resolve_device(device)
         self.device = self.detected.profile
-        self.space: SearchSpace = (SearchSpace.from_file(space_path(workload)).for_device(self.device)
+        self.space: SearchSpace = (load_space(workload).for_device(self.device)
                                    .for_size(self.workload.sizes[self.size], self.size))
         self.reference_config = self.space.reference
         self.studies = Path(studies) if studies is not None else studies_dir()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -75,6 +76,15 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600
         [sys.executable, "-m", "autotune", *args], cwd=cwd, env=environment,
         capture_output=True, text=True, timeout=timeout,
     )
+
+
+def fresh_process_json(script: str, *, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
+    """What ``script``, run in a fresh interpreter, prints as JSON on its last line (it must exit 0): for what
+    this test process, with torch and the workloads already imported, cannot show."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def wait_or_kill(process: subprocess.Popen, timeout: float, tag: str | None = None) -> int:

@@ -10,7 +10,7 @@ from autotune.registry import space_path
 from autotune.space import SearchSpace
 from autotune.tuned import TunedConfig, load_config
 from autotune.exceptions import ConfigNotFoundError, InvalidConfigError, UnknownNameError
-from tests.conftest import run_cli
+from tests.conftest import fresh_process_json, run_cli
 
 
 def test_config_is_frozen_hashable_and_round_trips_json():
@@ -125,9 +125,7 @@ def test_a_workloads_version_and_facts_are_read_without_importing_it_as_its_clas
               "read = {name: [declared_version(name), vars(workload_facts(name))] for name in BUILTINS}\n"
               "print(json.dumps({'torch': 'torch' in sys.modules, 'workloads': sorted(m for m in sys.modules\n"
               "                  if m.startswith('workloads.')), 'read': read}))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout.splitlines()[-1])
+    found = fresh_process_json(script)
     assert found["torch"] is False and found["workloads"] == []  # `autotune list` included
     for name in BUILTINS:
         cls = get_workload_class(name)

@@ -1,11 +1,10 @@
-import json
-import subprocess
 import sys
 
 import pytest
 
 from autotune.devices import CAPABILITIES, PROFILES, detect, get_profile, resolve_device
 from autotune.exceptions import DeviceUnavailableError, UnknownNameError
+from tests.conftest import fresh_process_json
 
 
 def test_profiles_cover_the_issue_and_use_known_capabilities():
@@ -175,9 +174,7 @@ def test_auto_finds_the_cpu_without_importing_a_cpu_only_torch():
               "found = devices.detect()\n"
               "print(json.dumps([devices._torch_sees_only_the_cpu(), 'torch' in sys.modules,\n"
               "                  [d.profile.name for d in found]]))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    cpu_only, imported, names = json.loads(done.stdout)
+    cpu_only, imported, names = fresh_process_json(script)
     assert imported is not cpu_only  # torch is imported exactly where its build could drive a GPU
     assert names[-1] == "cpu" and (names == ["cpu"] or not cpu_only)
     import torch

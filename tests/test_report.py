@@ -300,6 +300,6 @@ def test_a_report_outlives_its_workload_s_space_file(tmp_path, monkeypatch):
     def gone(workload):
         raise AutotuneError(f"workload {workload!r} has no search-space file; define space_path()")
 
-    monkeypatch.setattr(autotune.stored, "space_path", gone)
+    monkeypatch.setattr(autotune.stored, "load_space", gone)
     page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "gone.html").read_text()
     assert "<td>dtype=float32 kernel=loop</td>" in page

@@ -147,9 +147,7 @@ def test_a_cpu_run_imports_torch_only_in_the_runner_s_children(tmp_path):
     # The process that tunes only reads a built-in's facts and its space, and hands the workload to the runner:
     # torch (3.5 s to import on a slow 2-core CPU) loads there, once, in the fork server. Taken before: the
     # workload's import, resolving --device cpu, the cached reference's check and a result's TorchVersion.
-    import json
-    import subprocess
-    import sys
+    from tests.conftest import fresh_process_json
 
     script = ("import json, pathlib, sys\n"
               "from autotune.cli import main\n"
@@ -161,10 +159,8 @@ def test_a_cpu_run_imports_torch_only_in_the_runner_s_children(tmp_path):
               "        written = [p.stat().st_mtime_ns for p in pathlib.Path('studies').rglob('reference-*.pt')]\n"
               "        said.append([exit.code, 'torch' in sys.modules, written])\n"
               "print(json.dumps(said))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env={**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies")})
-    said = json.loads(done.stdout.splitlines()[-1])
-    assert [run[:2] for run in said] == [[0, False], [0, False], [2, False]], done.stderr[-2000:]
+    said = fresh_process_json(script, cwd=tmp_path, env={"AUTOTUNE_STUDIES": str(tmp_path / "studies")}, timeout=300)
+    assert [run[:2] for run in said] == [[0, False], [0, False], [2, False]]
     assert len(said[0][2]) == 1 and said[0][2] == said[1][2]  # the second run checked the cached reference, kept it
 
 
