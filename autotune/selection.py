@@ -185,8 +185,8 @@ def quiet_everywhere(rounds_of: Iterable[list[TrialResult]]) -> bool:
 
 
 def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResult], rounds: int,
-              on_stage: Callable[[str], None] = lambda message: None) -> None:
-    """Measure every candidate in rounds, interleaved, so drift hits them all alike.
+              on_stage: Callable[[str], None] = lambda message: None) -> int:
+    """Measure every candidate in rounds, interleaved, so drift hits them all alike; the whole rounds run.
 
     A candidate that failed a round is not run again: it needs every round to
     pass, so more rounds could not change that. Neither is one that timed out
@@ -199,17 +199,31 @@ def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResul
     where it has a quiet one (:attr:`Candidate.measurement`): a 15 s busy loop
     slowed numba's runs over 100-fold in the rounds it met (README, "Other work
     on the machine").
+
+    A stop (Ctrl-C, SIGTERM) once a round is whole ends the re-measurement
+    there rather than losing it: the figures come from the whole rounds, so
+    every candidate's were still timed side by side, and a check that failed
+    in the round cut short still counts. A stop in the first round raises.
     """
     done = 0
-    while (label := next_round(done, rounds, loaded_rounds(c.results for c in candidates))) is not None:
-        shift = done % len(candidates)
-        for candidate in candidates[shift:] + candidates[:shift]:
-            if candidate.failure is not None:
-                continue
-            on_stage(f"re-measuring round {label}: "
-                     f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip())
-            candidate.results.append(run(candidate))
-        done += 1
+    try:
+        while (label := next_round(done, rounds, loaded_rounds(c.results for c in candidates))) is not None:
+            shift = done % len(candidates)
+            for candidate in candidates[shift:] + candidates[:shift]:
+                if candidate.failure is not None:
+                    continue
+                on_stage(f"re-measuring round {label}: "
+                         f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip())
+                candidate.results.append(run(candidate))
+            done += 1
+    except KeyboardInterrupt:
+        if done == 0:
+            raise
+        for candidate in candidates:
+            candidate.results[done:] = [r for r in candidate.results[done:] if r.status != "ok"]
+        on_stage(f"stopped: the re-measurement ends with {done} whole round{'s' if done > 1 else ''}, "
+                 "the winner picked from them (a second stop aborts)")
+    return done
 
 
 def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = None) -> Candidate | None:

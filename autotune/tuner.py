@@ -425,7 +425,7 @@ class Tuner:
             baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})},
             speedup=speedup,
             check=winner.check,
-            remeasure={"rounds": max(len(c.results) for c in candidates),
+            remeasure={"rounds": len(winner.results),
                        "beside_other_work": loaded_rounds(c.results for c in candidates), "candidates": [
                 {"trial": c.trial, "role": c.role, "passed": c.passed,
                  "throughput": (c.measurement.throughput if c.measurement else None),

@@ -44,6 +44,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,19 +105,35 @@ def per_workload(values: list[str], workload: str, kind: type) -> Any:
     return chosen
 
 
+#: Seconds before its limit at which a child is asked to stop (SIGTERM), and then given to do so before it is killed.
+#: A search stopped once a re-measurement round is whole exports from the whole rounds, in well under a second.
+STOP_GRACE = 15.0
+
+
 def run_child(command: list[str], work: Path, log: Path, title: str, limit: float,
               stdout: Any = None) -> subprocess.CompletedProcess | None:
     """``python -m autotune ...`` in a child with this checkout on its path, its stderr (and its stdout, unless
-    ``stdout`` says otherwise) appended to ``log`` under ``title``; None when ``limit`` seconds killed it."""
+    ``stdout`` says otherwise) appended to ``log`` under ``title``; None when it had to be killed at ``limit``
+    seconds. At ``limit - STOP_GRACE`` it is stopped as Ctrl-C stops it: a search late in its re-measurement then
+    still exports (killed there, an lsd search on the H200 exported nothing, 2026-11-27)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     with log.open("a") as stream:
         stream.write(f"\n## {title}: {' '.join(command[1:])}\n")
         stream.flush()
-        try:
-            return subprocess.run(command, cwd=work, env=env, stdout=stream if stdout is None else stdout,
-                                  stderr=stream, text=True, timeout=limit)
-        except subprocess.TimeoutExpired:
-            return None
+        with subprocess.Popen(command, cwd=work, env=env, stdout=stream if stdout is None else stdout,
+                              stderr=stream, text=True) as child:
+            try:
+                out, _ = child.communicate(timeout=max(limit - STOP_GRACE, 1.0))
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGTERM)
+                try:
+                    out, _ = child.communicate(timeout=STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.communicate()
+                    return None
+                stream.write(f"(stopped at {limit - STOP_GRACE:.0f} s: the part's deadline)\n")
+            return subprocess.CompletedProcess(command, child.returncode, out, None)
 
 
 def search(workload: str, size: str, timeout: float, args: argparse.Namespace, work: Path, log: Path,
@@ -144,6 +161,9 @@ def search(workload: str, size: str, timeout: float, args: argparse.Namespace, w
         # The search ran and exported nothing (no config passed its check, or none fit): its counts say why.
         counts = ", ".join(f"{status} {n}" for status, n in json.loads(done.stdout)["counts"].items())
         return {"workload": workload, "size": size, "error": f"nothing exported; trials: {counts}", "seconds": seconds}
+    if done.returncode == 130:  # the deadline's stop came before a whole re-measurement round: nothing exported
+        return {"workload": workload, "size": size, "error": f"stopped after {limit - STOP_GRACE:.0f} s",
+                "seconds": seconds}
     if done.returncode != 0:
         tail = "\n".join(log.read_text().strip().splitlines()[-5:])
         return {"workload": workload, "size": size, "error": f"exit {done.returncode}: {tail}", "seconds": seconds}

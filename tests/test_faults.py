@@ -8,6 +8,7 @@ left running. The worker, driver and storage rows drive the CLI.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -293,3 +294,33 @@ def test_a_trial_taken_by_a_process_that_died_blocks_no_later_search(tmp_path, r
     counted = [t for t in trials if t.state.is_finished() and "status" in t.user_attrs and t.number not in retried
                and "duplicate_of" not in t.user_attrs and not t.user_attrs.get("lost")]
     assert len(counted) == 2, [(t.number, t.state, t.user_attrs.get("status")) for t in trials]
+
+
+def test_a_stop_late_in_the_re_measurement_exports_from_its_whole_rounds(tmp_path):
+    # A stop in the second round of three lost the re-measurement and the export with it; on a GPU, a command's
+    # deadline did so to a 350 s lsd search (2026-11-27). The first round is whole: the winner comes from it.
+    tag = f"late-stop-{os.getpid()}"
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    said = tmp_path / "driver.err"  # a file, not a pipe: nobody reads it while the driver runs
+    with open(said, "w") as err:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "3", "--min-time", "0.5",
+             "--remeasure-rounds", "3", "--json"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and driver.poll() is None and "re-measuring round 2/3" not in said.read_text():
+            time.sleep(0.05)
+        driver.send_signal(signal.SIGTERM)
+        stdout, _ = driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+    stderr = said.read_text()
+    assert driver.returncode == 0, stderr[-2000:]
+    assert "stopped: the re-measurement ends with 1 whole round, the winner picked from them" in stderr
+    assert "re-measuring round 3/3" not in stderr
+    result = json.loads(stdout)
+    exported = json.loads(Path(result["export"]).read_text())
+    assert exported["remeasure"]["rounds"] == 1
+    assert all(len(c["statuses"]) == 1 for c in exported["remeasure"]["candidates"])
+    assert tagged_processes(tag) == []

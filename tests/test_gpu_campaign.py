@@ -71,8 +71,8 @@ def test_a_search_that_exports_nothing_is_a_row_that_says_why(tmp_path, monkeypa
     import gpu_campaign
 
     printed = json.dumps({"counts": {"incorrect": 7, "crash": 2}, "winner": None})
-    monkeypatch.setattr(gpu_campaign.subprocess, "run",
-                        lambda *a, **k: subprocess.CompletedProcess(a[0], 1, stdout=printed))
+    monkeypatch.setattr(gpu_campaign, "run_child",
+                        lambda command, *a, **k: subprocess.CompletedProcess(command, 1, stdout=printed))
     args = argparse.Namespace(device="cpu", trials=3, min_time=0.05, trial_timeout=10.0, remeasure_top=1,
                               remeasure_rounds=1)
     result = gpu_campaign.search("chmm", "tiny", 3.0, args, tmp_path, tmp_path / "log.txt", seconds_left=300.0)
@@ -100,12 +100,12 @@ def test_the_explanation_is_a_table_under_the_summary_or_says_why_it_is_missing(
     assert gpu_campaign.explain("chmm", result, args, tmp_path, tmp_path, tmp_path / "log.txt", 35.0) == {
         "error": "skipped: 35 s left in the part"}
     # One that fails says why in one line (a winner that is the baseline has no fix to explain).
-    def fails(command, stdout, **kwargs):  # as the child does: its error is the last line of the log
-        stdout.write("autotune: error: the target config is the baseline: there is no fix to explain\n")
-        stdout.flush()
+    def fails(command, work, log, title, limit, stdout=None):  # as the child does: its error ends the log
+        with log.open("a") as stream:
+            stream.write("autotune: error: the target config is the baseline: there is no fix to explain\n")
         return subprocess.CompletedProcess(command, 2)
 
-    with mock.patch.object(gpu_campaign.subprocess, "run", fails):
+    with mock.patch.object(gpu_campaign, "run_child", fails):
         said = gpu_campaign.explain("chmm", result, args, tmp_path, tmp_path, tmp_path / "log.txt", 300.0)
     assert said == {"error": "exit 2: autotune: error: the target config is the baseline: there is no fix to explain"}
 
@@ -173,3 +173,23 @@ def test_a_killed_search_still_reports_its_trial_figures_not_re_measured(tmp_pat
     line = gpu_campaign.markdown([row]).splitlines()[-1]
     assert line.startswith("| vlm_mc | small | 235 images/s (trial) | 73,703 images/s (trial) | 313.17x, not re-measured |")
     assert line.endswith("| no result: killed after 264 s |")
+
+
+def test_a_child_at_the_deadline_is_stopped_first_and_killed_only_if_it_does_not_stop(tmp_path, monkeypatch):
+    # Killed outright, a search late in its re-measurement exported nothing (lsd on the H200, 2026-11-27); asked
+    # to stop as Ctrl-C asks, it exports from its whole rounds. A child that does not stop is still killed.
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_campaign
+
+    monkeypatch.setattr(gpu_campaign, "STOP_GRACE", 2.0)
+    log = tmp_path / "log.txt"
+    stops = ("import signal, sys, time\n"
+             "signal.signal(signal.SIGTERM, lambda *a: (print('{\"stopped\": true}', flush=True), sys.exit(0)))\n"
+             "time.sleep(60)\n")
+    done = gpu_campaign.run_child([sys.executable, "-c", stops], tmp_path, log, "stops", limit=3.0,
+                                  stdout=subprocess.PIPE)
+    assert done.returncode == 0 and json.loads(done.stdout) == {"stopped": True}
+    assert "(stopped at 1 s: the part's deadline)" in log.read_text()
+    ignores = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
+    assert gpu_campaign.run_child([sys.executable, "-c", ignores], tmp_path, log, "ignores", limit=3.0,
+                                  stdout=subprocess.PIPE) is None

@@ -733,6 +733,44 @@ def test_a_candidate_that_fails_a_round_or_timed_out_in_the_search_is_not_run_ag
     assert steady.failure is None and steady.passed and not flaky.passed and not slow.passed
 
 
+def test_a_stop_once_a_round_is_whole_ends_the_re_measurement_with_the_whole_rounds():
+    """A deadline or Ctrl-C late in a long re-measurement lost it all, and so the export (an H200 lsd search,
+    2026-11-27, killed in its second round). The whole rounds are kept; the round cut short adds no figures, but
+    a check it failed still counts; a stop in the first round raises as before."""
+    from autotune.selection import remeasure
+
+    def candidates():
+        return [Candidate(Config({"t": n}), n, "baseline" if n == 0 else "candidate") for n in range(3)]
+
+    def run_until(stop_at, failing=()):
+        turns = []
+
+        def run(candidate):
+            if len(turns) == stop_at:
+                raise KeyboardInterrupt
+            turns.append(candidate.trial)
+            status = "incorrect" if (candidate.trial, len(turns)) in failing else "ok"
+            return TrialResult(status, candidate.config.to_dict(), items_per_run=1, times=[0.1 + candidate.trial] * 3)
+        return run
+
+    # Round 2 (shifted: #1, #2, #0) stopped after #1 and #2 ran: their round-2 runs are dropped.
+    stopped, stages = candidates(), []
+    assert remeasure(stopped, run_until(5), rounds=3, on_stage=stages.append) == 1
+    assert [len(c.results) for c in stopped] == [1, 1, 1] and all(c.passed for c in stopped)
+    assert stages[-1] == "stopped: the re-measurement ends with 1 whole round, the winner picked from them (a second stop aborts)"
+    # #2 failed its check in the round cut short: it stays failed.
+    stopped = candidates()
+    remeasure(stopped, run_until(5, failing={(2, 5)}), rounds=3)
+    assert stopped[2].failure == "incorrect when re-measured" and stopped[1].passed and len(stopped[1].results) == 1
+    # Two whole rounds of three, then a stop before round 3's first run.
+    stopped = candidates()
+    assert remeasure(stopped, run_until(6), rounds=3) == 2 and [len(c.results) for c in stopped] == [2, 2, 2]
+    # A stop in the first round: nothing whole to pick from.
+    with pytest.raises(KeyboardInterrupt):
+        remeasure(candidates(), run_until(2), rounds=3)
+    assert remeasure(candidates(), run_until(99), rounds=3) == 3
+
+
 def test_a_round_timed_beside_other_work_is_made_up_and_left_out_of_the_figures():
     # Measured (2026-11-26, chmm at tiny, this CPU): a 15 s busy loop slowed numba's runs over 100-fold in the
     # rounds it met. The quiet rounds hold its speed; the busy ones only hid it.
