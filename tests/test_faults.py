@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -317,10 +318,12 @@ def test_a_stop_late_in_the_re_measurement_exports_from_its_whole_rounds(tmp_pat
         driver.kill()
     stderr = said.read_text()
     assert driver.returncode == 0, stderr[-2000:]
-    assert "stopped: the re-measurement ends with 1 whole round, the winner picked from them" in stderr
-    assert "re-measuring round 3/3" not in stderr
+    # Stopped in round 2, or in round 3 on a machine slow to deliver the stop: the rounds before it are whole.
+    stopped_in = max(int(n) for n in re.findall(r"re-measuring round (\d)/3", stderr))
+    whole = stopped_in - 1
+    assert whole >= 1 and f"stopped: the re-measurement ends with {whole} whole round" in stderr, stderr[-2000:]
     result = json.loads(stdout)
     exported = json.loads(Path(result["export"]).read_text())
-    assert exported["remeasure"]["rounds"] == 1
-    assert all(len(c["statuses"]) == 1 for c in exported["remeasure"]["candidates"])
+    assert exported["remeasure"]["rounds"] == whole
+    assert all(len(c["statuses"]) == whole for c in exported["remeasure"]["candidates"])
     assert tagged_processes(tag) == []
