@@ -73,7 +73,7 @@ def cli() -> None:
 @click.option("--remeasure-top", type=click.IntRange(min=1), default=3, show_default=True,
               help="How many of the best configs to re-measure beside the baseline at the end.")
 @click.option("--remeasure-rounds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Interleaved rounds of that re-measurement.")
+              help="Interleaved rounds of that re-measurement (Ctrl-C after the first: the winner of the whole ones).")
 @click.option("--timeout", "time_budget", type=Seconds(), default=None,
               help="Seconds of searching once the baseline and defaults are measured: then no new trial starts "
                    "(the running one finishes; re-measurement and export still happen) [default: no limit].")

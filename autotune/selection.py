@@ -212,8 +212,8 @@ def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResul
             for candidate in candidates[shift:] + candidates[:shift]:
                 if candidate.failure is not None:
                     continue
-                on_stage(f"re-measuring round {label}: "
-                         f"{candidate.role} {'#' + str(candidate.trial) if candidate.trial is not None else ''}".rstrip())
+                trial = f"#{candidate.trial}" if candidate.trial is not None else ""
+                on_stage(f"re-measuring round {label}: {candidate.role} {trial}".rstrip())
                 candidate.results.append(run(candidate))
             done += 1
     except KeyboardInterrupt:
