@@ -24,8 +24,8 @@ from autotune.trials import counted
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["FIRST_ROLES", "Heartbeat", "NoLock", "TrialBudget", "claim_budget", "elect_exporter",
-           "fail_abandoned_trials", "release_dead_owners", "release_own_trials", "release_trial"]
+__all__ = ["FIRST_ROLES", "Heartbeat", "NoLock", "TrialBudget", "claim_budget", "elect_exporter", "exported",
+           "exporting", "fail_abandoned_trials", "release_dead_owners", "release_own_trials", "release_trial"]
 
 #: What :meth:`TrialBudget.take` returns when other workers' trials fill the budget for now.
 WAIT = None
@@ -36,6 +36,8 @@ DONE = False
 DUPLICATE_ASK_FACTOR = 5
 #: The study attribute that records which budget has been exported (set once, under the budget lock).
 EXPORTED = "exported_budget"
+#: ... and who exports it: its host and pid while it re-measures, marked finished once it has exported.
+EXPORTER = "exporter"
 
 
 class NoLock:
@@ -76,7 +78,8 @@ def claim_budget(study: "optuna.Study", lock: Any, n_trials: int, firsts: list[t
     with lock.held():
         done = len(counted(study.get_trials(deepcopy=False)))
         budget = study.user_attrs.get("trial_budget")
-        if budget is None or done >= budget:
+        # A budget reached but not exported (its exporter stopped or died) is resumed: to the export, not to more.
+        if budget is None or (done >= budget and exported(study, budget)):
             budget = done + n_trials
             study.set_user_attr("trial_budget", budget)
         enqueue_first(study, firsts)
@@ -223,10 +226,49 @@ def elect_exporter(study: "optuna.Study", lock: Any, budget: int) -> bool:
     marks it exported and is elected; every other process finds the mark.
     """
     with lock.held():
-        if study.user_attrs.get(EXPORTED) == budget:
+        if exported(study, budget):
             return False
         study.set_user_attr(EXPORTED, budget)
+        study.set_user_attr(EXPORTER, worker_identity())
         return True
+
+
+def exported(study: "optuna.Study", budget: int) -> bool:
+    """Whether ``budget`` is exported, or being exported by a process that may be alive.
+
+    An exporter that a stop or an error interrupted gives the budget back
+    (:func:`exporting`); one that died on this host (SIGKILL, a crash) is
+    seen to be gone, as a dead worker's trial is. One on another host, or
+    marked before exporters were recorded, is trusted.
+    """
+    if study.user_attrs.get(EXPORTED) != budget:
+        return False
+    owner = study.user_attrs.get(EXPORTER) or {}
+    if owner.get("finished") or owner.get("host") != worker_identity()["host"] or "pid" not in owner:
+        return True
+    return pid_alive(int(owner["pid"]))
+
+
+@contextlib.contextmanager
+def exporting(study: "optuna.Study", lock: Any) -> Iterator[None]:
+    """The elected exporter's re-measurement and export: marked finished when it ends, the budget given back
+    when it raises (Ctrl-C in the first round, an unwritable export), so that the same command resumes to the
+    export rather than measuring more trials."""
+    me = worker_identity()
+    try:
+        yield
+    except BaseException:
+        try:
+            with lock.held():
+                if study.user_attrs.get(EXPORTER) == me:
+                    study.set_user_attr(EXPORTED, None)
+        except Exception:  # noqa: BLE001 - the storage is gone: the mark stays, and more trials come first
+            pass
+        raise
+    try:
+        study.set_user_attr(EXPORTER, {**me, "finished": True})
+    except Exception:  # noqa: BLE001 - exported all the same; unmarked, a re-run after this process exits re-exports
+        pass
 
 
 class Heartbeat:

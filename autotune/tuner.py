@@ -34,7 +34,8 @@ from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
                                 loaded_rounds, pick_winner, remeasure, runs_per_round)
-from autotune.shared_study import FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first
+from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first,
+                                   exporting)
 from autotune.space import SearchSpace, load_space
 from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
 from autotune.stored import check_made_for
@@ -321,7 +322,8 @@ class Tuner:
         study = self.open_study()
         if not elect_exporter(study, self._lock(), budget):
             return None
-        return self.finish(study, [], started)
+        with exporting(study, self._lock()):
+            return self.finish(study, [], started)
 
     def _lock(self) -> BudgetLock:
         return BudgetLock(self.storage, self.study_name)

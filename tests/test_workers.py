@@ -323,3 +323,91 @@ def test_a_killed_driver_takes_its_workers_along(tmp_path):
     for process in left:
         process.kill()
     assert left == []
+
+
+def test_an_exporter_that_stopped_or_died_leaves_the_budget_to_be_resumed_to_its_export(tmp_path):
+    # The elected exporter stopped in its first re-measurement round (or killed) left the budget marked exported:
+    # the same command then measured --trials more configs before anything was exported, and a driver on the
+    # same host finishing meanwhile said another process exported, though none would.
+    import socket
+
+    from autotune.shared_study import (EXPORTED, EXPORTER, NoLock, claim_budget, elect_exporter, exported,
+                                       exporting)
+
+    study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "s.journal")))
+    lock, here = NoLock(), socket.gethostname()
+    assert claim_budget(study, lock, 4, []) == 4
+    assert elect_exporter(study, lock, 4) and exported(study, 4) and not elect_exporter(study, lock, 4)
+    with pytest.raises(KeyboardInterrupt):
+        with exporting(study, lock):
+            raise KeyboardInterrupt  # a stop in the first round: the budget is given back
+    assert not exported(study, 4) and study.user_attrs[EXPORTED] is None
+    # Its trials done, the same command keeps the budget (to export it) rather than adding four more.
+    def measured(trial):
+        trial.set_user_attr("status", "ok")
+        return float(trial.suggest_int("x", 0, 9))
+
+    study.optimize(measured, n_trials=4)
+    assert claim_budget(study, lock, 4, []) == 4
+    assert elect_exporter(study, lock, 4)
+    with exporting(study, lock):
+        pass  # exported
+    assert study.user_attrs[EXPORTER]["finished"] and exported(study, 4)
+    assert claim_budget(study, lock, 4, []) == 8  # exported: the next run adds trials, as before
+    # An exporter gone from this host (SIGKILL) is seen to be gone; one on another host, or unrecorded, is trusted.
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    for owner, trusted in [({"host": here, "pid": int(gone.stdout)}, False), ({"host": "elsewhere", "pid": 1}, True),
+                           (None, True)]:
+        study.set_user_attr(EXPORTED, 8)
+        study.set_user_attr(EXPORTER, owner)
+        assert exported(study, 8) is trusted and elect_exporter(study, lock, 8) is not trusted
+
+
+def test_the_elected_exporter_gives_the_budget_back_when_its_export_is_interrupted(tmp_path, monkeypatch):
+    from autotune.shared_study import EXPORTED, EXPORTER
+    from autotune.tuner import Tuner
+
+    tuner = Tuner(STEADY, "cpu", "tiny", storage=str(tmp_path / "s.journal"), studies=tmp_path / "studies")
+    try:
+        assert tuner.claim_budget(2) == 2
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(tuner, "finish", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            tuner.finish_shared(2)
+        assert tuner.open_study().user_attrs[EXPORTED] is None
+        monkeypatch.setattr(tuner, "finish", lambda *args, **kwargs: "exported")
+        assert tuner.finish_shared(2) == "exported" and tuner.finish_shared(2) is None
+        assert tuner.open_study().user_attrs[EXPORTER]["finished"]
+    finally:
+        tuner.close()
+
+
+@pytest.mark.slow  # 31 s; the default run has the exporter's rules (above) and the search's stop (test_faults)
+def test_a_shared_search_stopped_in_its_first_re_measurement_round_resumes_to_the_export(tmp_path):
+    tag = f"resume-export-{os.getpid()}"
+    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "3", "--workers", "2",
+               "--storage", str(tmp_path / "s.journal"), "--min-time", "0.3", "--remeasure-rounds", "2"]
+    said = tmp_path / "driver.err"  # a file, not a pipe: nobody reads it while the driver runs
+    with open(said, "w") as err:
+        driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and driver.poll() is None and "re-measuring round 1/2" not in said.read_text():
+            time.sleep(0.05)
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=60) == 130, said.read_text()[-2000:]
+    finally:
+        driver.kill()
+    assert "Run the same command again to resume" in said.read_text()
+    assert not (tmp_path / "studies" / "steady" / "cpu-tiny.json").exists()
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr[-2000:]
+    # The budget of 3 is resumed: no trial more, and the export is made.
+    assert "budget 3 trials" in again.stderr and "Exported to" in again.stdout
+    study = optuna.load_study(study_name=STUDY, storage=open_storage(str(tmp_path / "s.journal")))
+    assert len(counted(study.trials)) == 3
+    assert tagged_processes(tag) == []
