@@ -215,8 +215,10 @@ def trial_figures(database: Path, workload: str, device: str, size: str) -> dict
             "config": best.get("config")}
 
 
-def summarise(workload: str, result: dict[str, Any], out: Path) -> dict[str, Any]:
-    """One row: baseline, tuned, speedup, peak memory, the claim and its verdict; the export copied as a preset."""
+def summarise(workload: str, result: dict[str, Any], out: Path, rounds: int | None = None) -> dict[str, Any]:
+    """One row: baseline, tuned, speedup, peak memory, the claim and its verdict; the export copied as a preset.
+    A winner re-measured in fewer rounds than the ``rounds`` asked (a search that the part's deadline stopped
+    late in its re-measurement: :func:`run_child`) says so beside its speedup."""
     claim = CLAIMS.get(workload, {"text": "", "gain": None})
     row: dict[str, Any] = {"workload": workload, "claim": claim, "error": result.get("error")}
     if result.get("error"):
@@ -232,6 +234,9 @@ def summarise(workload: str, result: dict[str, Any], out: Path) -> dict[str, Any
         speedup=result.get("speedup"), config=winner.get("config"),
         verdict=verdict(result.get("speedup"), claim["gain"]),
     )
+    whole = len(winner.get("statuses") or [])
+    if rounds is not None and 0 < whole < rounds:
+        row["rounds"] = f"{whole} of {rounds} rounds"
     export = result.get("export")
     if export and Path(export).is_file():
         document = json.loads(Path(export).read_text())
@@ -258,6 +263,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         rate = (lambda v: f"{v:,.0f} {r['unit']}/s" if v else "-")
         memory = f"{r['peak_memory_bytes'] / 2**30:.2f} GiB" if r.get("peak_memory_bytes") else "-"
         speedup = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
+        speedup += f" ({r['rounds']})" if r.get("rounds") else ""  # re-measured in fewer rounds than asked
         lines.append(f"| {r['workload']} | {r['size']} | {rate(r['baseline'])} | {rate(r['tuned'])} | {speedup} | "
                      f"{memory} | {r['claim']['text']} | {r['verdict']} |")
     for r in rows:  # --explain: what each fix bought, as `autotune explain` prints it
@@ -325,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                         seconds_left)
         if result.get("error"):
             result["trial_figures"] = trial_figures(work / "autotune.db", workload, args.device, sizes[workload])
-        rows.append(summarise(workload, result, args.out))
+        rows.append(summarise(workload, result, args.out, args.remeasure_rounds))
         if args.explain and not result.get("error"):
             print(f"campaign: explain {workload}", file=sys.stderr, flush=True)
             rows[-1]["explain"] = explain(workload, result, args, work, args.out, args.out / f"log-{part}.txt",

@@ -193,3 +193,19 @@ def test_a_child_at_the_deadline_is_stopped_first_and_killed_only_if_it_does_not
     ignores = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
     assert gpu_campaign.run_child([sys.executable, "-c", ignores], tmp_path, log, "ignores", limit=3.0,
                                   stdout=subprocess.PIPE) is None
+
+
+def test_a_winner_re_measured_in_fewer_rounds_than_asked_says_so_beside_its_speedup(tmp_path):
+    # A search the part's deadline stopped late in its re-measurement exports from its whole rounds: the row
+    # must not read as if every round asked for was run.
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_campaign
+
+    measured = {"throughput": 300.0, "peak_memory_bytes": 2**30}
+    result = {"device": "h200", "size": "full", "unit": "frames", "counts": {"ok": 4}, "trials_run": 4,
+              "speedup": 35.2, "winner": {"config": {}, "measured": measured, "statuses": ["ok"]},
+              "baseline": {"measured": {"throughput": 8.5}, "statuses": ["ok"]}}
+    row = gpu_campaign.summarise("lsd", result, tmp_path, rounds=2)
+    assert row["rounds"] == "1 of 2 rounds"
+    assert "| 35.20x (1 of 2 rounds) |" in gpu_campaign.markdown([row])
+    assert "rounds" not in gpu_campaign.summarise("lsd", result, tmp_path, rounds=1)
