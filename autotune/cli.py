@@ -367,7 +367,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
                    "workload, device and size].")
 @click.option("--from-export", is_flag=True, help="Explain the exported winner (the default without --config).")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Interleaved rounds; every config is measured once per round.")
+              help="Interleaved rounds; every config once a round (Ctrl-C after the first keeps the whole ones).")
 @studies_option
 @measure_options
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as one JSON object.")
@@ -376,9 +376,8 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
             as_json: bool) -> None:
     """Measure what each fix of the winner bought: alone, inside the winner, and against the guide's claim.
 
-    Runs 2k+2 configs for k differing knobs (and the path between), in
-    interleaved rounds, with the checks of `search`; stores the result beside
-    the export, where `autotune report` shows it.
+    Runs 2k+2 configs for k differing knobs (and the path between), in interleaved rounds, with the checks of
+    `search`; stores the result beside the export, where `autotune report` shows it.
 
     \b
     Examples:
@@ -398,10 +397,11 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
     progress = Progress(as_json, None, unit="config")  # a bar (total known at the first measurement), else lines
     tuner = library_call(settings.tuner, on_stage=progress.stage)  # says when it computes the reference
     target = library_call(target_config, tuner, config_file)
+    stop_on_sigterm()  # a stop once a round is whole keeps the whole rounds (a GPU campaign's deadline sends one)
     try:
         doc, path = library_call(explain_workload, tuner, target, rounds, progress.step)
     except KeyboardInterrupt:
-        click.echo("\nautotune: explain stopped; nothing was written.", err=True)
+        click.echo("\nautotune: explain stopped in its first round; nothing was written.", err=True)
         sys.exit(130)
     finally:
         progress.close()

@@ -32,7 +32,7 @@ from autotune.config import Config
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import read_json, write_json
 from autotune.parameters import show
-from autotune.selection import loaded_rounds, next_round, quiet_everywhere, quiet_rounds
+from autotune.selection import keep_whole_rounds, loaded_rounds, next_round, quiet_everywhere, quiet_rounds
 
 if TYPE_CHECKING:
     from autotune.runner import TrialResult
@@ -205,11 +205,6 @@ def speedup(base: list["TrialResult"], other: list["TrialResult"], seed: int = 0
     return {"value": ratio(ta, tb), "low": draws[int(tail * RESAMPLES)], "high": draws[int((1 - tail) * RESAMPLES) - 1]}
 
 
-def gain_in_target(target: list["TrialResult"], removed: list["TrialResult"], seed: int = 0) -> dict[str, float] | None:
-    """What the fix buys inside the target: the target's throughput over the target without it."""
-    return speedup(removed, target, seed)
-
-
 def verdict(interval: dict[str, float] | None, claim: Mapping[str, Any] | None) -> str:
     """``confirmed``/``below claim``/``above claim`` against a claimed gain, else ``faster``/``slower``; ``no effect``
     where the interval holds 1 or lies within :data:`NEGLIGIBLE` of it."""
@@ -238,6 +233,7 @@ class Measured:
 
     configs: dict[str, Config] = field(default_factory=dict)
     results: dict[str, list["TrialResult"]] = field(default_factory=dict)
+    stopped: bool = False  # a stop ended its rounds: its figures come from the whole ones
 
     def add(self, config: Config | None) -> None:
         if config is not None:
@@ -254,20 +250,27 @@ def measure(configs: Measured, run: Callable[[Config], "TrialResult"], rounds: i
     """Measure every config ``rounds`` times, interleaved: each round starts one config later (``unused``:
     the knobs a config leaves inactive, named as such in the progress). Each round that other work hit
     (:class:`~autotune.environment.OtherWork`) is made up by one more, ``rounds`` more at most, as the
-    search's re-measurement does; the figures pool each config's quiet rounds (:func:`_times`). Returns
-    how many measurements it made."""
+    search's re-measurement does; the figures pool each config's quiet rounds (:func:`_times`). A stop once a
+    round is whole ends it there, as it ends the search's (:func:`~autotune.selection.remeasure`). Returns how
+    many measurements it made."""
     keys = list(configs.configs)
     total, done, round_index = rounds * len(keys), 0, 0
-    while (label := next_round(round_index, rounds, loaded_rounds(configs.results.values()))) is not None:
-        if round_index >= rounds:
-            total += len(keys)
-        shift_by = round_index % len(keys)
-        for key in keys[shift_by:] + keys[:shift_by]:
-            config = configs.configs[key]
-            on_progress(done, total, f"round {label}: {config.describe(unused(config))}")
-            configs.results[key].append(run(config))
-            done += 1
-        round_index += 1
+    try:
+        while (label := next_round(round_index, rounds, loaded_rounds(configs.results.values()))) is not None:
+            if round_index >= rounds:
+                total += len(keys)
+            shift_by = round_index % len(keys)
+            for key in keys[shift_by:] + keys[:shift_by]:
+                config = configs.configs[key]
+                on_progress(done, total, f"round {label}: {config.describe(unused(config))}")
+                configs.results[key].append(run(config))
+                done += 1
+            round_index += 1
+    except KeyboardInterrupt:
+        if round_index == 0:
+            raise
+        keep_whole_rounds(configs.results.values(), round_index)
+        configs.stopped = True
     return done
 
 
@@ -304,10 +307,13 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     for step in steps:
         if step.config.key not in first.configs:
             second.add(step.config)
-    if len(second.configs) > 1:
+    if len(second.configs) > 1 and not first.stopped:
         before = made
-        made += measure(second, run, rounds, lambda done, own, what: on_progress(before + done, before + own, what),
-                        space.unused)
+        try:
+            made += measure(second, run, rounds, lambda done, own, what: on_progress(before + done, before + own, what),
+                            space.unused)
+        except KeyboardInterrupt:  # in the path's first round: its steps measured only here go without figures
+            second.results, second.stopped = {key: [] for key in second.results}, True
     on_progress(made, made, "")
 
     def over_baseline(config: Config) -> dict[str, float] | None:
@@ -320,7 +326,8 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     for fix in fixes:
         claim = space.parameters[fix.knob].claim(fix.end)
         claim_json = claim.to_json() if claim else None
-        in_target = gain_in_target(target_results, first.of(fix.removed), seed) if fix.removed is not None else None
+        # What the fix buys inside the target: the target's throughput over the target without it.
+        in_target = speedup(first.of(fix.removed), target_results, seed) if fix.removed is not None else None
         source = fix.verdict_from(space, baseline)
         basis = alone.get(fix.knob) if source == "alone" else in_target
         failure = _failure(first.of(fix.alone if source == "alone" else fix.removed))
@@ -347,6 +354,7 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
         "path": [{"knob": "+".join(step.knobs), "config": step.config.to_dict(), "speedup": over_baseline(step.config)}
                  for step in steps],
         "rounds": max(len(results) for results in first.results.values()),  # with any made up for other work
+        "stopped": first.stopped or second.stopped,  # by Ctrl-C: the whole rounds, the path perhaps not measured
         "configs_measured": len(first.configs) + len(second.configs) - 1, "method": METHOD,
         "beside_other_work": _beside_other_work(first, second),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -377,10 +385,6 @@ def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:
 def explain_path(root: Path, workload: str, device: str, size: str) -> Path:
     """``<studies>/<workload>/explain/<device>-<size>.json``: beside the export, never mistaken for one."""
     return root / workload / "explain" / f"{device}-{size}.json"
-
-
-def write_explanation(data: Mapping[str, Any], path: Path) -> Path:
-    return write_json(data, path)
 
 
 def read_explanation(path: Path) -> dict[str, Any] | None:
@@ -440,7 +444,7 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
                study=tuner.study_name)
     path = explain_path(tuner.studies, tuner.workload.name, tuner.device.name, tuner.size)
     try:
-        return doc, write_explanation(doc, path)
+        return doc, write_json(doc, path)
     except OSError as exc:  # the studies folder was checked writable before; a full disk, say
         raise AutotuneError(f"cannot store the explanation in {path}: {exc.strerror or exc}; fix that or choose "
                             "another --studies, and run `autotune explain` again") from None

@@ -81,6 +81,9 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
     ]
     if target.get("error"):
         lines.append(f"The target failed: {target['error']}")
+    if doc.get("stopped"):
+        lines.append(f"note: stopped (Ctrl-C) after {plural(doc['rounds'], 'whole round')}: the figures come from "
+                     "those; a path step without a figure was not measured")
     busy = doc.get("beside_other_work")
     if busy:
         hit = (f"other processes kept up to {busy['cores']:.1f} cores busy while {plural(busy['runs'], 'config')} "

@@ -219,11 +219,17 @@ def remeasure(candidates: list[Candidate], run: Callable[[Candidate], TrialResul
     except KeyboardInterrupt:
         if done == 0:
             raise
-        for candidate in candidates:
-            candidate.results[done:] = [r for r in candidate.results[done:] if r.status != "ok"]
+        keep_whole_rounds((c.results for c in candidates), done)
         on_stage(f"stopped: the re-measurement ends with {done} whole round{'s' if done > 1 else ''}, "
                  "the winner picked from them (a second stop aborts)")
     return done
+
+
+def keep_whole_rounds(rounds_of: Iterable[list[TrialResult]], whole: int) -> None:
+    """After a stop in round ``whole + 1``: each config's passing results of that round are dropped, so every
+    figure comes from rounds run side by side; a check it failed there still counts."""
+    for results in rounds_of:
+        results[whole:] = [r for r in results[whole:] if r.status != "ok"]
 
 
 def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = None) -> Candidate | None:

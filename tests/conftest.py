@@ -87,6 +87,29 @@ def fresh_process_json(script: str, *, cwd: Path | None = None, env: dict | None
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def stop_when_said(args: list[str], said: str, *, cwd: Path, env: dict | None = None,
+                   timeout: float = 120) -> tuple[int, str, str]:
+    """`python -m autotune ARGS`, sent SIGTERM once its stderr says ``said`` (as a scheduler or a deadline
+    stops it); its exit status, stdout and stderr. Its stderr goes to a file, which nobody has to read while
+    it runs, so a full pipe cannot block it."""
+    import signal
+    import time
+
+    errors = cwd / f"stderr-{os.getpid()}-{time.monotonic_ns()}.txt"
+    with open(errors, "w") as err:
+        child = subprocess.Popen([sys.executable, "-m", "autotune", *args], cwd=cwd, env={**os.environ, **(env or {})},
+                                 stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        deadline = time.time() + timeout
+        while time.time() < deadline and child.poll() is None and said not in errors.read_text():
+            time.sleep(0.05)
+        child.send_signal(signal.SIGTERM)
+        stdout, _ = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    return child.returncode, stdout, errors.read_text()
+
+
 def wait_or_kill(process: subprocess.Popen, timeout: float, tag: str | None = None) -> int:
     """Wait for a process; past the timeout, kill it (and the processes tagged ``tag``) and fail the test.
 

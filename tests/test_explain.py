@@ -7,17 +7,20 @@ known); the command line runs a real, sleeping workload end to end.
 
 import copy
 import json
+import math
 import random
+import re
 from pathlib import Path
 
 import pytest
 
+from autotune.config import Config
 from autotune.exceptions import AutotuneError, InvalidConfigError, SearchSpaceError
 from autotune.explain import explain, plan, read_explanation, shift, speedup, verdict
 from autotune.explain_view import explain_text, get_explain_info, interval_text
 from autotune.runner import TrialResult
 from autotune.space import SearchSpace
-from tests.conftest import run_cli
+from tests.conftest import run_cli, stop_when_said
 
 STEADY = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
 
@@ -476,3 +479,65 @@ def test_the_waterfall_s_hover_prints_an_interval_that_leaves_1_out_as_the_table
              {"label": "+ attention", "speedup": 1.003, "change": 0.003, "low": 1.001, "high": 1.004}]
     hover = draw_waterfall({"steps": steps})["data"][0]["hovertext"]
     assert list(hover) == ["1.00x [1.00, 1.00] over the baseline", "1.003x [1.001, 1.004] over the baseline"]
+
+
+def test_a_stop_once_a_round_is_whole_keeps_the_whole_rounds_and_says_so():
+    # Stopped (Ctrl-C, or a GPU command's deadline), explain wrote nothing, whatever it had measured: 237 s a
+    # round for lsd on the H200. Now the whole rounds give the explanation, and it says it was stopped.
+    gains = {"a": 3.0, "b": 2.0, "c": 1.5, "d": 1.3, "e": 1.2}  # five fixes: the path has steps of its own
+    space = SearchSpace.from_dict({
+        "schema_version": 1, "workload": "five", "parameters": {k: {"choices": [False, True]} for k in gains},
+        "defaults": {k: True for k in gains}, "baseline": {k: False for k in gains}})
+    target = space.validate({k: True for k in gains})
+
+    def run(config):
+        gain = math.prod(g for k, g in gains.items() if config[k])
+        return TrialResult("ok", config.to_dict(), unit="items", items_per_run=10, times=[0.1 / gain] * 5)
+
+    order = []
+    full = explain(space, space.baseline, target, lambda c: order.append(c.key) or run(c), rounds=1)
+    fixes_phase = order[:next(i for i, key in enumerate(order) if key in order[:i])]  # until the baseline again
+    assert full["stopped"] is False and len(order) > len(fixes_phase)
+
+    def stopping_at(call):
+        calls = []
+
+        def measured(config):
+            if len(calls) == call:
+                raise KeyboardInterrupt
+            calls.append(config.key)
+            return run(config)
+        return measured
+
+    def path_figures(doc):
+        return [(Config(step["config"]).key in fixes_phase, step["speedup"] is not None) for step in doc["path"]]
+
+    # In the fixes' second round, one config of it measured: that run is dropped, the path's own steps not run.
+    doc = explain(space, space.baseline, target, stopping_at(len(fixes_phase) + 1), rounds=2)
+    assert doc["stopped"] and doc["rounds"] == 1 and doc["target"]["speedup"]["value"] == pytest.approx(math.prod(gains.values()))
+    assert all(f["alone"]["value"] == pytest.approx(gains[f["knob"]]) for f in doc["fixes"])
+    assert all(in_fixes == figure for in_fixes, figure in path_figures(doc))
+    assert (False, False) in path_figures(doc)  # a step of the path's own, without a figure
+    assert "note: stopped (Ctrl-C) after 1 whole round: the figures come from those" in explain_text(doc)
+    # In the path's first round: the fixes have both rounds, the path's own steps no figure.
+    doc = explain(space, space.baseline, target, stopping_at(2 * len(fixes_phase) + 1), rounds=2)
+    assert doc["stopped"] and doc["rounds"] == 2 and (False, False) in path_figures(doc)
+    assert all(in_fixes == figure for in_fixes, figure in path_figures(doc))
+    # In the first round: nothing whole, and the stop goes on up (the CLI says nothing was written).
+    with pytest.raises(KeyboardInterrupt):
+        explain(space, space.baseline, target, stopping_at(2), rounds=2)
+
+
+def test_explain_stopped_by_sigterm_in_its_second_round_stores_the_first(tmp_path):
+    # A GPU campaign's deadline stops explain with SIGTERM: it killed it outright, storing nothing.
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"work": 250}))
+    studies = tmp_path / "studies"
+    code, stdout, stderr = stop_when_said(["explain", "-w", STEADY, "-d", "cpu", "--config", str(target), "--rounds",
+                                           "3", "--min-time", "0.5", "--studies", str(studies)], "round 2/3",
+                                          cwd=tmp_path)
+    assert code == 0, stderr[-2000:]
+    stored = read_explanation(studies / "steady" / "explain" / "cpu-tiny.json")
+    whole = max(int(n) for n in re.findall(r"round (\d)/3", stderr)) - 1  # 2, where the stop came late
+    assert stored["stopped"] and stored["rounds"] == whole >= 1
+    assert f"note: stopped (Ctrl-C) after {whole} whole round" in stdout

@@ -23,7 +23,7 @@ import pytest
 
 from autotune.storage import open_storage
 from autotune.tuner import Tuner
-from tests.conftest import BROKEN, FAST_MEASURER, run_cli, tagged_processes
+from tests.conftest import BROKEN, FAST_MEASURER, run_cli, stop_when_said, tagged_processes
 
 TESTS = Path(__file__).resolve().parent
 STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"
@@ -302,22 +302,10 @@ def test_a_stop_late_in_the_re_measurement_exports_from_its_whole_rounds(tmp_pat
     # deadline did so to a 350 s lsd search (2026-11-27). The first round is whole: the winner comes from it.
     tag = f"late-stop-{os.getpid()}"
     env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
-    said = tmp_path / "driver.err"  # a file, not a pipe: nobody reads it while the driver runs
-    with open(said, "w") as err:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "3", "--min-time", "0.5",
-             "--remeasure-rounds", "3", "--json"],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and driver.poll() is None and "re-measuring round 2/3" not in said.read_text():
-            time.sleep(0.05)
-        driver.send_signal(signal.SIGTERM)
-        stdout, _ = driver.communicate(timeout=60)
-    finally:
-        driver.kill()
-    stderr = said.read_text()
-    assert driver.returncode == 0, stderr[-2000:]
+    code, stdout, stderr = stop_when_said(["search", "-w", STEADY, "-d", "cpu", "-n", "3", "--min-time", "0.5",
+                                           "--remeasure-rounds", "3", "--json"], "re-measuring round 2/3",
+                                          cwd=tmp_path, env=env)
+    assert code == 0, stderr[-2000:]
     # Stopped in round 2, or in round 3 on a machine slow to deliver the stop: the rounds before it are whole.
     stopped_in = max(int(n) for n in re.findall(r"re-measuring round (\d)/3", stderr))
     whole = stopped_in - 1

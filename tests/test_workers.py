@@ -18,7 +18,7 @@ import pytest
 from autotune.storage import open_storage, redact_storage, retrying
 from autotune.trials import counted
 from autotune.workers import CPUS_ENV, plan_workers
-from tests.conftest import run_cli, tagged_processes, wait_or_kill
+from tests.conftest import run_cli, stop_when_said, tagged_processes, wait_or_kill
 
 TESTS = Path(__file__).resolve().parent
 STEADY = f"{TESTS / 'workloads' / 'steady.py'}:SteadyWorkload"
@@ -388,23 +388,13 @@ def test_the_elected_exporter_gives_the_budget_back_when_its_export_is_interrupt
 @pytest.mark.slow  # 31 s; the default run has the exporter's rules (above) and the search's stop (test_faults)
 def test_a_shared_search_stopped_in_its_first_re_measurement_round_resumes_to_the_export(tmp_path):
     tag = f"resume-export-{os.getpid()}"
-    env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
-    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "3", "--workers", "2",
-               "--storage", str(tmp_path / "s.journal"), "--min-time", "0.3", "--remeasure-rounds", "2"]
-    said = tmp_path / "driver.err"  # a file, not a pipe: nobody reads it while the driver runs
-    with open(said, "w") as err:
-        driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and driver.poll() is None and "re-measuring round 1/2" not in said.read_text():
-            time.sleep(0.05)
-        driver.send_signal(signal.SIGTERM)
-        assert driver.wait(timeout=60) == 130, said.read_text()[-2000:]
-    finally:
-        driver.kill()
-    assert "Run the same command again to resume" in said.read_text()
+    env = {"AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
+    args = ["search", "-w", STEADY, "-d", "cpu", "-n", "3", "--workers", "2", "--storage", str(tmp_path / "s.journal"),
+            "--min-time", "0.3", "--remeasure-rounds", "2"]
+    code, _, stderr = stop_when_said(args, "re-measuring round 1/2", cwd=tmp_path, env=env)
+    assert code == 130 and "Run the same command again to resume" in stderr, stderr[-2000:]
     assert not (tmp_path / "studies" / "steady" / "cpu-tiny.json").exists()
-    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    again = run_cli(*args, cwd=tmp_path, env=env, timeout=180)
     assert again.returncode == 0, again.stderr[-2000:]
     # The budget of 3 is resumed: no trial more, and the export is made.
     assert "budget 3 trials" in again.stderr and "Exported to" in again.stdout
