@@ -114,14 +114,16 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
 def get_explain_info(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The waterfall's steps (label, speedup after it, its change) and the claims rows."""
     steps = [{"label": "baseline", "speedup": 1.0, "change": 1.0, "low": 1.0, "high": 1.0}]
+    last, unmeasured = 1.0, []  # a step without a figure (failed, or not reached before a stop): the next bar holds it
     for step in doc.get("path", []):
         figure = step.get("speedup")
         if figure is None:
             steps.append({"label": f"+ {step['knob']}", "speedup": None, "change": None, "low": None, "high": None})
+            unmeasured.append(step["knob"])
             continue
-        steps.append({"label": f"+ {step['knob']}", "speedup": figure["value"], "low": figure["low"],
-                      "high": figure["high"],
-                      "change": figure["value"] - (steps[-1]["speedup"] if steps[-1]["speedup"] is not None else 1.0)})
+        steps.append({"label": "+ " + " + ".join([*unmeasured, step["knob"]]), "speedup": figure["value"],
+                      "low": figure["low"], "high": figure["high"], "change": figure["value"] - last})
+        last, unmeasured = figure["value"], []
     return {"steps": steps, "rows": claims_rows(doc), "measured_at": doc.get("measured_at"),
             "target": doc.get("target", {}).get("speedup")}
 

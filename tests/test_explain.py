@@ -541,3 +541,14 @@ def test_explain_stopped_by_sigterm_in_its_second_round_stores_the_first(tmp_pat
     whole = max(int(n) for n in re.findall(r"round (\d)/3", stderr)) - 1  # 2, where the stop came late
     assert stored["stopped"] and stored["rounds"] == whole >= 1
     assert f"note: stopped (Ctrl-C) after {whole} whole round" in stdout
+
+
+def test_the_waterfall_after_a_step_without_a_figure_still_ends_at_the_winner():
+    # A bar's change was taken against 1x after a step without a figure (a failed one, or one a stop left
+    # unmeasured): the bars then summed past the winner. The next bar now holds the unmeasured step too.
+    figure = {"value": 0.0, "low": 0.0, "high": 0.0}
+    doc = {"path": [{"knob": "a", "speedup": {**figure, "value": 3.0}}, {"knob": "b", "speedup": None},
+                    {"knob": "c", "speedup": {**figure, "value": 9.0}}], "fixes": []}
+    steps = [s for s in get_explain_info(doc)["steps"] if s["speedup"] is not None]
+    assert [s["label"] for s in steps] == ["baseline", "+ a", "+ b + c"]
+    assert 1.0 + sum(s["change"] for s in steps[1:]) == pytest.approx(9.0)
