@@ -125,7 +125,9 @@ def get_explain_info(doc: Mapping[str, Any]) -> dict[str, Any]:
                       "low": figure["low"], "high": figure["high"], "change": figure["value"] - last})
         last, unmeasured = figure["value"], []
     return {"steps": steps, "rows": claims_rows(doc), "measured_at": doc.get("measured_at"),
-            "target": doc.get("target", {}).get("speedup")}
+            "target": doc.get("target", {}).get("speedup"),
+            "stopped": (f" Stopped (Ctrl-C) after {plural(doc.get('rounds', 0), 'whole round')}: the figures come "
+                        "from those." if doc.get("stopped") else "")}
 
 
 def draw_waterfall(info: Mapping[str, Any]) -> Any:
@@ -157,4 +159,4 @@ def claims_html(info: Mapping[str, Any]) -> str:
     return (f"<table id='claims'><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{rows}</table>"
             f"<p><small>Measured {html.escape(str(info.get('measured_at') or ''))} by autotune explain; every "
             f"speedup is over the baseline measured in the same run, with a 95% bootstrap interval. The verdict "
-            f"reads \"alone\" unless its note says otherwise.</small></p>")
+            f"reads \"alone\" unless its note says otherwise.{html.escape(info.get('stopped', ''))}</small></p>")

@@ -17,7 +17,7 @@ import pytest
 from autotune.config import Config
 from autotune.exceptions import AutotuneError, InvalidConfigError, SearchSpaceError
 from autotune.explain import explain, plan, read_explanation, shift, speedup, verdict
-from autotune.explain_view import explain_text, get_explain_info, interval_text
+from autotune.explain_view import claims_html, explain_text, get_explain_info, interval_text
 from autotune.runner import TrialResult
 from autotune.space import SearchSpace
 from tests.conftest import run_cli, stop_when_said
@@ -519,6 +519,8 @@ def test_a_stop_once_a_round_is_whole_keeps_the_whole_rounds_and_says_so():
     assert all(in_fixes == figure for in_fixes, figure in path_figures(doc))
     assert (False, False) in path_figures(doc)  # a step of the path's own, without a figure
     assert "note: stopped (Ctrl-C) after 1 whole round: the figures come from those" in explain_text(doc)
+    assert "Stopped (Ctrl-C) after 1 whole round: the figures come from those." in claims_html(get_explain_info(doc))
+    assert "Stopped" not in claims_html(get_explain_info(full))
     # In the path's first round: the fixes have both rounds, the path's own steps no figure.
     doc = explain(space, space.baseline, target, stopping_at(2 * len(fixes_phase) + 1), rounds=2)
     assert doc["stopped"] and doc["rounds"] == 2 and (False, False) in path_figures(doc)
