@@ -251,8 +251,7 @@ def measure(configs: Measured, run: Callable[[Config], "TrialResult"], rounds: i
     the knobs a config leaves inactive, named as such in the progress). Each round that other work hit
     (:class:`~autotune.environment.OtherWork`) is made up by one more, ``rounds`` more at most, as the
     search's re-measurement does; the figures pool each config's quiet rounds (:func:`_times`). A stop once a
-    round is whole ends it there, as it ends the search's (:func:`~autotune.selection.remeasure`). Returns how
-    many measurements it made."""
+    round is whole ends it there (as in :func:`~autotune.selection.remeasure`). Returns the measurements made."""
     keys = list(configs.configs)
     total, done, round_index = rounds * len(keys), 0, 0
     try:
@@ -353,9 +352,10 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
         "fixes": rows,
         "path": [{"knob": "+".join(step.knobs), "config": step.config.to_dict(), "speedup": over_baseline(step.config)}
                  for step in steps],
-        "rounds": max(len(results) for results in first.results.values()),  # with any made up for other work
+        # The rounds of the configs that passed every one (made-up ones included; a stop's cut round excluded).
+        "rounds": max((len(r) for r in first.results.values() if not _failure(r)), default=1), "method": METHOD,
         "stopped": first.stopped or second.stopped,  # by Ctrl-C: the whole rounds, the path perhaps not measured
-        "configs_measured": len(first.configs) + len(second.configs) - 1, "method": METHOD,
+        "configs_measured": len(first.configs) + sum(map(bool, second.results.values())) - bool(second.of(baseline)),
         "beside_other_work": _beside_other_work(first, second),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -514,7 +514,9 @@ def test_a_stop_once_a_round_is_whole_keeps_the_whole_rounds_and_says_so():
 
     # In the fixes' second round, one config of it measured: that run is dropped, the path's own steps not run.
     doc = explain(space, space.baseline, target, stopping_at(len(fixes_phase) + 1), rounds=2)
-    assert doc["stopped"] and doc["rounds"] == 1 and doc["target"]["speedup"]["value"] == pytest.approx(math.prod(gains.values()))
+    assert doc["stopped"] and doc["rounds"] == 1
+    assert doc["target"]["speedup"]["value"] == pytest.approx(math.prod(gains.values()))
+    assert doc["configs_measured"] == len(fixes_phase) and full["configs_measured"] == len(set(order))
     assert all(f["alone"]["value"] == pytest.approx(gains[f["knob"]]) for f in doc["fixes"])
     assert all(in_fixes == figure for in_fixes, figure in path_figures(doc))
     assert (False, False) in path_figures(doc)  # a step of the path's own, without a figure
@@ -524,6 +526,7 @@ def test_a_stop_once_a_round_is_whole_keeps_the_whole_rounds_and_says_so():
     # In the path's first round: the fixes have both rounds, the path's own steps no figure.
     doc = explain(space, space.baseline, target, stopping_at(2 * len(fixes_phase) + 1), rounds=2)
     assert doc["stopped"] and doc["rounds"] == 2 and (False, False) in path_figures(doc)
+    assert doc["configs_measured"] == len(fixes_phase)  # the path's own steps were not measured
     assert all(in_fixes == figure for in_fixes, figure in path_figures(doc))
     # In the first round: nothing whole, and the stop goes on up (the CLI says nothing was written).
     with pytest.raises(KeyboardInterrupt):
