@@ -401,7 +401,7 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
     try:
         doc, path = library_call(explain_workload, tuner, target, rounds, progress.step)
     except KeyboardInterrupt:
-        click.echo("\nautotune: explain stopped in its first round; nothing was written.", err=True)
+        click.echo("\nautotune: explain stopped before it had a whole round to store; nothing was written.", err=True)
         sys.exit(130)
     finally:
         progress.close()
