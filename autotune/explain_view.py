@@ -82,8 +82,7 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
     if target.get("error"):
         lines.append(f"The target failed: {target['error']}")
     if doc.get("stopped"):
-        lines.append(f"note: stopped (Ctrl-C) after {plural(doc['rounds'], 'whole round')}: the figures come from "
-                     "those; a path step without a figure was not measured")
+        lines.append(f"note: {_stopped(doc)}; a path step without a figure was not measured")
     busy = doc.get("beside_other_work")
     if busy:
         hit = (f"other processes kept up to {busy['cores']:.1f} cores busy while {plural(busy['runs'], 'config')} "
@@ -126,8 +125,12 @@ def get_explain_info(doc: Mapping[str, Any]) -> dict[str, Any]:
         last, unmeasured = figure["value"], []
     return {"steps": steps, "rows": claims_rows(doc), "measured_at": doc.get("measured_at"),
             "target": doc.get("target", {}).get("speedup"),
-            "stopped": (f" Stopped (Ctrl-C) after {plural(doc.get('rounds', 0), 'whole round')}: the figures come "
-                        "from those." if doc.get("stopped") else "")}
+            "stopped": f" {_stopped(doc, 'Stopped')}." if doc.get("stopped") else ""}
+
+
+def _stopped(doc: Mapping[str, Any], word: str = "stopped") -> str:
+    """What a stopped explanation holds, in the text and in the report alike."""
+    return f"{word} (Ctrl-C) after {plural(doc.get('rounds', 0), 'whole round')}: the figures come from those"
 
 
 def draw_waterfall(info: Mapping[str, Any]) -> Any:
