@@ -162,20 +162,27 @@ class _Parser:
         node = self.term()
         while (token := self.peek()) is not None and token[0] == "op" and token[1] in ("+", "-"):
             self.pos += 1
-            node = ("arith", token[1], node, self.term())
+            node = self.arith(token[1], node, self.term())
         return node
 
     def term(self) -> tuple:
         node = self.unary()
         while (token := self.peek()) is not None and token[0] == "op" and token[1] in ("*", "/", "//", "%"):
             self.pos += 1
-            node = ("arith", token[1], node, self.unary())
+            node = self.arith(token[1], node, self.unary())
         return node
 
     def unary(self) -> tuple:
         if self.accept("-"):
-            return ("arith", "-", ("const", 0), self.unary())
+            return self.arith("-", ("const", 0), self.unary())
         return self.operand()
+
+    def arith(self, op: str, left: tuple, right: tuple) -> tuple:
+        for side in (left, right):  # arithmetic takes numbers; a knob's value is only known when evaluated
+            if side[0] in ("list", "cmp", "and", "or", "not") or side[0] == "const" and not _is_number(side[1]):
+                shown = {"list": "a list", "const": repr(side[1])}.get(side[0], "a truth value")
+                raise ConditionError(f"arithmetic {op!r} takes numbers, not {shown}, in {self.text!r}")
+        return ("arith", op, left, right)
 
     def operand(self) -> tuple:
         token = self.peek()
@@ -231,18 +238,36 @@ def _evaluate(node: tuple, values: Mapping[str, Any]) -> Any:
     if kind == "list":
         return [_evaluate(item, values) for item in node[1]]
     if kind == "not":
-        return not _evaluate(node[1], values)
+        return not _truth(node[1], values)
     if kind == "and":
-        return bool(_evaluate(node[1], values)) and bool(_evaluate(node[2], values))
+        return _truth(node[1], values) and _truth(node[2], values)
     if kind == "or":
-        return bool(_evaluate(node[1], values)) or bool(_evaluate(node[2], values))
+        return _truth(node[1], values) or _truth(node[2], values)
     if kind == "arith":
-        # TypeError (a null) and ZeroDivisionError propagate to the comparison, which is then false.
-        return _ARITHMETIC[node[1]](_evaluate(node[2], values), _evaluate(node[3], values))
+        left, right = _evaluate(node[2], values), _evaluate(node[3], values)
+        # Numbers only: a string or a list repeated by a large number would fill memory, and a null (an inactive
+        # parameter) has no value. The TypeError, or a ZeroDivisionError, reaches the nearest comparison or
+        # boolean operand, which is then false.
+        if not (_is_number(left) and _is_number(right)):
+            raise TypeError(f"arithmetic on {left!r} and {right!r}")
+        return _ARITHMETIC[node[1]](left, right)
     try:
         return _COMPARISONS[node[1]](_evaluate(node[2], values), _evaluate(node[3], values))
     except (TypeError, ZeroDivisionError):
         # Ordering or arithmetic on a null (an inactive parameter), or a division by zero, is simply false.
+        return False
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _truth(node: tuple, values: Mapping[str, Any]) -> bool:
+    """A boolean operand's truth: bare arithmetic (``chunk % 64``) that fails on a null or a zero is false, as a
+    comparison over it is."""
+    try:
+        return bool(_evaluate(node, values))
+    except (TypeError, ZeroDivisionError):
         return False
 
 
@@ -263,7 +288,10 @@ class Condition:
     def parse(cls, text: str) -> "Condition":
         if not isinstance(text, str):
             raise ConditionError(f"a condition must be a string, got {text!r}")
-        return cls(text, _Parser(text).parse())
+        try:
+            return cls(text, _Parser(text).parse())
+        except RecursionError:  # the parser descends once per bracket or `not`
+            raise ConditionError(f"a condition nested too deeply: {text[:40]!r}...") from None
 
     @cached_property
     def names(self) -> frozenset[str]:
@@ -271,7 +299,7 @@ class Condition:
         return frozenset(_names(self.tree))
 
     def evaluate(self, values: Mapping[str, Any]) -> bool:
-        return bool(_evaluate(self.tree, values))
+        return _truth(self.tree, values)
 
 
 def parse_constraints(raw: Any, parameters: Collection[str], capabilities: Collection[str], size: Collection[str],

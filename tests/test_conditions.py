@@ -42,3 +42,30 @@ def test_rejects_what_is_not_the_language(text):
 def test_never_evaluates_python():
     # A name is only ever looked up in the values, never in Python's namespaces.
     assert Condition.parse("open == print").evaluate({}) is True  # both are null
+
+
+@pytest.mark.parametrize("text, values, expected", [
+    ("chunk % 64", {"chunk": 128}, False),  # bare arithmetic: its truth, as Python's
+    ("chunk % 64", {"chunk": 100}, True),
+    ("chunk % 64", {"chunk": None}, False),  # an inactive knob: false, as a comparison over it is
+    ("not (chunk % 64)", {"chunk": None}, True),
+    ("chunk // zero", {"chunk": 8, "zero": 0}, False),
+    ("chunk // zero or chunk == 8", {"chunk": 8, "zero": 0}, True),
+    ("dtype * 99999999999 == 'x'", {"dtype": "float32"}, False),  # a string knob: no arithmetic, no memory filled
+])
+def test_arithmetic_that_fails_is_false_never_an_error(text, values, expected):
+    assert Condition.parse(text).evaluate(values) is expected
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("'ab' * 3 == 'ababab'", "takes numbers, not 'ab'"),
+    ("x in [1, 2] + [3]", "not a list"),
+    ("true + 1 == 2", "not True"),
+    ("(x == 1) + 1 > 0", "not a truth value"),
+    ("-null", "not None"),
+    pytest.param("(" * 5000 + "x" + ")" * 5000, "nested too deeply", id="5000 brackets"),
+    pytest.param("not " * 5000 + "x", "nested too deeply", id="5000 nots"),
+])
+def test_what_cannot_be_arithmetic_or_is_too_deep_is_refused_when_parsed(text, fragment):
+    with pytest.raises(ConditionError, match=fragment):
+        Condition.parse(text)

@@ -445,3 +445,11 @@ def test_a_study_searched_under_one_name_resumes_under_the_split_names():
     gpu.check_study(study, "study s")
     trial = study.ask()
     assert gpu.suggest(trial)["messages"] in gpu.parameters["messages"].choices
+
+
+def test_a_constraint_of_bare_arithmetic_judges_a_config_whose_knob_is_inactive():
+    # chunk is inactive (null) for the loop kernel: `chunk % 64` was a TypeError out of loading the file.
+    s = space({**SPACE, "constraints": ["not (chunk % 64)"]})
+    assert s.violated(s.defaults) is None  # the loop kernel
+    assert s.violated(s.defaults.replace(kernel="scan", chunk=100)) == "not (chunk % 64)"
+    assert s.violated(s.defaults.replace(kernel="scan", chunk=128)) is None
