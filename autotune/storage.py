@@ -34,6 +34,7 @@ from autotune.exceptions import StorageError
 __all__ = [
     "BudgetLock",
     "DEFAULT_GRACE_PERIOD",
+    "check_heartbeat",
     "DEFAULT_HEARTBEAT",
     "STORAGE_ENV",
     "open_storage",
@@ -52,6 +53,15 @@ STORAGE_ENV = "AUTOTUNE_STORAGE"
 #: Seconds between a worker's heartbeats, and without one before its trial is stale.
 DEFAULT_HEARTBEAT = 10
 DEFAULT_GRACE_PERIOD = 60
+
+def check_heartbeat(heartbeat: int | None, grace_period: int | None) -> None:
+    """A grace period at least twice the heartbeat (Optuna's own default ratio): a shorter one would take a live
+    worker, between two of its beats or with one a moment late, for dead, and re-run its trial beside it."""
+    grace = grace_period or DEFAULT_GRACE_PERIOD
+    if heartbeat and grace < 2 * heartbeat:
+        raise StorageError(f"--grace-period {grace} is under twice --heartbeat {heartbeat}: a live worker beats every "
+                           f"{heartbeat} s and would be taken for dead; use --grace-period {2 * heartbeat} or more")
+
 
 #: Waits between attempts when the storage stops answering mid-study (then a clean stop);
 #: AUTOTUNE_STORAGE_RETRY_DELAYS="1,2,4" sets others (a flaky network may want longer).

@@ -37,7 +37,8 @@ from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, ca
 from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first,
                                    exporting)
 from autotune.space import SearchSpace, load_space
-from autotune.storage import BudgetLock, open_storage, redact_storage, retrying, storage_failure, storage_kind
+from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_storage, retrying, storage_failure,
+                              storage_kind)
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
 from autotune.registry import WorkloadFacts, workload_facts
@@ -149,6 +150,7 @@ class Tuner:
         self._deadline: float | None = None
         self.firsts_left = 0  # the baseline and defaults still to measure before the time budget starts
         # Heartbeats (server databases) let other workers re-queue this worker's trial if it dies.
+        check_heartbeat(heartbeat, grace_period)
         self.heartbeat = heartbeat
         self.grace_period = grace_period
         self._storage_object: Any = None

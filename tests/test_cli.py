@@ -64,6 +64,9 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
          "messages='chained' needs cuda, which this device lacks; choose one of: loop,"),
         (["search", "--workload", "chmm", "--memory-budget", "1e400"], "is not a size between"),
         (["search", "--workload", "chmm", "--memory-limit", "0"], "is not a size between"),
+        # Refused before the server is asked (port 1 refuses): a live worker would be taken for dead between beats.
+        (["search", "--workload", "chmm", "--storage", "postgresql://u@localhost:1/db", "--heartbeat", "5",
+          "--grace-period", "9"], "--grace-period 9 is under twice --heartbeat 5: a live worker beats every 5 s"),
         (["search", "--workload", "chmm", "--trial-timeout", "-5"], "not a positive, finite number of seconds"),
         (["search", "--workload", "chmm", "--trial-timeout", "nan"], "not a positive, finite number of seconds"),
         (["search", "--workload", "chmm", "--trial-timeout", "0"], "not a positive, finite number of seconds"),
