@@ -113,6 +113,9 @@ def _child(function: Callable[..., Any], args: tuple, result_path: str, *server_
 
 
 def main() -> None:
+    # The server's and every trial's stdout is the tuner's stderr: a workload that prints (Python or C) must not
+    # mix its lines into the tuner's stdout, where `--json` writes its one object for a script to parse.
+    os.dup2(2, 1)
     die_with_parent(int(os.environ.get("_AUTOTUNE_CLIENT_PID", "0")) or os.getppid())
     os.environ["_AUTOTUNE_FORKSERVER_PID"] = str(os.getpid())
     response_fd = int(sys.argv[1])

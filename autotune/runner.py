@@ -22,6 +22,7 @@ error       an exception in build or run (its type and message are kept)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import os
@@ -363,7 +364,9 @@ class Runner:
     def run(self, request: TrialRequest, timeout: float | None = None) -> TrialResult:
         timeout = self.timeout if timeout is None else timeout
         if self.isolation == "inprocess":
-            return TrialResult.from_dict(execute(request))
+            # As a trial's child does (autotune._forkserver): stdout is where --json writes.
+            with contextlib.redirect_stdout(sys.stderr):
+                return TrialResult.from_dict(execute(request))
         started = time.perf_counter()
         outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout)
         wall = time.perf_counter() - started

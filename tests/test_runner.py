@@ -223,6 +223,30 @@ def test_trials_do_not_print_inductors_kernel_timings_unless_the_user_asks(monke
     assert seen["TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS"] == "1"
 
 
+def _chatter() -> str:
+    print("from print")  # Python's stdout
+    os.write(1, b"from fd 1\n")  # what a C library writes
+    return "result"
+
+
+def test_what_a_trial_prints_goes_to_stderr_never_to_stdout_where_json_goes(capfd, monkeypatch):
+    # A workload that printed each step made `autotune search --json` unparseable.
+    from autotune._forkserver import ForkServer
+
+    server = ForkServer()  # started here, so it writes to this test's captured descriptors
+    try:
+        assert server.call(_chatter, (), timeout=60)[0] == "result"
+    finally:
+        server.close()
+    out, err = capfd.readouterr()
+    assert "from" not in out and "from print" in err and "from fd 1" in err
+    monkeypatch.setattr("autotune.runner.execute", lambda request: {"chatter": _chatter()})
+    monkeypatch.setattr("autotune.runner.TrialResult.from_dict", lambda data: data)
+    assert Runner("inprocess").run(None) == {"chatter": "result"}
+    out, err = capfd.readouterr()
+    assert "from print" not in out and "from print" in err  # in-process: Python's prints (fd 1 is the tuner's own)
+
+
 def _servers_of_this_process() -> list[psutil.Process]:
     return [p for p in psutil.Process().children() if "autotune._forkserver" in " ".join(p.cmdline())]
 
