@@ -238,7 +238,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
         trials = len(recorded.entries)
     if progress and recorded_path is None:  # a partial study is a smaller space, with the best it found as optimum
         progress(f"{recorded.source}: {len(recorded.entries)} configs measured, the space its searches replay")
-    results = {name: run_repeats(recorded, name, trials, repeats, seed, progress) for name in names}
+    results = {name: library_call(run_repeats, recorded, name, trials, repeats, seed, progress) for name in names}
     if as_json:
         click.echo(json.dumps(repeats_json(recorded, recorded.source, names[0], results[names[0]]), indent=1))
     else:

@@ -77,7 +77,8 @@ class SearchSettings:
 
         runner = Runner(self.isolation, self.trial_timeout)
         runner.start()  # its fork server imports torch while the tuner imports the workload: seconds a search
-        seed = self.seed if self.seed is None or worker_index is None else self.seed + worker_index
+        # Each worker its own seed, kept within the 32 bits a sampler's generator takes (--seed may be the last).
+        seed = self.seed if self.seed is None or worker_index is None else (self.seed + worker_index) % 2**32
         server = self.storage is not None and storage_kind(self.storage) == "server"
         try:
             return Tuner(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from autotune.config import Config
+from autotune.exceptions import AutotuneError
 from autotune.loop import run_trials
 from autotune.recorded import Recorded
 from autotune.runner import TrialResult
@@ -215,6 +216,9 @@ def run_repeats(recorded: Recorded, sampler: str, trials: int, repeats: int, see
     """
     import time
 
+    if seed + repeats - 1 >= 2**32:  # a sampler's generator takes 32 bits
+        raise AutotuneError(f"--seed {seed} with --repeats {repeats} needs seeds up to {seed + repeats - 1}, past the "
+                            f"largest, {2**32 - 1}; give --seed {2**32 - repeats} or less")
     done = []
     for index in range(repeats):
         said = time.monotonic()

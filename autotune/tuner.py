@@ -237,6 +237,7 @@ class Tuner:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler = self._sampler()  # outside the try: a sampler's error is not the storage's
         try:
             study = optuna.create_study(
                 storage=self.storage_object(),
@@ -246,7 +247,7 @@ class Tuner:
                 # search near random on recorded spaces (benchmarks/search_quality.py). A study made
                 # by an older version keeps its two objectives (Optuna loads it as stored).
                 directions=OBJECTIVES,
-                sampler=self._sampler(),
+                sampler=sampler,
                 load_if_exists=True,
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user

@@ -21,10 +21,13 @@ def test_settings_round_trip_through_json_without_the_storage(tmp_path):
     assert SearchSettings.read(path, storage=settings.storage) == settings
 
 
-def test_a_worker_seed_is_offset_by_its_index():
-    tuner = SearchSettings("chmm", "cpu", "tiny", seed=7, studies="/nonexistent").tuner(worker_index=2)
+@pytest.mark.parametrize("seed, worker, expected", [(7, 2, 9), (2**32 - 1, 1, 0)])  # a sampler takes 32 bits
+def test_a_worker_seed_is_offset_by_its_index(seed, worker, expected):
+    # --seed 4294967295 --workers 2: worker 1 died on a seed numpy refuses, said as "cannot open storage".
+    tuner = SearchSettings("chmm", "cpu", "tiny", seed=seed, studies="/nonexistent").tuner(worker_index=worker)
     try:
-        assert tuner.seed == 9 and tuner.threads is None
+        assert tuner.seed == expected and tuner.threads is None
+        tuner._sampler()  # numpy refuses a seed past 32 bits here
     finally:
         tuner.close()
 

@@ -64,6 +64,8 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
          "messages='chained' needs cuda, which this device lacks; choose one of: loop,"),
         (["search", "--workload", "chmm", "--memory-budget", "1e400"], "is not a size between"),
         (["search", "--workload", "chmm", "--memory-limit", "0"], "is not a size between"),
+        (["simulate", "--recorded", str(Path(__file__).parent.parent / "benchmarks/recorded/chmm_cpu_tiny.json.gz"),
+          "--seed", "4294967295", "--repeats", "3"], "--seed 4294967295 with --repeats 3 needs seeds up to 4294967297, past the largest, 4294967295"),
         # Refused before the server is asked (port 1 refuses): a live worker would be taken for dead between beats.
         (["search", "--workload", "chmm", "--storage", "postgresql://u@localhost:1/db", "--heartbeat", "5",
           "--grace-period", "9"], "--grace-period 9 is under twice --heartbeat 5: a live worker beats every 5 s"),
