@@ -33,7 +33,7 @@ from typing import Any, Callable, Collection, Mapping
 
 from autotune.exceptions import SearchSpaceError
 
-__all__ = ["Condition", "ConditionError", "parse_constraints", "size_read"]
+__all__ = ["Condition", "ConditionError", "name_problem", "parse_constraints", "size_read"]
 
 
 class ConditionError(SearchSpaceError):
@@ -70,6 +70,16 @@ _ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
 }
 _CONSTANTS = {"true": True, "True": True, "false": False, "False": False, "null": None, "None": None}
 _KEYWORDS = {"and", "or", "not", "in"}
+
+
+def name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot name a parameter (None: it can): a condition must be able to read it, and
+    ``--set name=value`` to set it. (A knob may share a device capability's name: it shadows it.)"""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name):
+        return f"{name!r} is not a name of letters, digits and _ (not starting with a digit)"
+    if name in _CONSTANTS or name in _KEYWORDS:
+        return f"{name!r} is a word of the condition language"
+    return None
 
 
 def _tokenize(text: str) -> list[tuple[str, str]]:

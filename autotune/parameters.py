@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
-from autotune.conditions import Condition
+from autotune.conditions import Condition, name_problem
 from autotune.devices import CAPABILITIES
 from autotune.exceptions import InvalidConfigError, SearchSpaceError
 
@@ -269,6 +269,8 @@ def show(value: Any) -> str:
 def parse_parameter(name: str, spec: Any, earlier: set[str], fail: Fail) -> Parameter:
     """One parameter of a space file; ``earlier`` are the names declared above it (a condition may use them)."""
     where = f"parameters.{name}"
+    if problem := name_problem(name):
+        raise fail(where, f"{problem}; conditions and --set could not name it")
     if not isinstance(spec, dict):
         raise fail(where, "must be a mapping with 'choices' or 'low'/'high'")
     unknown = set(spec) - _PARAM_KEYS

@@ -453,3 +453,16 @@ def test_a_constraint_of_bare_arithmetic_judges_a_config_whose_knob_is_inactive(
     assert s.violated(s.defaults) is None  # the loop kernel
     assert s.violated(s.defaults.replace(kernel="scan", chunk=100)) == "not (chunk % 64)"
     assert s.violated(s.defaults.replace(kernel="scan", chunk=128)) is None
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("a=b", "'a=b' is not a name of letters, digits and _"),  # --set a=b=1 would set a
+    ("block size", "'block size' is not a name"),
+    ("1x", "'1x' is not a name"),
+    ("null", "'null' is a word of the condition language"),  # a condition would read null, not the knob
+    ("and", "'and' is a word of the condition language"),
+])
+def test_a_parameter_name_conditions_or_set_could_not_name_is_refused(name, fragment):
+    with pytest.raises(SearchSpaceError, match=f"parameters.{name}: {fragment}"):
+        SearchSpace.from_dict({"schema_version": 1, "parameters": {name: {"choices": [1, 2]}}, "defaults": {name: 1},
+                               "baseline": {}})
