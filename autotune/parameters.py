@@ -350,8 +350,9 @@ def _categorical(name: str, spec: dict, where: str, fail: Fail, condition: Condi
     if not isinstance(choices, list) or not choices:
         raise fail(f"{where}.choices", "must be a non-empty list")
     for choice in choices:
-        if not isinstance(choice, (str, int, float, bool, type(None))):
-            raise fail(f"{where}.choices", f"{choice!r} must be a string, number, boolean or null")
+        infinite = isinstance(choice, float) and not math.isfinite(choice)  # nan is no value; a config could not match
+        if not isinstance(choice, (str, int, float, bool, type(None))) or infinite:
+            raise fail(f"{where}.choices", f"{choice!r} must be a string, finite number, boolean or null")
     if len({show(c) for c in choices}) != len(choices):
         raise fail(f"{where}.choices", "must not repeat a choice")
     shown = {show(c) for c in choices}

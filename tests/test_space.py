@@ -466,3 +466,10 @@ def test_a_parameter_name_conditions_or_set_could_not_name_is_refused(name, frag
     with pytest.raises(SearchSpaceError, match=f"parameters.{name}: {fragment}"):
         SearchSpace.from_dict({"schema_version": 1, "parameters": {name: {"choices": [1, 2]}}, "defaults": {name: 1},
                                "baseline": {}})
+
+
+@pytest.mark.parametrize("choice", [float("nan"), float("inf")])
+def test_a_choice_that_is_not_a_finite_number_is_refused(choice):
+    with pytest.raises(SearchSpaceError, match="must be a string, finite number, boolean or null"):
+        SearchSpace.from_dict({"schema_version": 1, "parameters": {"x": {"choices": [choice, 1.0]}},
+                               "defaults": {"x": 1.0}, "baseline": {}})
