@@ -8,6 +8,7 @@ left running. The worker, driver and storage rows drive the CLI.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import optuna
@@ -315,3 +317,23 @@ def test_a_stop_late_in_the_re_measurement_exports_from_its_whole_rounds(tmp_pat
     assert exported["remeasure"]["rounds"] == whole
     assert all(len(c["statuses"]) == whole for c in exported["remeasure"]["candidates"])
     assert tagged_processes(tag) == []
+
+
+@pytest.mark.parametrize("torn, kept", [
+    (b'{"op_code": 9, "worker_id": "w", "trial_id": 0, "user_attr', False),  # cut mid-record: dropped
+    (b'{"op_code": 2, "worker_id": "w", "study_id": 0, "user_attr": {"late": 2}}', True),  # whole but for its newline
+])
+def test_a_journal_record_torn_by_a_writer_that_died_is_mended_before_the_next_write(tmp_path, torn, kept):
+    # The next record used to be glued to the torn one: a line no reader parses, and the study unreadable for good.
+    path = tmp_path / "study.journal"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a new journal has nothing to mend
+        study = optuna.create_study(study_name="s", storage=open_storage(str(path)))
+    study.set_user_attr("before", 1)
+    with open(path, "ab") as handle:
+        handle.write(torn)
+    with pytest.warns(UserWarning, match="its last record was torn") if not kept else contextlib.nullcontext():
+        optuna.load_study(study_name="s", storage=open_storage(str(path))).set_user_attr("after", 3)
+    attrs = optuna.load_study(study_name="s", storage=open_storage(str(path))).user_attrs
+    assert attrs == {"before": 1, "after": 3, **({"late": 2} if kept else {})}
+    assert path.read_bytes().endswith(b"\n") and (torn in path.read_bytes()) is kept
