@@ -209,15 +209,16 @@ def mend_torn_tail(path: Path) -> None:
     import json
 
     with open(path, "rb+") as handle:
-        size = start = handle.seek(0, os.SEEK_END)
-        if size == 0:  # a new journal
-            return
+        start = handle.seek(0, os.SEEK_END)
+        if start == 0:
+            return  # a new journal
+        handle.seek(start - 1)
+        if handle.read(1) == b"\n":
+            return  # every record whole
         while start > 0:  # back to the last newline: the torn line starts after it
             step = min(start, 1 << 16)
             handle.seek(start - step)
             chunk = handle.read(step)
-            if start == size and chunk.endswith(b"\n"):
-                return
             found = chunk.rfind(b"\n")
             if found >= 0:
                 start = start - step + found + 1
