@@ -337,3 +337,14 @@ def test_a_journal_record_torn_by_a_writer_that_died_is_mended_before_the_next_w
     attrs = optuna.load_study(study_name="s", storage=open_storage(str(path))).user_attrs
     assert attrs == {"before": 1, "after": 3, **({"late": 2} if kept else {})}
     assert path.read_bytes().endswith(b"\n") and (torn in path.read_bytes()) is kept
+
+
+@pytest.mark.parametrize("before", [b'{"op_code": 0}\n', b""])
+def test_a_torn_record_longer_than_the_search_step_is_dropped_whole(tmp_path, before):
+    from autotune.storage import mend_torn_tail
+
+    path = tmp_path / "study.journal"
+    path.write_bytes(before + b'{"op_code": 2, "user_attr": {"times": [' + b"0.125, " * 30_000)  # 210 kB, 4 steps
+    with pytest.warns(UserWarning, match="its 210039 bytes dropped"):
+        mend_torn_tail(path)
+    assert path.read_bytes() == before
