@@ -29,11 +29,11 @@ import operator
 import re
 from functools import cached_property
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 from autotune.exceptions import SearchSpaceError
 
-__all__ = ["Condition", "ConditionError", "name_problem", "parse_constraints", "size_read"]
+__all__ = ["Condition", "ConditionError", "name_problem", "parse_constraints", "size_read", "values_named"]
 
 
 class ConditionError(SearchSpaceError):
@@ -311,6 +311,30 @@ class Condition:
     def evaluate(self, values: Mapping[str, Any]) -> bool:
         return _truth(self.tree, values)
 
+    def never_equal(self, parameters: Mapping[str, Any]) -> str | None:
+        """Why a test for equality here can never hold, or None: a value compared with a knob (``==``, ``!=``,
+        ``in``) that it cannot take, as a misspelt choice (``messages == 'scna'``), which would silently leave a
+        knob never active, or a constraint never judged. ``parameters`` maps a knob's name to its Parameter."""
+        for name, value in _compared(self.tree):
+            param = parameters.get(name)
+            if param is not None and value is not None and not param.allows(value):  # null: an inactive knob
+                return f"compares {name} with {value!r}, a value it never takes; allowed: {param.describe_allowed()}"
+        return None
+
+
+def _compared(node: tuple) -> Iterator[tuple[str, Any]]:
+    """Each (knob name, literal) an equality or membership test in ``node`` compares."""
+    if node[0] == "cmp" and node[1] in ("==", "!=", "in", "not in"):
+        for side, other in ((node[2], node[3]), (node[3], node[2])):
+            if side[0] == "name":
+                if other[0] == "const":
+                    yield side[1], other[1]
+                elif other[0] == "list" and node[1] in ("in", "not in"):
+                    yield from ((side[1], item[1]) for item in other[1] if item[0] == "const")
+    for child in node[1:]:
+        if isinstance(child, tuple) and child and isinstance(child[0], str):
+            yield from _compared(child)
+
 
 def parse_constraints(raw: Any, parameters: Collection[str], capabilities: Collection[str], size: Collection[str],
                       fail: Callable[[str, str], SearchSpaceError]) -> list[Condition]:
@@ -330,6 +354,18 @@ def parse_constraints(raw: Any, parameters: Collection[str], capabilities: Colle
                                                  "device capability or a size parameter (size_parameters)")
         constraints.append(constraint)
     return constraints
+
+
+def values_named(space: Any) -> Any:
+    """``space`` (a SearchSpace read from a file), once no condition or constraint tests a knob for a value it
+    never takes (:meth:`Condition.never_equal`). Only a file is checked: a recorded space keeps the file's
+    conditions over the values it measured, and those may leave out a value a condition names."""
+    tested = [(f"parameters.{p.name}.condition", p.condition) for p in space.parameters.values() if p.condition]
+    tested += [(f"constraints[{i}]", c) for i, c in enumerate(space.constraints) if isinstance(c, Condition)]
+    for where, condition in tested:
+        if problem := condition.never_equal(space.parameters):
+            raise ConditionError(f"{space.source}: {where}: {problem}")
+    return space
 
 
 def size_read(names: Collection[str], size_parameters: Collection[str], facts: Mapping[str, Any],

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import yaml
 
-from autotune.conditions import parse_constraints, size_read
+from autotune.conditions import parse_constraints, size_read, values_named
 from autotune.config import Config
 from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
@@ -90,7 +90,7 @@ class SearchSpace:
         except yaml.YAMLError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SearchSpaceError(f"{path}: not valid YAML: {first}") from None
-        return cls.from_dict(data, source=str(path))
+        return values_named(cls.from_dict(data, source=str(path)))  # no misspelt value in a condition
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<memory>") -> "SearchSpace":

@@ -1,7 +1,9 @@
 import copy
+import re
 
 import optuna
 import pytest
+import yaml
 
 from autotune.devices import PROFILES
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
@@ -473,3 +475,32 @@ def test_a_choice_that_is_not_a_finite_number_is_refused(choice):
     with pytest.raises(SearchSpaceError, match="must be a string, finite number, boolean or null"):
         SearchSpace.from_dict({"schema_version": 1, "parameters": {"x": {"choices": [choice, 1.0]}},
                                "defaults": {"x": 1.0}, "baseline": {}})
+
+
+@pytest.mark.parametrize("where, text, fragment", [
+    ("condition", "kernel == 'scna'", "parameters.chunk.condition: compares kernel with 'scna', a value it never takes; "
+                                      "allowed: loop, scan"),
+    ("condition", "'scna' != kernel", "compares kernel with 'scna'"),
+    ("condition", "kernel in ['scan', 'fused']", "compares kernel with 'fused'"),
+    ("constraint", "dtype != 'flaot16' or kernel == 'loop'", "constraints[0]: compares dtype with 'flaot16'"),
+    ("constraint", "lr != 2.0", "compares lr with 2.0"),  # out of the range: the test always holds
+])
+def test_a_condition_or_constraint_testing_a_value_the_knob_never_takes_is_refused(tmp_path, where, text, fragment):
+    # A misspelt choice left chunk never active (or the constraint never judged), silently.
+    data = copy.deepcopy(SPACE)
+    if where == "condition":
+        data["parameters"]["chunk"]["condition"] = text
+    else:
+        data["constraints"] = [text]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(SearchSpaceError, match=re.escape(fragment)) as info:
+        SearchSpace.from_file(tmp_path / "s.yaml")
+    assert str(info.value).startswith(f"{tmp_path / 's.yaml'}: ")
+    assert space(data)  # a recorded space's conditions may name a value it never measured: not checked there
+
+
+def test_a_knob_compared_with_null_or_with_another_knob_is_not_a_misspelt_value(tmp_path):
+    data = copy.deepcopy(SPACE)
+    data["constraints"] = ["chunk == null or dtype != 'float16'", "kernel != dtype"]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    assert len(SearchSpace.from_file(tmp_path / "s.yaml").constraints) == 2
