@@ -248,6 +248,8 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     if isinstance(items, bool) or not isinstance(items, numbers.Real) or not 0 < items < math.inf:
         raise ValueError(f"{type(workload).__name__}.items_per_run returned {items!r}; it must be a positive number "
                          f"of {workload.unit} a run")
+    # A numpy scalar (numpy.int64) would carry into every figure, and neither the study nor --json stores one.
+    result.items_per_run = items = int(items) if isinstance(items, numbers.Integral) else float(items)
     checks = []
 
     def on_output(which: str, output: Any) -> bool:

@@ -1,5 +1,6 @@
 """Every outcome a trial can have is classified, and nothing is left running."""
 
+import json
 import os
 import time
 from pathlib import Path
@@ -59,6 +60,22 @@ def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
         assert len(result.times) >= 3 if status == "ok" else (result.cut_short and len(result.times) == 1)
         assert result.peak_memory_bytes > 0 and result.threads >= 1
     assert _gone(int((cache / "trial.pid").read_text()))
+
+
+def test_a_count_of_items_given_as_a_numpy_scalar_is_stored_as_a_number(tmp_path):
+    # numpy.int64 from items_per_run carried into the throughput: the study's attributes and --json failed on it.
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    (tmp_path / "counted.yaml").write_text(steady.with_suffix(".yaml").read_text())
+    (tmp_path / "counted.py").write_text(steady.with_suffix(".py").read_text().replace(
+        "        return 100", "        import numpy\n        return numpy.int64(100)"))
+    runner = Runner("inprocess")
+    for purpose in ("reference", "trial"):
+        request = TrialRequest(f"{tmp_path / 'counted.py'}:SteadyWorkload", "tiny", "cpu", "cpu", {"work": 5},
+                               str(tmp_path), FAST_MEASURER, purpose=purpose)
+        result = runner.run(request)
+    assert result.status == "ok", result.error
+    assert type(result.items_per_run) is int and type(result.throughput) is float
+    json.dumps(result.to_dict())
 
 
 def test_a_count_of_items_no_throughput_can_divide_fails_trials_not_the_reference(runner, tmp_path):
