@@ -233,9 +233,32 @@ def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -
     workload.synchronize()
     result.times = [time.perf_counter() - start]
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
-    torch.save(workload.to_reference(output), tmp)
+    reference = workload.to_reference(output)
+    torch.save(reference, tmp)
+    try:
+        torch.load(tmp, weights_only=True)  # as every trial loads it: a numpy array, say, fails each one opaquely
+    except Exception:  # noqa: BLE001 - whatever torch says, the cause is the output's type, named below
+        tmp.unlink()
+        raise TypeError(f"{type(workload).__name__}'s reference output holds {_not_plain(reference)}, which a "
+                        "reference file cannot: plain tensor data only (tensors, numbers, strings, and lists, tuples "
+                        "and dicts of them); return tensors, or convert the output in to_reference()") from None
     os.replace(tmp, path)
     result.status = "ok"
+
+
+def _not_plain(value: Any) -> str:
+    """What in ``value`` is not plain tensor data: the first such type, by name."""
+    import torch
+
+    if isinstance(value, (list, tuple)):
+        inner = [_not_plain(item) for item in value]
+    elif isinstance(value, dict):
+        inner = [_not_plain(item) for item in [*value.keys(), *value.values()]]
+    elif value is None or isinstance(value, (torch.Tensor, bool, int, float, str)):
+        inner = []
+    else:
+        return f"a {type(value).__module__}.{type(value).__qualname__}"
+    return next((found for found in inner if found), "")
 
 
 def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialRequest, result: TrialResult) -> None:

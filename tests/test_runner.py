@@ -62,20 +62,38 @@ def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
     assert _gone(int((cache / "trial.pid").read_text()))
 
 
+def _steady_variant(folder: Path, old: str, new: str) -> str:
+    """tests/workloads/steady.py with ``old`` replaced by ``new``, as a file workload in ``folder``."""
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    (folder / "variant.yaml").write_text(steady.with_suffix(".yaml").read_text())
+    source = steady.with_suffix(".py").read_text()
+    assert old in source
+    (folder / "variant.py").write_text(source.replace(old, new))
+    return f"{folder / 'variant.py'}:SteadyWorkload"
+
+
 def test_a_count_of_items_given_as_a_numpy_scalar_is_stored_as_a_number(tmp_path):
     # numpy.int64 from items_per_run carried into the throughput: the study's attributes and --json failed on it.
-    steady = Path(BROKEN.split(":")[0]).parent / "steady"
-    (tmp_path / "counted.yaml").write_text(steady.with_suffix(".yaml").read_text())
-    (tmp_path / "counted.py").write_text(steady.with_suffix(".py").read_text().replace(
-        "        return 100", "        import numpy\n        return numpy.int64(100)"))
+    workload = _steady_variant(tmp_path, "        return 100", "        import numpy\n        return numpy.int64(100)")
     runner = Runner("inprocess")
     for purpose in ("reference", "trial"):
-        request = TrialRequest(f"{tmp_path / 'counted.py'}:SteadyWorkload", "tiny", "cpu", "cpu", {"work": 5},
-                               str(tmp_path), FAST_MEASURER, purpose=purpose)
-        result = runner.run(request)
+        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
+                                         purpose=purpose))
     assert result.status == "ok", result.error
     assert type(result.items_per_run) is int and type(result.throughput) is float
     json.dumps(result.to_dict())
+
+
+def test_a_reference_output_that_is_not_plain_tensor_data_fails_the_reference_and_says_why(tmp_path):
+    # Before: written anyway, then every trial failed with torch's "Weights only load failed".
+    workload = _steady_variant(tmp_path, "            return torch.arange(4, dtype=torch.float64)",
+                               "            import numpy\n            return {'x': [numpy.arange(4.0)]}")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    result = Runner("inprocess").run(request)
+    assert result.status == "error" and result.error.startswith(
+        "TypeError: SteadyWorkload's reference output holds a numpy.ndarray, which a reference file cannot")
+    assert not request.reference_path.exists() and not list(tmp_path.glob("*.tmp"))
 
 
 def test_a_count_of_items_no_throughput_can_divide_fails_trials_not_the_reference(runner, tmp_path):
