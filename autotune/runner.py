@@ -239,9 +239,10 @@ def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -
         torch.load(tmp, weights_only=True)  # as every trial loads it: a numpy array, say, fails each one opaquely
     except Exception:  # noqa: BLE001 - whatever torch says, the cause is the output's type, named below
         tmp.unlink()
-        raise TypeError(f"{type(workload).__name__}'s reference output holds {_not_plain(reference)}, which a "
-                        "reference file cannot: plain tensor data only (tensors, numbers, strings, and lists, tuples "
-                        "and dicts of them); return tensors, or convert the output in to_reference()") from None
+        held = _not_plain(reference) or "a value torch cannot load"
+        raise TypeError(f"{type(workload).__name__}'s reference output holds {held}, which a reference file cannot: "
+                        "plain tensor data only (tensors, numbers, strings, and lists, tuples and dicts of them); "
+                        "return tensors, or convert the output in to_reference()") from None
     os.replace(tmp, path)
     result.status = "ok"
 
