@@ -34,9 +34,10 @@ from autotune.exceptions import StorageError
 __all__ = [
     "BudgetLock",
     "DEFAULT_GRACE_PERIOD",
-    "check_heartbeat",
     "DEFAULT_HEARTBEAT",
     "STORAGE_ENV",
+    "check_heartbeat",
+    "mend_torn_tail",
     "open_storage",
     "redact_storage",
     "retrying",
@@ -53,6 +54,7 @@ STORAGE_ENV = "AUTOTUNE_STORAGE"
 #: Seconds between a worker's heartbeats, and without one before its trial is stale.
 DEFAULT_HEARTBEAT = 10
 DEFAULT_GRACE_PERIOD = 60
+
 
 def check_heartbeat(heartbeat: int | None, grace_period: int | None) -> None:
     """A grace period at least twice the heartbeat (Optuna's own default ratio): a shorter one would take a live
