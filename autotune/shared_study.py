@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import threading
+import time
 import warnings
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -36,7 +37,8 @@ DONE = False
 DUPLICATE_ASK_FACTOR = 5
 #: The study attribute that records which budget has been exported (set once, under the budget lock).
 EXPORTED = "exported_budget"
-#: ... and who exports it: its host and pid while it re-measures, marked finished once it has exported.
+#: ... and who exports it: its host and pid (and, on a database server, the time of its last beat) while it
+#: re-measures, marked finished once it has exported.
 EXPORTER = "exporter"
 
 
@@ -67,7 +69,8 @@ def enqueue_first(study: "optuna.Study", firsts: list[tuple[dict[str, Any], str]
             study.enqueue_trial(params, user_attrs={"role": role})
 
 
-def claim_budget(study: "optuna.Study", lock: Any, n_trials: int, firsts: list[tuple[dict[str, Any], str]]) -> int:
+def claim_budget(study: "optuna.Study", lock: Any, n_trials: int, firsts: list[tuple[dict[str, Any], str]],
+                 grace_period: int | None = None) -> int:
     """Settle a shared study's trial budget: the total of counted trials it is driven to.
 
     The first process to open a study (or one that finds its budget reached)
@@ -79,7 +82,7 @@ def claim_budget(study: "optuna.Study", lock: Any, n_trials: int, firsts: list[t
         done = len(counted(study.get_trials(deepcopy=False)))
         budget = study.user_attrs.get("trial_budget")
         # A budget reached but not exported (its exporter stopped or died) is resumed: to the export, not to more.
-        if budget is None or (done >= budget and exported(study, budget)):
+        if budget is None or (done >= budget and exported(study, budget, grace_period)):
             budget = done + n_trials
             study.set_user_attr("trial_budget", budget)
         enqueue_first(study, firsts)
@@ -219,48 +222,74 @@ def release_trial(study: "optuna.Study", trial_id: int) -> None:
         pass
 
 
-def elect_exporter(study: "optuna.Study", lock: Any, budget: int) -> bool:
+def elect_exporter(study: "optuna.Study", lock: Any, budget: int, grace_period: int | None = None) -> bool:
     """Whether this process re-measures and exports the study's winner for ``budget``: exactly one does.
 
     The first process to find the budget unexported, under the budget lock,
     marks it exported and is elected; every other process finds the mark.
     """
     with lock.held():
-        if exported(study, budget):
+        if exported(study, budget, grace_period):
             return False
         study.set_user_attr(EXPORTED, budget)
         study.set_user_attr(EXPORTER, worker_identity())
         return True
 
 
-def exported(study: "optuna.Study", budget: int) -> bool:
+def exported(study: "optuna.Study", budget: int, grace_period: int | None = None) -> bool:
     """Whether ``budget`` is exported, or being exported by a process that may be alive.
 
     An exporter that a stop or an error interrupted gives the budget back
     (:func:`exporting`); one that died on this host (SIGKILL, a crash) is
-    seen to be gone, as a dead worker's trial is. One on another host, or
-    marked before exporters were recorded, is trusted.
+    seen to be gone, as a dead worker's trial is; one on another host that
+    beats (a database server's heartbeat) is gone once its last beat is
+    ``grace_period`` seconds old, as a worker's trial is. One that does not
+    beat, or marked before exporters were recorded, is trusted.
     """
     if study.user_attrs.get(EXPORTED) != budget:
         return False
     owner = study.user_attrs.get(EXPORTER) or {}
-    if owner.get("finished") or owner.get("host") != worker_identity()["host"] or "pid" not in owner:
+    if owner.get("finished") or "pid" not in owner:
         return True
-    return pid_alive(int(owner["pid"]))
+    if owner.get("host") == worker_identity()["host"]:
+        return pid_alive(int(owner["pid"]))
+    # The hosts' clocks must agree within the grace period, as for Optuna's own heartbeats.
+    return "beat" not in owner or time.time() - float(owner["beat"]) <= (grace_period or DEFAULT_GRACE_PERIOD)
 
 
 @contextlib.contextmanager
-def exporting(study: "optuna.Study", lock: Any) -> Iterator[None]:
+def exporting(study: "optuna.Study", lock: Any, heartbeat: int | None = None) -> Iterator[None]:
     """The elected exporter's re-measurement and export: marked finished when it ends, the budget given back
     when it raises (Ctrl-C in the first round, an unwritable export), so that the same command resumes to the
-    export rather than measuring more trials."""
+    export rather than measuring more trials. Every ``heartbeat`` seconds (a database server's) it records a
+    beat, so that a host it died on leaves the budget to another after the grace period (:func:`exported`)."""
     me = worker_identity()
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                study.set_user_attr(EXPORTER, {**me, "beat": time.time()})
+            except Exception:  # noqa: BLE001 - a missed beat is retried next interval
+                pass
+            if stop.wait(heartbeat):
+                return
+
+    beating = threading.Thread(target=beat, daemon=True) if heartbeat else None
+    if beating is not None:
+        beating.start()
     try:
-        yield
+        try:
+            yield
+        finally:
+            stop.set()
+            if beating is not None:
+                beating.join()
     except BaseException:
         try:
             with lock.held():
-                if study.user_attrs.get(EXPORTER) == me:
+                owner = study.user_attrs.get(EXPORTER) or {}
+                if (owner.get("host"), owner.get("pid")) == (me["host"], me["pid"]):
                     study.set_user_attr(EXPORTED, None)
         except Exception:  # noqa: BLE001 - the storage is gone: the mark stays, and more trials come first
             pass

@@ -301,7 +301,7 @@ class Tuner:
 
     def claim_budget(self, n_trials: int) -> int:
         """Open the shared study and settle its trial budget (see :func:`autotune.shared_study.claim_budget`)."""
-        return claim_budget(self.open_study(), self._lock(), n_trials, self.space.first_params())
+        return claim_budget(self.open_study(), self._lock(), n_trials, self.space.first_params(), self.grace_period)
 
     def work(self, budget: int, poll_seconds: float = 2.0) -> list[TrialRecord]:
         """One worker's loop on a shared study, until it holds ``budget`` counted trials."""
@@ -323,9 +323,9 @@ class Tuner:
         result's time counts from ``started`` (``time.perf_counter()``; default: now)."""
         started = time.perf_counter() if started is None else started
         study = self.open_study()
-        if not elect_exporter(study, self._lock(), budget):
+        if not elect_exporter(study, self._lock(), budget, self.grace_period):
             return None
-        with exporting(study, self._lock()):
+        with exporting(study, self._lock(), self.heartbeat):  # beats on a database server: a dead host is seen
             return self.finish(study, [], started)
 
     def _lock(self) -> BudgetLock:

@@ -363,6 +363,33 @@ def test_an_exporter_that_stopped_or_died_leaves_the_budget_to_be_resumed_to_its
         assert exported(study, 8) is trusted and elect_exporter(study, lock, 8) is not trusted
 
 
+def test_an_exporter_on_another_host_is_gone_once_its_beat_is_a_grace_period_old(tmp_path):
+    # An exporter killed on another host (a database server's workers) kept its budget from being exported, ever:
+    # only one on this host could be seen to be dead. Now it beats while it exports, as a worker's trial does.
+    import threading
+
+    from autotune.shared_study import EXPORTED, EXPORTER, NoLock, elect_exporter, exported, exporting
+
+    study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "s.journal")))
+    lock = NoLock()
+    for beat, alive in [(time.time() - 5, True), (time.time() - 61, False), (None, True)]:  # None: it never beat
+        owner = {"host": "elsewhere", "pid": 1, **({} if beat is None else {"beat": beat})}
+        study.set_user_attr(EXPORTED, 8)
+        study.set_user_attr(EXPORTER, owner)
+        assert exported(study, 8, grace_period=60) is alive
+        assert exported(study, 8) is alive  # no grace given: 60 s, the storage's default
+        assert elect_exporter(study, lock, 8, grace_period=60) is not alive  # a gone one's budget is taken over
+    # The elected exporter beats while it exports (here every second), and stops before it marks itself finished.
+    assert elect_exporter(study, lock, 9, grace_period=60)
+    threads = threading.active_count()
+    with exporting(study, lock, heartbeat=1):
+        first = study.user_attrs[EXPORTER]["beat"] if "beat" in study.user_attrs[EXPORTER] else None
+        time.sleep(1.5)
+        assert study.user_attrs[EXPORTER]["beat"] > (first or 0)
+    assert study.user_attrs[EXPORTER]["finished"] and exported(study, 9, grace_period=1)
+    assert threading.active_count() == threads  # the beat's thread is gone
+
+
 def test_the_elected_exporter_gives_the_budget_back_when_its_export_is_interrupted(tmp_path, monkeypatch):
     from autotune.shared_study import EXPORTED, EXPORTER
     from autotune.tuner import Tuner
