@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from autotune.check import relative_error, worst_error
@@ -23,3 +24,14 @@ def test_the_worst_element_of_an_output_that_cannot_be_compared_is_unbounded():
     assert worst_error(np.ones(3), reference) == math.inf  # another shape
     assert worst_error(np.full(4, 0.5), np.zeros(4)) == 0.5  # a zero reference: the error itself
     assert worst_error(np.zeros(0), np.zeros(0)) == 0.0
+
+
+@pytest.mark.parametrize("error", [relative_error, worst_error])
+def test_a_complex_output_wrong_only_in_its_imaginary_part_fails(error):
+    # Cast to float64, the imaginary part was dropped: an FFT's output wrong there passed with an error of 0.
+    right = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    wrong = torch.tensor([1 + 2j, 3 + 1j], dtype=torch.complex64)
+    assert error(wrong, right) > 0.4 and error(right.numpy(), right.numpy()) == 0
+    assert error(right.conj(), right.conj().resolve_conj()) == 0  # a conjugate view reads as its values
+    assert error(torch.tensor([1.0, 3.0]), right) > 0.4  # a real output lacks the imaginary part: wrong
+    assert error(torch.tensor([1.0, 3.0]), torch.tensor([1 + 0j, 3 + 0j])) == 0
