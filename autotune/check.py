@@ -30,6 +30,10 @@ class Check:
         if not metrics:
             raise ValueError("a check needs at least one metric")
         clean = {name: (_finite_or_inf(err), float(tol)) for name, (err, tol) in metrics.items()}
+        negative = next((name for name, (err, _) in clean.items() if err < 0), None)
+        if negative is not None:  # a signed difference, say: it would pass any tolerance, the worst output too
+            raise ValueError(f"the error of {negative!r} is {clean[negative][0]:.3g}: an error is a distance, 0 or "
+                             "more (take its absolute value)")
         metric = max(clean, key=lambda name: share_of_tolerance(*clean[name]))
         error, tolerance = clean[metric]
         passed = all(err <= tol for err, tol in clean.values())

@@ -35,3 +35,12 @@ def test_a_complex_output_wrong_only_in_its_imaginary_part_fails(error):
     assert error(right.conj(), right.conj().resolve_conj()) == 0  # a conjugate view reads as its values
     assert error(torch.tensor([1.0, 3.0]), right) > 0.4  # a real output lacks the imaginary part: wrong
     assert error(torch.tensor([1.0, 3.0]), torch.tensor([1 + 0j, 3 + 0j])) == 0
+
+
+def test_a_negative_error_is_refused_as_a_check_that_would_pass_anything():
+    # A workload whose check gave a signed difference passed every output below the reference, however far.
+    from autotune.check import Check
+
+    with pytest.raises(ValueError, match="the error of 'loss' is -3: an error is a distance, 0 or more"):
+        Check.from_metrics({"counts": (0.0, 1e-3), "loss": (-3.0, 1e-3)})
+    assert Check.from_metrics({"loss": (0.0, 0.0)}).passed and not Check.from_metrics({"loss": (1.0, 0.5)}).passed
