@@ -269,6 +269,9 @@ def exporting(study: "optuna.Study", lock: Any, heartbeat: int | None = None) ->
     def beat() -> None:
         while True:
             try:
+                owner = study.user_attrs.get(EXPORTER) or {}
+                if (owner.get("host"), owner.get("pid")) != (me["host"], me["pid"]):
+                    return  # taken over (this process's beats stalled past the grace period): not overwritten
                 study.set_user_attr(EXPORTER, {**me, "beat": time.time()})
             except Exception:  # noqa: BLE001 - a missed beat is retried next interval
                 pass

@@ -387,6 +387,14 @@ def test_an_exporter_on_another_host_is_gone_once_its_beat_is_a_grace_period_old
         time.sleep(1.5)
         assert study.user_attrs[EXPORTER]["beat"] > (first or 0)
     assert study.user_attrs[EXPORTER]["finished"] and exported(study, 9, grace_period=1)
+    # One whose beats stalled and whose budget another host took over does not write over the new exporter.
+    assert elect_exporter(study, lock, 10)
+    with exporting(study, lock, heartbeat=1):
+        time.sleep(0.5)  # its first beat made
+        taken = {"host": "elsewhere", "pid": 1, "beat": time.time()}
+        study.set_user_attr(EXPORTER, taken)
+        time.sleep(1.5)
+        assert study.user_attrs[EXPORTER] == taken
     assert threading.active_count() == threads  # the beat's thread is gone
 
 
