@@ -23,6 +23,8 @@ error       an exception in build or run (its type and message are kept)
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import math
 import numbers
 import os
@@ -64,10 +66,15 @@ class TrialRequest:
     # "trial" measures and checks; "reference" writes the reference output; "cached reference" checks that the
     # file written loads as plain tensor data (here, where torch is loaded: the tuner's process never imports it)
     purpose: str = "trial"
+    #: The reference config, which names the reference's file: one edited in the space file (float64 for a
+    #: reference found too coarse, another kernel for one found wrong) is computed anew, not read from the cache.
+    reference: dict[str, Any] | None = None
 
     @property
     def reference_path(self) -> Path:
-        return Path(self.cache_dir) / f"reference-{self.device}.pt"
+        named = "" if self.reference is None else "-" + hashlib.sha256(
+            json.dumps(self.reference, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return Path(self.cache_dir) / f"reference-{self.device}{named}.pt"
 
 
 @dataclass

@@ -172,7 +172,7 @@ class Tuner:
             size=self.size,
             device=self.device.name,
             torch_device=self.device.torch_device,
-            config=config.to_dict(),
+            config=config.to_dict(), reference=self.reference_config.to_dict(),  # names the reference's file
             cache_dir=str(self.cache_dir),
             measurer=measurer,
             threads=self.threads,

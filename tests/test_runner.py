@@ -1,5 +1,6 @@
 """Every outcome a trial can have is classified, and nothing is left running."""
 
+import dataclasses
 import json
 import os
 import time
@@ -146,16 +147,33 @@ def test_a_planted_reference_file_runs_no_code_and_is_recomputed(studies, tmp_pa
 
     from tests.conftest import run_cli
 
-    cache = studies / "cache" / "broken" / "tiny-v1"
-    cache.mkdir(parents=True)
+    from autotune.tuner import Tuner
+
+    tuner = Tuner(BROKEN, "cpu", "tiny", studies=studies)
+    try:
+        planted = tuner.request(tuner.reference_config, "reference").reference_path
+    finally:
+        tuner.close()
+    assert planted.name.startswith("reference-cpu-")  # named by the reference config (the next test)
+    planted.parent.mkdir(parents=True)
     marker = tmp_path / "pwned"
-    torch.save(_Planted(marker), cache / "reference-cpu.pt")
+    torch.save(_Planted(marker), planted)
     done = run_cli("run", "-w", BROKEN, "-d", "cpu", "-s", "tiny", "--min-time", "0.05", cwd=tmp_path,
                    env={"AUTOTUNE_STUDIES": str(studies)}, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not marker.exists()
     assert "not plain tensor data" in done.stderr and "computing it again" in done.stderr
-    assert torch.load(cache / "reference-cpu.pt", weights_only=True) is not None
+    assert torch.load(planted, weights_only=True) is not None
+
+
+def test_the_reference_file_is_named_by_the_reference_config(tmp_path):
+    # A reference edited in the space file (float64 where float32 was too coarse, another kernel where one was
+    # wrong) was read from the cache computed with the old one, and every config checked against that.
+    first = TrialRequest(BROKEN, "tiny", "cpu", "cpu", {"behaviour": "fast"}, str(tmp_path), reference={"x": 1})
+    edited = dataclasses.replace(first, reference={"x": 2})
+    assert first.reference_path != edited.reference_path and first.reference_path.parent == tmp_path
+    assert first.reference_path == dataclasses.replace(first, config={"behaviour": "ok"}).reference_path
+    assert first.reference_path.name.startswith("reference-cpu-")
 
 
 def test_a_cached_reference_is_checked_without_the_trial_timeout(tmp_path):
