@@ -48,7 +48,7 @@ FAULTS = {
 
 #: Faults whose path through the runner another fault of the default run already takes (a signal, an
 #: exception, an out-of-memory): they run with -m slow, to keep the default run under 10 minutes.
-SLOW_FAULTS = {"abort", "exit", "oom_rlimit", "raise_build"}
+SLOW_FAULTS = {"abort", "exit", "hang", "oom_rlimit", "raise_build"}  # a hang's kill: test_runner's own test
 
 
 @pytest.mark.parametrize("behaviour", [pytest.param(b, marks=pytest.mark.slow) if b in SLOW_FAULTS else b

@@ -135,6 +135,7 @@ def test_probe_times_baseline_and_defaults(tmp_path):
         assert entry["cold_s"] > 0 and entry["warm_s"] > 0
 
 
+@pytest.mark.slow  # 11 s: a benchmark's README lines, run with -m slow to keep the default run under 10 minutes
 def test_the_readmes_em_timing_lines_run_on_the_cpu_at_tiny(tmp_path):
     # The campaign's chmm part ends with EM timings at `full` on the GPU. The README's loop, run as written but on
     # the CPU at tiny: a typo there costs a part of a lease that comes seldom.

@@ -322,7 +322,8 @@ def test_repeats_cost_no_budget_and_an_exhausted_space_ends(studies, tmp_path):
 
 def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     """A sampler stuck on one config cannot stall the search: repeats enqueue unseen configs."""
-    defaults = autotune.load_space("chmm").defaults
+    steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")  # runs of milliseconds
+    defaults = SearchSpace.from_file(steady.split(":")[0].replace(".py", ".yaml")).defaults
 
     class Stuck(optuna.samplers.BaseSampler):  # always suggests the defaults
         def infer_relative_search_space(self, study, trial):
@@ -334,9 +335,9 @@ def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
         def sample_independent(self, study, trial, name, distribution):
             return defaults[name]
 
-    tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
+    tuner = Tuner(steady, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
                   sampler=Stuck())
-    n_trials = len(tuner.space.firsts()) + 2  # the baseline, the defaults and the probes come first
+    n_trials = len(tuner.space.firsts()) + 2  # the baseline and the defaults come first
     try:
         result = tuner.search(n_trials=n_trials)
     finally:
