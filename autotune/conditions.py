@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterator, Mapping
 
 from autotune.exceptions import SearchSpaceError
+from autotune.export import is_number
 
 __all__ = ["Condition", "ConditionError", "name_problem", "parse_constraints", "size_read", "values_named"]
 
@@ -189,7 +190,7 @@ class _Parser:
 
     def arith(self, op: str, left: tuple, right: tuple) -> tuple:
         for side in (left, right):  # arithmetic takes numbers; a knob's value is only known when evaluated
-            if side[0] in ("list", "cmp", "and", "or", "not") or side[0] == "const" and not _is_number(side[1]):
+            if side[0] in ("list", "cmp", "and", "or", "not") or side[0] == "const" and not is_number(side[1]):
                 shown = {"list": "a list", "const": repr(side[1])}.get(side[0], "a truth value")
                 raise ConditionError(f"arithmetic {op!r} takes numbers, not {shown}, in {self.text!r}")
         return ("arith", op, left, right)
@@ -258,7 +259,7 @@ def _evaluate(node: tuple, values: Mapping[str, Any]) -> Any:
         # Numbers only: a string or a list repeated by a large number would fill memory, and a null (an inactive
         # parameter) has no value. The TypeError, or a ZeroDivisionError, reaches the nearest comparison or
         # boolean operand, which is then false.
-        if not (_is_number(left) and _is_number(right)):
+        if not (is_number(left) and is_number(right)):
             raise TypeError(f"arithmetic on {left!r} and {right!r}")
         return _ARITHMETIC[node[1]](left, right)
     try:
@@ -266,10 +267,6 @@ def _evaluate(node: tuple, values: Mapping[str, Any]) -> Any:
     except (TypeError, ZeroDivisionError):
         # Ordering or arithmetic on a null (an inactive parameter), or a division by zero, is simply false.
         return False
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _truth(node: tuple, values: Mapping[str, Any]) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from autotune.exceptions import InvalidConfigError
 
-__all__ = ["SCHEMA_VERSION", "ExportDocument", "read_document", "read_json", "write_atomically", "write_json"]
+__all__ = ["SCHEMA_VERSION", "ExportDocument", "is_number", "read_document", "read_json", "write_atomically", "write_json"]
 
 #: Version of the exported JSON layout; bumped when a field changes meaning.
 SCHEMA_VERSION = 1
@@ -73,7 +73,8 @@ _NUMBERS = ("throughput", "median_seconds", "iqr_seconds", "relative_spread", "p
             "warmup_seconds", "threads")
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """An int or a float, not a bool (JSON's numbers, and the condition language's)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -83,14 +84,14 @@ def _figures_problem(data: Mapping[str, Any]) -> str | None:
     for section in ("measured", "baseline", "check", "remeasure", "environment", "study"):
         if data.get(section) is not None and not isinstance(data[section], Mapping):
             return f"{section} must be a JSON object, got {data[section]!r}"
-    if data.get("speedup") is not None and not _is_number(data["speedup"]):
+    if data.get("speedup") is not None and not is_number(data["speedup"]):
         return f"speedup must be a number, got {data['speedup']!r}"
     for name in ("workload_version", "trial"):
-        if data.get(name) is not None and not (_is_number(data[name]) and float(data[name]).is_integer()):
+        if data.get(name) is not None and not (is_number(data[name]) and float(data[name]).is_integer()):
             return f"{name} must be a whole number, got {data[name]!r}"
     for section in ("measured", "baseline"):
         for name, value in (data.get(section) or {}).items():
-            if name in _NUMBERS and value is not None and not _is_number(value):
+            if name in _NUMBERS and value is not None and not is_number(value):
                 return f"{section}.{name} must be a number, got {value!r}"
     check = data.get("check")
     if check is not None:
@@ -98,8 +99,8 @@ def _figures_problem(data: Mapping[str, Any]) -> str | None:
             return f"check.passed must be true or false, got {check.get('passed')!r}"
         metrics = check.get("metrics", {})
         pairs = metrics.values() if isinstance(metrics, Mapping) else [None]
-        if not all(isinstance(pair, list) and len(pair) == 2 and (pair[0] is None or _is_number(pair[0]))
-                   and _is_number(pair[1]) for pair in pairs):
+        if not all(isinstance(pair, list) and len(pair) == 2 and (pair[0] is None or is_number(pair[0]))
+                   and is_number(pair[1]) for pair in pairs):
             return "check.metrics must map each metric's name to [error or null, tolerance]"
     return None
 

@@ -75,7 +75,7 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 continue
             trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
             known = measured_configs(trials)
-            with Heartbeat(budget.storage, trial._trial_id, budget.heartbeat):
+            with Heartbeat.of_trial(budget.storage, trial._trial_id, budget.heartbeat):
                 record = run_trial(tuner, study, trial, trials, known, best_throughput(trials, tuner.memory_budget_bytes), guard)
             repeats = repeats + 1 if record is not None and record.duplicate_of is not None else 0
             if record is None or repeats >= REPEAT_LIMIT:

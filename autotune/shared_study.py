@@ -16,7 +16,7 @@ import datetime
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from autotune.stopping import whole_step
 from autotune.storage import DEFAULT_GRACE_PERIOD, pid_alive, worker_identity
@@ -264,35 +264,27 @@ def exporting(study: "optuna.Study", lock: Any, heartbeat: int | None = None) ->
     export rather than measuring more trials. Every ``heartbeat`` seconds (a database server's) it records a
     beat, so that a host it died on leaves the budget to another after the grace period (:func:`exported`)."""
     me = worker_identity()
-    stop = threading.Event()
 
-    def beat() -> None:
-        while True:
-            try:
-                owner = study.user_attrs.get(EXPORTER) or {}
-                if (owner.get("host"), owner.get("pid")) != (me["host"], me["pid"]):
-                    return  # taken over (this process's beats stalled past the grace period): not overwritten
-                study.set_user_attr(EXPORTER, {**me, "beat": time.time()})
-            except Exception:  # noqa: BLE001 - a missed beat is retried next interval
-                pass
-            if stop.wait(heartbeat):
-                return
+    def mine() -> bool:
+        owner = study.user_attrs.get(EXPORTER) or {}
+        return (owner.get("host"), owner.get("pid")) == (me["host"], me["pid"])
 
-    beating = threading.Thread(target=beat, daemon=True) if heartbeat else None
-    if beating is not None:
-        beating.start()
-    try:
+    def beat() -> bool:
         try:
+            if not mine():
+                return False  # taken over (this process's beats stalled past the grace period): not overwritten
+            study.set_user_attr(EXPORTER, {**me, "beat": time.time()})
+        except Exception:  # noqa: BLE001 - a missed beat is retried next interval
+            pass
+        return True
+
+    try:
+        with Heartbeat(beat, heartbeat):
             yield
-        finally:
-            stop.set()
-            if beating is not None:
-                beating.join()
     except BaseException:
         try:
             with lock.held():
-                owner = study.user_attrs.get(EXPORTER) or {}
-                if (owner.get("host"), owner.get("pid")) == (me["host"], me["pid"]):
+                if mine():
                     study.set_user_attr(EXPORTED, None)
         except Exception:  # noqa: BLE001 - the storage is gone: the mark stays, and more trials come first
             pass
@@ -304,16 +296,24 @@ def exporting(study: "optuna.Study", lock: Any, heartbeat: int | None = None) ->
 
 
 class Heartbeat:
-    """Records a trial's heartbeat every ``interval`` seconds from a thread, while the trial runs."""
+    """Calls ``beat`` now, then every ``interval`` seconds from a thread while the block runs (no ``interval``:
+    never), until the block ends or ``beat`` returns False. A trial's: :meth:`of_trial`; the exporter's:
+    :func:`exporting`."""
 
-    def __init__(self, storage: Any, trial_id: int, interval: int | None) -> None:
-        self.storage, self.trial_id, self.interval = storage, trial_id, interval
+    def __init__(self, beat: Callable[[], "bool | None"], interval: int | None) -> None:
+        self.beat, self.interval = beat, interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @classmethod
+    def of_trial(cls, storage: Any, trial_id: int, interval: int | None) -> "Heartbeat":
+        """A trial's heartbeat on a storage that records them (a database server's)."""
+        recorded = interval if hasattr(storage, "record_heartbeat") else None
+        return cls(lambda: storage.record_heartbeat(trial_id), recorded)
+
     def __enter__(self) -> "Heartbeat":
-        if self.interval and hasattr(self.storage, "record_heartbeat"):
-            self.storage.record_heartbeat(self.trial_id)
+        if self.interval:
+            self.beat()  # before the block: a claimed trial always has a heartbeat
             self._thread = threading.Thread(target=self._beat, daemon=True)
             self._thread.start()
         return self
@@ -321,7 +321,8 @@ class Heartbeat:
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.storage.record_heartbeat(self.trial_id)
+                if self.beat() is False:
+                    return
             except Exception:  # noqa: BLE001 - a missed beat is retried next interval
                 pass
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import socket
 import time
@@ -208,8 +209,6 @@ def _mending_journal(path: Path) -> Any:
 
 def mend_torn_tail(path: Path) -> None:
     """A journal's last line, where it lacks its newline: dropped when it is not a whole record, else ended."""
-    import json
-
     with open(path, "rb+") as handle:
         start = handle.seek(0, os.SEEK_END)
         if start == 0:
