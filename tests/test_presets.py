@@ -22,7 +22,8 @@ FILES = sorted(PRESETS.glob("*/*.json"))
 def test_the_gpu_campaigns_shipped_a_preset_of_every_workload():
     names = {f"{p.parent.name}/{p.name}" for p in FILES}
     assert {"chmm/h100-small.json", "lsd/h100-full.json", "ten/h100-small.json", "latentwire/h100-small.json",
-            "vlm_mc/h200-small.json"} <= names
+            "vlm_mc/h200-small.json", "chmm/h200-small.json", "lsd/h200-small.json", "ten/h200-small.json",
+            "latentwire/h200-small.json"} <= names
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
