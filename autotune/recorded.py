@@ -211,6 +211,10 @@ def _entries(path: Path, data: Mapping[str, Any], order: tuple[str, ...]) -> dic
 def load_recorded(path: str | Path) -> Recorded:
     """A Kernel Tuner cache file (``.json`` or ``.json.gz``) as a recorded space; one-line errors name the file."""
     path = Path(path)
+    study = _study_storage(path)
+    if study:  # the study replays with --study: say so rather than "cannot decode byte 0xf7"
+        raise AutotuneError(f"{path} is a study's storage, not a Kernel Tuner cache file: replay its study with "
+                            f"--storage {study} (and --study NAME where it holds several)")
     try:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as handle:
@@ -222,6 +226,24 @@ def load_recorded(path: str | Path) -> Recorded:
         raise AutotuneError(f"{path}: not a Kernel Tuner cache file (it needs tune_params, tune_params_keys "
                             "and cache)")
     return _from_cache(path, data)
+
+
+def _study_storage(path: Path) -> str | None:
+    """The ``--storage`` of an autotune study's file given as a recorded space (a SQLite database, an Optuna journal),
+    else None."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return None  # load_recorded says why it cannot be read
+    if head.startswith(b"SQLite format 3\0"):
+        return f"sqlite:///{path.resolve()}"
+    first = head.partition(b"\n")[0]
+    try:  # a journal's every line is one JSON record of an operation
+        record = json.loads(first)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return str(path) if isinstance(record, dict) and "op_code" in record and b"\n" in head else None
 
 
 def _from_cache(path: Path | str, data: Mapping[str, Any]) -> Recorded:

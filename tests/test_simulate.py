@@ -227,6 +227,23 @@ def test_a_bad_recorded_file_is_one_error(tmp_path, content, fragment):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and fragment in done.stderr
 
 
+def test_a_study_file_given_as_a_recorded_space_names_the_storage_that_replays_it(tmp_path):
+    import sqlite3
+
+    database = tmp_path / "autotune.db"
+    sqlite3.connect(database).execute("create table t (x)").connection.commit()
+    with pytest.raises(AutotuneError, match=f"a study's storage.*--storage sqlite:///{database}"):
+        load_recorded(database)
+    journal = tmp_path / "studies.journal"
+    journal.write_text('{"op_code": 0, "study_name": "s", "directions": [2]}\n')
+    with pytest.raises(AutotuneError, match=f"a study's storage.*--storage {journal} "):
+        load_recorded(journal)
+    lines = tmp_path / "lines.json"  # JSON lines of something else are still "cannot read"
+    lines.write_text('{"a": 1}\n{"b": 2}\n')
+    with pytest.raises(AutotuneError, match="cannot read a recorded space"):
+        load_recorded(lines)
+
+
 def test_an_unknown_sampler_is_refused(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
                            "--sampler", "annealing"], capture_output=True, text=True, timeout=120)
@@ -335,3 +352,11 @@ def test_a_search_study_replays_through_the_simulate_command(tmp_path):
     assert all(v is None or any(v == pytest.approx(t) for t in times) for r in data["repeats"] for v in r["best_so_far"])
     both = run_cli("simulate", "--study", "chmm-cpu-tiny", "--recorded", "x.json", cwd=tmp_path, timeout=60)
     assert both.returncode == 2 and "give one of --recorded FILE" in both.stderr
+    # The database given as --recorded is one line naming the option that replays it, and that option does.
+    wrong = run_cli("simulate", "--recorded", "studies/autotune.db", cwd=tmp_path, timeout=60)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
+    suggested = wrong.stderr.split("--storage ")[1].split()[0]
+    assert suggested == storage
+    again = run_cli("simulate", "--storage", suggested, "--trials", "3", "--repeats", "1", "--json", cwd=tmp_path,
+                    timeout=120)
+    assert again.returncode == 0 and json.loads(again.stdout)["optimum"] == min(times), again.stderr
