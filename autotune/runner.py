@@ -250,8 +250,26 @@ def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -
         raise TypeError(f"{type(workload).__name__}'s reference output holds {held}, which a reference file cannot: "
                         "plain tensor data only (tensors, numbers, strings, and lists, tuples and dicts of them); "
                         "return tensors, or convert the output in to_reference()") from None
+    nan = _nan_in(reference, "output")
+    if nan:  # NaN equals nothing: every output would fail against it, or pass where a check lets NaN through
+        tmp.unlink()
+        raise ValueError(f"{type(workload).__name__}'s reference output holds NaN ({nan}): no output can be checked "
+                         "against it; fix the reference config (the space file's reference:) or the workload")
     os.replace(tmp, path)
     result.status = "ok"
+
+
+def _nan_in(value: Any, where: str) -> str:
+    """Where ``value`` holds NaN (``output['counts']: 3 of 400 values``), else ''."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        count = int(torch.isnan(value).sum()) if value.is_floating_point() or value.is_complex() else 0
+        return f"{where}: {count} of {value.numel()} values" if count else ""
+    if isinstance(value, float):
+        return where if value != value else ""
+    items = enumerate(value) if isinstance(value, (list, tuple)) else value.items() if isinstance(value, dict) else ()
+    return next((found for key, item in items if (found := _nan_in(item, f"{where}[{key!r}]"))), "")
 
 
 def _not_plain(value: Any) -> str:

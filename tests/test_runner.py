@@ -97,6 +97,34 @@ def test_a_reference_output_that_is_not_plain_tensor_data_fails_the_reference_an
     assert not request.reference_path.exists() and not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.parametrize("output, where", [
+    ("torch.tensor([1.0, float('nan'), 3.0])", "output: 1 of 3 values"),
+    ("{'counts': [torch.ones(2), torch.full((2, 2), float('nan'))]}", "output['counts'][1]: 4 of 4 values"),
+    ("(torch.tensor([1j, complex('nan')]), 2.0)", "output[0]: 1 of 2 values"),
+    ("{'loss': float('nan')}", "output['loss']"),
+])
+def test_a_reference_output_holding_nan_fails_the_reference_and_says_where(tmp_path, output, where):
+    # Before: kept, then every trial failed "value error inf", and a check that lets NaN through passed any NaN.
+    workload = _steady_variant(tmp_path, "            return torch.arange(4, dtype=torch.float64)",
+                               f"            return {output}")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    result = Runner("inprocess").run(request)
+    assert result.status == "error" and result.error == (
+        f"ValueError: SteadyWorkload's reference output holds NaN ({where}): no output can be checked against it; "
+        "fix the reference config (the space file's reference:) or the workload")
+    assert not request.reference_path.exists() and not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_reference_output_with_infinities_and_integers_is_kept(tmp_path):
+    # -inf is an honest log-probability, and integers cannot be NaN.
+    workload = _steady_variant(tmp_path, "            return torch.arange(4, dtype=torch.float64)",
+                               "            return {'log_p': torch.tensor([0.0, float('-inf')]), 'n': torch.arange(3)}")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    assert Runner("inprocess").run(request).status == "ok" and request.reference_path.is_file()
+
+
 def test_a_count_of_items_no_throughput_can_divide_fails_trials_not_the_reference(runner, tmp_path):
     # The reference's run is not timed: a workload whose count is 0 there still gets its reference.
     assert runner.run(_request(tmp_path, "no_items", "reference")).status == "ok"
