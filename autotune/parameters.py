@@ -22,7 +22,7 @@ from autotune.exceptions import InvalidConfigError, SearchSpaceError
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["Claim", "Parameter", "asked_name", "knob_of", "parse_parameter", "show", "split_by"]
+__all__ = ["Claim", "Parameter", "asked_name", "canonical_values", "knob_of", "parse_parameter", "show", "split_by"]
 
 _TYPES = ("categorical", "int", "float")
 _PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help", "claims", "probe"}
@@ -66,6 +66,15 @@ class Parameter:
 
     def claim(self, value: Any) -> Claim | None:
         return self.claims.get(show(value))
+
+    def canonical(self, value: Any) -> Any:
+        """``value`` as the space spells it: a choice as its own object (``1.0`` names the choice ``1``), an int
+        knob's whole float as an int, a float knob's int as a float; a value it does not allow, as it is."""
+        if self.type == "categorical":
+            return next((choice for choice in self.choices if _same(value, choice)), value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not self.allows(value):
+            return value
+        return int(value) if self.type == "int" else float(value)
 
     def allows(self, value: Any) -> bool:
         if self.type == "categorical":
@@ -258,6 +267,11 @@ def _same(a: Any, b: Any) -> bool:
     )
 
 
+def canonical_values(parameters: Mapping[str, Parameter], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` each as its parameter spells it (:meth:`Parameter.canonical`); a name it lacks, as it is."""
+    return {name: parameters[name].canonical(v) if name in parameters else v for name, v in values.items()}
+
+
 def show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -355,6 +369,10 @@ def _categorical(name: str, spec: dict, where: str, fail: Fail, condition: Condi
             raise fail(f"{where}.choices", f"{choice!r} must be a string, finite number, boolean or null")
     if len({show(c) for c in choices}) != len(choices):
         raise fail(f"{where}.choices", "must not repeat a choice")
+    equal = next(((a, b) for i, a in enumerate(choices) for b in choices[i + 1:] if a == b), None)
+    if equal:  # Optuna stores a choice by its index in the list, found by ==: a trial of the second reads as the first
+        raise fail(f"{where}.choices", f"{show(equal[0])} and {show(equal[1])} are one value to Python (and to the "
+                   "study, which would read a trial of one as the other); give distinct values, or strings")
     shown = {show(c) for c in choices}
     for choice in choice_requires:
         if choice not in shown:

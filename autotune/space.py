@@ -24,7 +24,8 @@ from autotune.conditions import parse_constraints, size_read, values_named
 from autotune.config import Config
 from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
-from autotune.parameters import Parameter, asked_name, knob_of, parse_parameter, show as _show, split_by
+from autotune.parameters import (Parameter, asked_name, canonical_values, knob_of, parse_parameter, show as _show,
+                                 split_by)
 from autotune.registry import space_path
 
 if TYPE_CHECKING:
@@ -64,10 +65,9 @@ class SearchSpace:
         self.workload = workload
         self.description = description
         self.device = device
-        self._defaults = dict(defaults)
-        self._baseline = dict(baseline)
+        self._defaults, self._baseline = (canonical_values(self.parameters, v) for v in (defaults, baseline))
         # The reference output's config, over the defaults; never moved to another value on a device.
-        self._reference = dict(reference or {})
+        self._reference = canonical_values(self.parameters, reference or {})
         # Combinations that cannot run at all: each has ``text``, ``names`` and ``evaluate(values) -> bool``
         # (a Condition from the file's ``constraints:``, or the key set of a recorded space).
         self.constraints = tuple(constraints)
@@ -279,7 +279,7 @@ class SearchSpace:
                     + (f" on device {self.device.name!r}" if self.device else "")
                     + f"; allowed: {param.describe_allowed()}"
                 )
-        return self.complete(values)
+        return self.complete(canonical_values(self.parameters, values))  # 64.0 from a JSON file runs as 64
 
     def allowed(self, values: Mapping[str, Any], what: str = "config") -> Config:
         """:meth:`validate`, and the config must keep the space's constraints: what a user hands in (``--set``,

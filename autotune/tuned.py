@@ -19,6 +19,7 @@ from autotune.config import Config, studies_dir
 from autotune.devices import filed_under
 from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
 from autotune.export import ExportDocument, read_document
+from autotune.parameters import canonical_values
 from autotune.registry import declared_version, get_workload_class, space_path, workload_facts
 from autotune.space import SearchSpace
 
@@ -131,12 +132,15 @@ def _validated(document: ExportDocument, space: SearchSpace, path: Path) -> Conf
         raise InvalidConfigError(f"{exc}; re-run `autotune search` to write it anew") from None
 
 
-def _filled_in(document: ExportDocument, config: Config, workload: str, device: str, path: Path) -> ExportDocument:
+def _filled_in(document: ExportDocument, config: Config, space: SearchSpace, workload: str, device: str,
+               path: Path) -> ExportDocument:
     """The document with what its file leaves out filled in: the knobs it lacks (an export older than a knob, or
     one written by hand) at the defaults ``config``, the space's completion of it that was checked, gives them,
-    and the workload, device and size its place says. A value the file states is kept as it is."""
+    and the workload, device and size its place says. A value the file states is kept, as the space spells it
+    (a hand-written 64.0 of an int knob is 64)."""
     size = path.stem.removeprefix(f"{device}-") if path.stem != device else None
-    return dataclasses.replace(document, config={**config.to_dict(), **document.config},
+    stated = canonical_values(space.parameters, document.config)
+    return dataclasses.replace(document, config={**config.to_dict(), **stated},
                                workload=document.workload or workload, device=document.device or device,
                                size=document.size or size)
 
@@ -194,7 +198,7 @@ def load_config(
             document = read_document(path)
             config = _validated(document, space, path)
             _warn_if_tuned_on_another_version(document, workload, path)
-            document = _filled_in(document, config, _export_folder(workload), device, path)
+            document = _filled_in(document, config, space, _export_folder(workload), device, path)
             return TunedConfig(document, str(path), space.unused(config))
     if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config"
         workload_facts(workload).size_named(size)

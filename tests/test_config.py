@@ -44,6 +44,18 @@ def test_load_config_reads_the_exported_file(tmp_path):
     assert load_config("chmm", device="cpu", studies=tmp_path).unused == ("chunk_size", "indices", "workspace")
 
 
+def test_load_config_gives_a_hand_written_value_as_the_space_spells_it(tmp_path):
+    # A whole float for an int knob (as a JSON tool may write 64) reached the user's script as 64.0, for
+    # range() and tensor shapes to fail on; an inactive knob's stated value too.
+    write_tuned_config(_document(config={"messages": "scan", "chunk_size": 64.0}),
+                       config_path("chmm", "cpu", "small", tmp_path))
+    assert type(load_config("chmm", device="cpu", studies=tmp_path)["chunk_size"]) is int
+    write_tuned_config(_document(config={"messages": "loop", "chunk_size": 128.0}),
+                       config_path("chmm", "cpu", "small", tmp_path))
+    cfg = load_config("chmm", device="cpu", studies=tmp_path)
+    assert cfg["chunk_size"] == 128 and type(cfg["chunk_size"]) is int
+
+
 def test_load_config_honours_the_environment_variable(tmp_path, monkeypatch):
     write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path / "elsewhere"))
     monkeypatch.setenv("AUTOTUNE_STUDIES", str(tmp_path / "elsewhere"))

@@ -477,6 +477,34 @@ def test_a_choice_that_is_not_a_finite_number_is_refused(choice):
                                "defaults": {"x": 1.0}, "baseline": {}})
 
 
+@pytest.mark.parametrize("choices, shown", [([1, True], "1 and true"), ([0, 2, False], "0 and false"),
+                                            ([1, 1.0], "1 and 1.0")])
+def test_two_choices_python_takes_for_one_value_are_refused(choices, shown):
+    # Optuna stores a choice by its index, found with ==: a trial of True, of choices [1, True], read back as 1.
+    distribution = optuna.distributions.CategoricalDistribution(choices)
+    assert distribution.to_external_repr(distribution.to_internal_repr(choices[-1])) is choices[0]
+    with pytest.raises(SearchSpaceError, match=f"parameters.x.choices: {shown} are one value to Python"):
+        SearchSpace.from_dict({"schema_version": 1, "parameters": {"x": {"choices": choices}},
+                               "defaults": {"x": choices[0]}, "baseline": {}})
+
+
+def test_a_value_is_given_to_the_workload_as_the_space_spells_it():
+    # A JSON config's 64.0 ran as a float where the space asks an int; 1.0 named the choice 1 and stayed a float.
+    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {
+        "chunk": {"type": "int", "low": 8, "high": 128}, "lr": {"type": "float", "low": 0, "high": 2},
+        "batch": {"choices": [1, 2]}, "on": {"choices": [True, False]}},
+        "defaults": {"chunk": 64.0, "lr": 1, "batch": 2.0, "on": True}, "baseline": {"batch": 1.0}})
+    for config in (space.defaults, space.baseline, space.allowed({"chunk": 32.0, "lr": 2, "batch": 1.0})):
+        assert [type(config[n]) for n in ("chunk", "lr", "batch", "on")] == [int, float, int, bool], config
+    assert space.allowed({"chunk": 32.0})["chunk"] == 32
+    with pytest.raises(InvalidConfigError, match="chunk=32.5 is not allowed"):
+        space.allowed({"chunk": 32.5})
+    with pytest.raises(InvalidConfigError, match="on=1 is not allowed"):  # 1 is not true, as before
+        space.allowed({"on": 1})
+    chmm = load_space("chmm")
+    assert type(chmm.allowed({"messages": "scan", "chunk_size": 64.0})["chunk_size"]) is int
+
+
 @pytest.mark.parametrize("where, text, fragment", [
     ("condition", "kernel == 'scna'", "parameters.chunk.condition: compares kernel with 'scna', a value it never takes; "
                                       "allowed: loop, scan"),
