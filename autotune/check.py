@@ -67,10 +67,12 @@ def _finite_or_inf(value: float) -> float:
 
 
 def _arrays(value: Any, reference: Any) -> "tuple[Any, Any] | None":
-    """Both as float64 NumPy arrays; None where the value cannot be compared (another shape, NaN or inf in it).
+    """Both as float64 NumPy arrays; None where the value cannot be compared (another shape, NaN in either, an
+    infinity the other does not hold at the same place with the same sign).
 
-    Complex values become their real and imaginary parts side by side: cast to float64, the imaginary part
-    was dropped, and an output wrong only there passed with an error of 0.
+    An infinity both hold is exact: it compares as 0 (an impossible step's log-probability is an honest -inf,
+    and every output failed against it). Complex values become their real and imaginary parts side by side:
+    cast to float64, the imaginary part was dropped, and an output wrong only there passed with an error of 0.
     """
     import numpy as np
 
@@ -84,7 +86,12 @@ def _arrays(value: Any, reference: Any) -> "tuple[Any, Any] | None":
     if np.iscomplexobj(a) or np.iscomplexobj(b):
         a, b = (np.stack([x.real, x.imag], axis=-1) for x in (a.astype(np.complex128), b.astype(np.complex128)))
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return (a, b) if a.shape == b.shape and np.all(np.isfinite(a)) else None
+    if a.shape != b.shape or np.isnan(a).any() or np.isnan(b).any():
+        return None
+    infinite = np.isinf(a)
+    if not np.array_equal(infinite, np.isinf(b)) or not np.array_equal(a[infinite], b[infinite]):
+        return None
+    return (np.where(infinite, 0.0, a), np.where(infinite, 0.0, b)) if infinite.any() else (a, b)
 
 
 def relative_error(value: Any, reference: Any) -> float:

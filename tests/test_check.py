@@ -27,6 +27,20 @@ def test_the_worst_element_of_an_output_that_cannot_be_compared_is_unbounded():
 
 
 @pytest.mark.parametrize("error", [relative_error, worst_error])
+def test_an_infinity_the_reference_holds_at_the_same_place_is_exact_and_any_other_is_unbounded(error):
+    # Every output failed against a reference holding an honest -inf (an impossible step's log-probability).
+    inf = math.inf
+    reference = np.array([-1.0, -inf, -2.0])
+    assert error(np.array([-1.0, -inf, -2.0]), reference) == 0
+    assert 0 < error(np.array([-1.0, -inf, -2.1]), reference) < 0.1  # the finite part is compared as before
+    assert error(torch.tensor([-1.0, -inf, -2.0]), torch.tensor(reference)) == 0
+    for wrong in ([-1.0, inf, -2.0], [-1.0, -5.0, -2.0], [-inf, -inf, -2.0], [-1.0, -inf, math.nan]):
+        assert error(np.array(wrong), reference) == inf, wrong
+    assert error(reference, np.array([-1.0, -5.0, -2.0])) == inf  # an infinity the reference lacks
+    assert error(np.ones(2), np.array([1.0, math.nan])) == inf  # a NaN reference matches nothing
+
+
+@pytest.mark.parametrize("error", [relative_error, worst_error])
 def test_a_complex_output_wrong_only_in_its_imaginary_part_fails(error):
     # Cast to float64, the imaginary part was dropped: an FFT's output wrong there passed with an error of 0.
     right = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
