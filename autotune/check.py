@@ -34,6 +34,10 @@ class Check:
         if negative is not None:  # a signed difference, say: it would pass any tolerance, the worst output too
             raise ValueError(f"the error of {negative!r} is {clean[negative][0]:.3g}: an error is a distance, 0 or "
                              "more (take its absolute value)")
+        loose = next((name for name, (_, tol) in clean.items() if not 0 <= tol < math.inf), None)
+        if loose is not None:  # an infinite tolerance passes the worst output; a negative or NaN one fails the best
+            raise ValueError(f"the tolerance of {loose!r} is {clean[loose][1]:.3g}: a tolerance is a finite bound, "
+                             "0 or more")
         metric = max(clean, key=lambda name: share_of_tolerance(*clean[name]))
         error, tolerance = clean[metric]
         passed = all(err <= tol for err, tol in clean.values())

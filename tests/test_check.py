@@ -58,3 +58,12 @@ def test_a_negative_error_is_refused_as_a_check_that_would_pass_anything():
     with pytest.raises(ValueError, match="the error of 'loss' is -3: an error is a distance, 0 or more"):
         Check.from_metrics({"counts": (0.0, 1e-3), "loss": (-3.0, 1e-3)})
     assert Check.from_metrics({"loss": (0.0, 0.0)}).passed and not Check.from_metrics({"loss": (1.0, 0.5)}).passed
+
+
+@pytest.mark.parametrize("tolerance, shown", [(math.inf, "inf"), (-1e-3, "-0.001"), (math.nan, "nan")])
+def test_a_tolerance_that_is_not_a_finite_bound_is_refused(tolerance, shown):
+    # An infinite tolerance (a bound divided by a zero count, say) passed every output, the worst too.
+    from autotune.check import Check
+
+    with pytest.raises(ValueError, match=f"the tolerance of 'loss' is {shown}: a tolerance is a finite bound"):
+        Check.from_metrics({"counts": (0.0, 1e-3), "loss": (1e9, tolerance)})
