@@ -179,6 +179,7 @@ def test_a_new_sqlite_database_opens_while_another_process_creates_its_tables(tm
         assert not failures, failures[0]
 
 
+@pytest.mark.slow  # 15 s; test_tuner's test_interrupt_keeps_completed_trials_and_resume_goes_on keeps the resume
 def test_a_first_trial_a_stop_interrupted_is_measured_when_the_search_resumes(tmp_path):
     # The defaults were queued only in a new study: stopped mid-run, they were never measured again.
     tag = f"firsts-{os.getpid()}"

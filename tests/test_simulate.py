@@ -356,8 +356,4 @@ def test_a_search_study_replays_through_the_simulate_command(tmp_path):
     # The database given as --recorded is one line naming the option that replays it, and that option does.
     wrong = run_cli("simulate", "--recorded", "studies/autotune.db", cwd=tmp_path, timeout=60)
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
-    suggested = wrong.stderr.split("--storage ")[1].split()[0]
-    assert suggested == storage
-    again = run_cli("simulate", "--storage", suggested, "--trials", "3", "--repeats", "1", "--json", cwd=tmp_path,
-                    timeout=120)
-    assert again.returncode == 0 and json.loads(again.stdout)["optimum"] == min(times), again.stderr
+    assert wrong.stderr.split("--storage ")[1].split()[0] == storage  # the storage the replay above read

@@ -194,6 +194,7 @@ def test_memory_budget_makes_big_configs_infeasible(studies):
     assert "2 configs passed their check, but none may win: each is over the memory budget" in result_table(result)
 
 
+@pytest.mark.slow  # 16 s: two chmm searches; test_memory_budget_makes_big_configs_infeasible keeps the budget's rule
 def test_a_resumed_study_judges_what_may_win_by_the_memory_budget_it_runs_under_now(studies):
     """A trial's fits_memory constraint was computed under its run's --memory-budget; the search, the progress
     line and the report judge by the peak it recorded and today's budget (before, a study run once under a
@@ -419,6 +420,7 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     assert budget[("overlap_passes", True)].verdict == "over budget"  # its correct trial (numba) peaked at 2 MB
 
 
+@pytest.mark.slow  # 12 s; test_the_time_budget_starts_once_the_baseline_and_defaults_are_measured keeps --timeout
 def test_a_time_budget_stops_taking_trials_and_still_exports(tmp_path):
     from pathlib import Path
 

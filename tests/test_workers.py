@@ -221,6 +221,9 @@ def test_postgres_four_workers_forty_trials_one_killed_by_heartbeat(tmp_path, po
 
 
 @pytest.mark.postgres
+# 27 s alone (2026-11-27): with -m slow, to keep the default run under 10 minutes. The exporter's election and
+# its beat across hosts keep unit tests in the default run (test_an_exporter_on_another_host_is_gone_...).
+@pytest.mark.slow
 def test_two_hosts_cooperate_and_only_one_exports(tmp_path, postgres_url):
     # Two drivers with the same command (as on two machines) share the study and its budget.
     env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies")}
