@@ -24,6 +24,16 @@ class Check:
     metric: str = ""
     metrics: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # A Check built by hand is held to from_metrics' rule: a workload's Check(error=1, tolerance=0.1,
+        # passed=True) was trusted, and its output took part in the search as correct.
+        within = all(e <= t for e, t in self.metrics.values()) if self.metrics else self.error <= self.tolerance
+        if bool(self.passed) != within:
+            raise ValueError(f"a Check with error {self.error:.3g} and tolerance {self.tolerance:.3g} says passed="
+                             f"{bool(self.passed)}: passed says whether every error is within its tolerance (build "
+                             "it with Check.from_metrics)")
+        object.__setattr__(self, "passed", bool(self.passed))  # a numpy or torch bool: the study stores a bool
+
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, tuple[float, float]]) -> "Check":
         """Example: ``Check.from_metrics({"log_likelihood": (3e-7, 1e-5), "counts": (2e-6, 1e-4)})``."""

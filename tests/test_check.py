@@ -67,3 +67,19 @@ def test_a_tolerance_that_is_not_a_finite_bound_is_refused(tolerance, shown):
 
     with pytest.raises(ValueError, match=f"the tolerance of 'loss' is {shown}: a tolerance is a finite bound"):
         Check.from_metrics({"counts": (0.0, 1e-3), "loss": (1e9, tolerance)})
+
+
+def test_a_check_built_by_hand_must_say_passed_as_its_errors_do():
+    # A workload's Check(error=1, tolerance=0.1, passed=True) was trusted: its output took part as correct.
+    from autotune.check import Check
+
+    with pytest.raises(ValueError, match="a Check with error 1 and tolerance 0.1 says passed=True"):
+        Check(1.0, 0.1, True)
+    with pytest.raises(ValueError, match="says passed=True"):
+        Check(0.0, 0.1, True, "a", {"a": (0.0, 0.1), "b": (2.0, 1.0)})  # another metric is past its tolerance
+    with pytest.raises(ValueError, match="says passed=False"):
+        Check(0.05, 0.1, False)
+    with pytest.raises(ValueError, match="says passed=True"):
+        Check(math.nan, 0.1, True)
+    check = Check(0.05, 0.1, np.bool_(True))
+    assert check.passed is True and Check(math.inf, 0.0, False).passed is False  # the mutant harness's Check
