@@ -107,12 +107,22 @@ def _figures_problem(data: Mapping[str, Any]) -> str | None:
 
 def write_atomically(text: str, path: Path) -> Path:
     """Write ``text`` to ``path`` atomically: a reader never sees half a file, and a failed write (a full disk, a
-    folder read-only to this user) leaves none behind."""
-    tmp = path.with_name(path.name + ".tmp")
+    folder read-only to this user) leaves none behind.
+
+    A symbolic link keeps pointing where it did: its file is the one replaced. A path that is no regular file (a
+    device or a pipe, ``/dev/stdout``) is written through: replacing it, as root, put a file where ``/dev/full``
+    was.
+    """
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+    target = path.resolve() if path.is_symlink() else path
+    tmp = target.with_name(target.name + ".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError:
         tmp.unlink(missing_ok=True)
         raise

@@ -56,6 +56,30 @@ def test_load_config_gives_a_hand_written_value_as_the_space_spells_it(tmp_path)
     assert cfg["chunk_size"] == 128 and type(cfg["chunk_size"]) is int
 
 
+def test_a_link_or_a_pipe_written_to_stays_what_it_was(tmp_path):
+    # `report -o /dev/full`, as root, replaced the device with a regular file: a write is atomic by a rename over
+    # the path, which replaced whatever was there. A pipe here (a device's stand-in), and a symbolic link.
+    import os
+    import stat
+
+    from autotune.export import write_atomically
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader waits, so the write neither blocks nor fails
+    try:
+        assert write_atomically("<html>report</html>", fifo) == fifo
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.read(reader, 100) == b"<html>report</html>"
+    finally:
+        os.close(reader)
+    (tmp_path / "real.json").write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to("real.json")
+    assert write_atomically("new", link) == link
+    assert link.is_symlink() and (tmp_path / "real.json").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "pipe", "real.json"]
+
+
 def test_load_config_honours_the_environment_variable(tmp_path, monkeypatch):
     write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path / "elsewhere"))
     monkeypatch.setenv("AUTOTUNE_STUDIES", str(tmp_path / "elsewhere"))
