@@ -199,6 +199,7 @@ def size_option(f: Callable) -> Callable:
 
 def studies_option(f: Callable) -> Callable:
     return click.option("--studies", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        callback=lambda ctx, param, value: value.expanduser() if value is not None else None,
                         help="Directory of studies and exported configs [default: $AUTOTUNE_STUDIES or ./studies].")(f)
 
 

@@ -95,7 +95,7 @@ def no_effect(unused: Collection[str]) -> str:
 
 def studies_dir() -> Path:
     """Where studies and exported configs live: ``$AUTOTUNE_STUDIES`` or ``./studies``."""
-    return Path(os.environ.get("AUTOTUNE_STUDIES") or _DEFAULT_STUDIES)
+    return Path(os.environ.get("AUTOTUNE_STUDIES") or _DEFAULT_STUDIES).expanduser()  # a quoted "~/studies" too
 
 
 def default_storage(root: Path | None = None) -> str:

@@ -44,6 +44,7 @@ __all__ = [
     "retrying",
     "storage_failure",
     "storage_kind",
+    "user_storage",
     "with_installed_driver",
     "worker_identity",
 ]
@@ -88,6 +89,12 @@ def storage_kind(storage: str) -> str:
     if "://" not in storage:
         return "journal"
     return "sqlite" if storage.startswith("sqlite:") else "server"
+
+
+def user_storage(storage: str) -> str:
+    """``storage`` as a user gave it: a journal's ``~`` is the home folder (a quoted ``"~/s.journal"`` in
+    ``$AUTOTUNE_STORAGE`` made a folder named ``~``); a URL as it is."""
+    return str(Path(storage).expanduser()) if storage_kind(storage) == "journal" else storage
 
 
 def redact_storage(storage: str) -> str:

@@ -17,7 +17,7 @@ from autotune.exceptions import AutotuneError, InvalidConfigError, StorageError,
 from autotune.export import read_document
 from autotune.registry import workload_facts
 from autotune.space import SearchSpace, load_space
-from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind
+from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind, user_storage
 
 if TYPE_CHECKING:
     import optuna
@@ -75,6 +75,7 @@ def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
     """The study ``study_name`` of ``storage``, read-only (without a name, the one study it holds)."""
     import optuna
 
+    storage = user_storage(storage)
     if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).is_file():
         raise StorageError(f"no study storage at {storage}; run `autotune search` first, or pass --storage")
     if storage_kind(storage) == "journal" and not Path(storage).is_file():

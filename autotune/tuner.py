@@ -38,7 +38,7 @@ from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budge
                                    exporting)
 from autotune.space import SearchSpace, load_space
 from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_storage, retrying, storage_failure,
-                              storage_kind)
+                              storage_kind, user_storage)
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
 from autotune.registry import WorkloadFacts, workload_facts
@@ -128,7 +128,7 @@ class Tuner:
                                    .for_size(self.workload.sizes[self.size], self.size))
         self.reference_config = self.space.reference
         self.studies = Path(studies) if studies is not None else studies_dir()
-        self.storage = storage or default_storage(self.studies)
+        self.storage = user_storage(storage) if storage else default_storage(self.studies)
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload.name / f"{self.size}-v{self.workload.version}"
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already

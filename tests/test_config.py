@@ -266,6 +266,29 @@ def test_best_shows_an_export_that_lacks_some_figures(tmp_path):
     assert speedup.split() == ["speedup", "3.50x"] and check.split() == ["check", "passed"]
 
 
+def test_a_tilde_in_a_studies_folder_or_a_journal_is_the_home_folder(tmp_path, monkeypatch):
+    # A quoted "~/studies" in $AUTOTUNE_STUDIES (or --studies=~/x, which the shell leaves) made a folder named ~.
+    from click.testing import CliRunner
+
+    from autotune.cli import cli
+    from autotune.config import studies_dir
+    from autotune.storage import user_storage
+    from autotune.stored import open_study
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AUTOTUNE_STUDIES", "~/studies")
+    assert studies_dir() == tmp_path / "studies"
+    assert user_storage("~/s.journal") == str(tmp_path / "s.journal")
+    assert user_storage("sqlite:///~/x.db") == "sqlite:///~/x.db"  # a URL is SQLAlchemy's to read
+    with pytest.raises(Exception, match=f"no journal file at {tmp_path / 's.journal'}"):
+        open_study("~/s.journal")
+    write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path / "elsewhere"))
+    done = CliRunner().invoke(cli, ["best", "-w", "chmm", "-d", "cpu", "--studies", "~/elsewhere", "--json"])
+    assert done.exit_code == 0 and json.loads(done.output)["speedup"] == 3.5, done.output
+    assert not (tmp_path / "~").exists()
+
+
 def test_an_export_of_a_config_alone_loads_as_what_its_place_says(tmp_path):
     path = config_path("chmm", "cpu", "tiny", tmp_path)
     write_tuned_config({"schema_version": SCHEMA_VERSION, "config": {"dtype": "float64", "chunk_size": 128}}, path)
