@@ -191,6 +191,10 @@ def test_search_then_best(tmp_path):
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "out" / "report.html").read_text()
     assert page.count('class="plotly-graph-div"') == 5 and "chmm-cpu-tiny" in page
+    # To stdout, the page alone (a pipe is written through, not replaced; the message goes to stderr).
+    piped = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-o", "/dev/stdout", cwd=tmp_path)
+    assert piped.returncode == 0 and piped.stdout.startswith("<!DOCTYPE html>"), piped.stderr
+    assert piped.stdout.rstrip().endswith("</html>") and "Report written to /dev/stdout" in piped.stderr
     # The report names the winner as `best` does: the knobs with no effect without a value that does nothing.
     assert f"exported as: {best_line.split('): ', 1)[1]}; check passed" in page
     missing = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--study", "nope", cwd=tmp_path)
