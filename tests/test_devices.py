@@ -52,6 +52,22 @@ def test_unknown_profile_lists_the_valid_ones():
         get_profile("tpu")
 
 
+def test_a_device_is_named_in_any_case(tmp_path):
+    # `--device H100`, as the card is called, was "unknown device 'H100'".
+    import autotune
+    from autotune.config import config_path, write_tuned_config
+    from autotune.devices import filed_under
+
+    assert filed_under("H100") == "h100" and filed_under("CPU") == "cpu" and filed_under("Cuda-NVIDIA-L4") == \
+        "cuda-nvidia-l4"
+    assert resolve_device("CPU", use_torch=False).profile.name == "cpu"
+    write_tuned_config({"schema_version": 1, "config": {"dtype": "float64"}, "speedup": 2.0},
+                       config_path("chmm", "h100", "small", tmp_path))
+    assert autotune.load_config("chmm", device="H100", studies=tmp_path).speedup == 2.0
+    with pytest.raises(UnknownNameError, match="unknown device 'h10'"):
+        filed_under("H10")
+
+
 def test_missing_device_is_one_line_naming_what_was_found():
     import torch
 
