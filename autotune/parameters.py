@@ -367,13 +367,13 @@ def _categorical(name: str, spec: dict, where: str, fail: Fail, condition: Condi
         infinite = isinstance(choice, float) and not math.isfinite(choice)  # nan is no value; a config could not match
         if not isinstance(choice, (str, int, float, bool, type(None))) or infinite:
             raise fail(f"{where}.choices", f"{choice!r} must be a string, finite number, boolean or null")
-    if len({show(c) for c in choices}) != len(choices):
+    shown = {show(c) for c in choices}
+    if len(shown) != len(choices):
         raise fail(f"{where}.choices", "must not repeat a choice")
     equal = next(((a, b) for i, a in enumerate(choices) for b in choices[i + 1:] if a == b), None)
     if equal:  # Optuna stores a choice by its index in the list, found by ==: a trial of the second reads as the first
         raise fail(f"{where}.choices", f"{show(equal[0])} and {show(equal[1])} are one value to Python (and to the "
                    "study, which would read a trial of one as the other); give distinct values, or strings")
-    shown = {show(c) for c in choices}
     for choice in choice_requires:
         if choice not in shown:
             raise fail(f"{where}.requires.{choice}", f"is not one of the choices {', '.join(sorted(shown))}")

@@ -35,7 +35,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from autotune._forkserver import ForkServer
 from autotune.check import Check, share_of_tolerance
@@ -250,7 +250,7 @@ def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -
         raise TypeError(f"{type(workload).__name__}'s reference output holds {held}, which a reference file cannot: "
                         "plain tensor data only (tensors, numbers, strings, and lists, tuples and dicts of them); "
                         "return tensors, or convert the output in to_reference()") from None
-    nan = _nan_in(reference, "output")
+    nan = _nan_in(reference)
     if nan:  # NaN equals nothing: every output would fail against it, or pass where a check lets NaN through
         tmp.unlink()
         raise ValueError(f"{type(workload).__name__}'s reference output holds NaN ({nan}): no output can be checked "
@@ -259,32 +259,37 @@ def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -
     result.status = "ok"
 
 
-def _nan_in(value: Any, where: str) -> str:
+def _leaves(value: Any, where: str = "output") -> Iterator[tuple[str, Any]]:
+    """Each part of a reference output that is no list, tuple or dict, with where it is (``output['counts'][1]``);
+    a dict's keys too."""
+    items = enumerate(value) if isinstance(value, (list, tuple)) else value.items() if isinstance(value, dict) else None
+    if items is None:
+        yield where, value
+        return
+    for key, item in items:
+        if isinstance(value, dict):
+            yield from _leaves(key, f"{where} key {key!r}")
+        yield from _leaves(item, f"{where}[{key!r}]")
+
+
+def _nan_in(value: Any) -> str:
     """Where ``value`` holds NaN (``output['counts']: 3 of 400 values``), else ''."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        count = int(torch.isnan(value).sum()) if value.is_floating_point() or value.is_complex() else 0
-        return f"{where}: {count} of {value.numel()} values" if count else ""
-    if isinstance(value, float):
-        return where if value != value else ""
-    items = enumerate(value) if isinstance(value, (list, tuple)) else value.items() if isinstance(value, dict) else ()
-    return next((found for key, item in items if (found := _nan_in(item, f"{where}[{key!r}]"))), "")
+    for where, leaf in _leaves(value):
+        floating = isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex())
+        count = int(torch.isnan(leaf).sum()) if floating else 0
+        if count or isinstance(leaf, float) and leaf != leaf:
+            return f"{where}: {count} of {leaf.numel()} values" if count else where
+    return ""
 
 
 def _not_plain(value: Any) -> str:
     """What in ``value`` is not plain tensor data: the first such type, by name."""
     import torch
 
-    if isinstance(value, (list, tuple)):
-        inner = [_not_plain(item) for item in value]
-    elif isinstance(value, dict):
-        inner = [_not_plain(item) for item in [*value.keys(), *value.values()]]
-    elif value is None or isinstance(value, (torch.Tensor, bool, int, float, str)):
-        inner = []
-    else:
-        return f"a {type(value).__module__}.{type(value).__qualname__}"
-    return next((found for found in inner if found), "")
+    return next((f"a {type(leaf).__module__}.{type(leaf).__qualname__}" for _, leaf in _leaves(value)
+                 if not (leaf is None or isinstance(leaf, (torch.Tensor, bool, int, float, str)))), "")
 
 
 def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialRequest, result: TrialResult) -> None:
