@@ -25,29 +25,27 @@ class Check:
     metrics: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # A Check built by hand is held to from_metrics' rule: a workload's Check(error=1, tolerance=0.1,
-        # passed=True) was trusted, and its output took part in the search as correct.
-        within = all(e <= t for e, t in self.metrics.values()) if self.metrics else self.error <= self.tolerance
+        # Every Check, built by hand or by from_metrics, is held to one rule: a workload's Check(error=1,
+        # tolerance=0.1, passed=True) or Check(0.5, inf, True) was trusted, and its output took part as correct.
+        name = self.metric or "error"
+        error, tolerance = _clean(name, self.error, self.tolerance)
+        metrics = {m: _clean(m, err, tol) for m, (err, tol) in self.metrics.items()}
+        within = error <= tolerance and all(e <= t for e, t in metrics.values())
         if bool(self.passed) != within:
-            raise ValueError(f"a Check with error {self.error:.3g} and tolerance {self.tolerance:.3g} says passed="
+            raise ValueError(f"a Check with error {error:.3g} and tolerance {tolerance:.3g} says passed="
                              f"{bool(self.passed)}: passed says whether every error is within its tolerance (build "
                              "it with Check.from_metrics)")
-        object.__setattr__(self, "passed", bool(self.passed))  # a numpy or torch bool: the study stores a bool
+        # Plain floats and a bool: the study stores JSON, which has no numpy or torch numbers.
+        for field_name, value in (("error", error), ("tolerance", tolerance), ("metrics", metrics),
+                                  ("passed", bool(self.passed))):
+            object.__setattr__(self, field_name, value)
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, tuple[float, float]]) -> "Check":
         """Example: ``Check.from_metrics({"log_likelihood": (3e-7, 1e-5), "counts": (2e-6, 1e-4)})``."""
         if not metrics:
             raise ValueError("a check needs at least one metric")
-        clean = {name: (_finite_or_inf(err), float(tol)) for name, (err, tol) in metrics.items()}
-        negative = next((name for name, (err, _) in clean.items() if err < 0), None)
-        if negative is not None:  # a signed difference, say: it would pass any tolerance, the worst output too
-            raise ValueError(f"the error of {negative!r} is {clean[negative][0]:.3g}: an error is a distance, 0 or "
-                             "more (take its absolute value)")
-        loose = next((name for name, (_, tol) in clean.items() if not 0 <= tol < math.inf), None)
-        if loose is not None:  # an infinite tolerance passes the worst output; a negative or NaN one fails the best
-            raise ValueError(f"the tolerance of {loose!r} is {clean[loose][1]:.3g}: a tolerance is a finite bound, "
-                             "0 or more")
+        clean = {name: _clean(name, err, tol) for name, (err, tol) in metrics.items()}
         metric = max(clean, key=lambda name: share_of_tolerance(*clean[name]))
         error, tolerance = clean[metric]
         passed = all(err <= tol for err, tol in clean.values())
@@ -75,9 +73,17 @@ def share_of_tolerance(error: float | None, tolerance: float) -> float:
     return 0.0 if error <= 0 else math.inf
 
 
-def _finite_or_inf(value: float) -> float:
-    value = float(value)
-    return math.inf if math.isnan(value) else value
+def _clean(name: str, error: Any, tolerance: Any) -> tuple[float, float]:
+    """One metric's ``(error, tolerance)`` as floats (a NaN error as unbounded), or ValueError where it breaks a rule."""
+    error, tolerance = float(error), float(tolerance)
+    if math.isnan(error):
+        error = math.inf
+    if error < 0:  # a signed difference, say: it would pass any tolerance, the worst output too
+        raise ValueError(f"the error of {name!r} is {error:.3g}: an error is a distance, 0 or more (take its "
+                         "absolute value)")
+    if not 0 <= tolerance < math.inf:  # an infinite tolerance passes the worst output; a negative or NaN one fails
+        raise ValueError(f"the tolerance of {name!r} is {tolerance:.3g}: a tolerance is a finite bound, 0 or more")
+    return error, tolerance
 
 
 def _arrays(value: Any, reference: Any) -> "tuple[Any, Any] | None":

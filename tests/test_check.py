@@ -83,3 +83,29 @@ def test_a_check_built_by_hand_must_say_passed_as_its_errors_do():
         Check(math.nan, 0.1, True)
     check = Check(0.05, 0.1, np.bool_(True))
     assert check.passed is True and Check(math.inf, 0.0, False).passed is False  # the mutant harness's Check
+
+
+@pytest.mark.parametrize("args, message", [
+    ((0.5, math.inf, True), "the tolerance of 'loss' is inf: a tolerance is a finite bound"),
+    ((-1.0, 0.1, True), "the error of 'loss' is -1: an error is a distance"),
+    ((0.0, 0.1, True, "loss", {"loss": (0.0, math.inf)}), "the tolerance of 'loss' is inf"),
+    ((5.0, 0.1, True, "loss", {"loss": (0.0, 0.1)}), "says passed=True"),  # its headline past its tolerance
+])
+def test_a_check_built_by_hand_is_held_to_the_rules_of_from_metrics(args, message):
+    # from_metrics refused an infinite tolerance and a negative error, but Check(0.5, inf, True) built by hand
+    # made the trial ok: a workload's check could pass any output the rules are there to fail.
+    from autotune.check import Check
+
+    with pytest.raises(ValueError, match=message):
+        Check(*args[:3], *(args[3:] or ("loss",)))
+
+
+def test_a_check_built_by_hand_stores_plain_floats():
+    # A torch or numpy error was kept as it came, for the study's JSON to refuse; a NaN error was written as NaN.
+    import torch
+
+    from autotune.check import Check
+
+    check = Check(torch.tensor(0.05), np.float32(0.1), True, "loss")
+    assert type(check.error) is float and type(check.tolerance) is float and check.error == pytest.approx(0.05)
+    assert Check(math.nan, 0.1, False).to_dict()["error"] is None
