@@ -187,6 +187,8 @@ def load_config(
     device = filed_under(device, use_torch=False)
     # Its space first: an unknown name ("chmn") is that error, not "no tuned config" and a search to run.
     space = SearchSpace.from_file(space_path(workload))
+    if size is not None:  # a size it lacks ("huge", "") is that error, not "no tuned config" nor another file
+        workload_facts(workload).size_named(size)
     root = Path(studies) if studies is not None else studies_dir()
     folders = [root / _export_folder(workload)]
     presets = _presets_root()
@@ -200,8 +202,6 @@ def load_config(
             _warn_if_tuned_on_another_version(document, workload, path)
             document = _filled_in(document, config, space, _export_folder(workload), device, path)
             return TunedConfig(document, str(path), space.unused(config))
-    if size is not None:  # a size it lacks ("huge") is that error, not "no tuned config"
-        workload_facts(workload).size_named(size)
     # Name the pattern searched, not only the files that happened to be tried.
     looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))
     if size is not None:  # a search at another size ("tiny") is likely what the user meant to load

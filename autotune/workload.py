@@ -66,7 +66,7 @@ class Workload(abc.ABC):
     @classmethod
     def size_named(cls, size: str | None) -> str:
         """``size``, checked against the workload's sizes (None: its default)."""
-        size = size or cls.default_size
+        size = cls.default_size if size is None else size  # "" (an unset variable) is no size, not the default
         if size not in cls.sizes:
             raise UnknownNameError("size", size, cls.sizes, hint=f"Those are the sizes of workload {cls.name!r}")
         return size

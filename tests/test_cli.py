@@ -39,6 +39,9 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["report", "--workload", "chmm", "--device", "cuda"], "--device cuda names a CUDA GPU and this machine has none"),
         (["search", "--workload", "chmm", "--size", "huge"], "unknown size 'huge'; valid: full, small, tiny. Those are"),
         (["best", "--workload", "chmm", "--size", "huge"], "unknown size 'huge'; valid: full, small, tiny. Those are"),
+        # An empty size (an unset variable in a script) was the default size, in load_config no size at all.
+        (["search", "--workload", "chmm", "--size", ""], "unknown size ''; valid: full, small, tiny. Those are"),
+        (["best", "--workload", "chmm", "--device", "h100", "--size", ""], "unknown size ''; valid: full, small, tiny"),
         (["best", "--workload", "chmm", "--size", "full"], "at size 'full' (looked in"),
         (["best", "--workload", "chmm", "--device", "cpu", "-s", "tiny"], "--device cpu --size tiny`"),
         (["search", "--workload", "chmm", "--trials", "0"], "--trials"),

@@ -336,3 +336,12 @@ def test_a_knob_it_lacks_is_a_key_error_naming_the_knobs(tmp_path):
     with pytest.raises(KeyError, match="'dytpe' is not a knob of chmm; its knobs: .*dtype"):
         cfg["dytpe"]
     assert cfg.get("dytpe") is None and "dytpe" not in cfg and cfg.get("dtype") == "float64"
+
+
+@pytest.mark.parametrize("size", ["", "TINY"])
+def test_a_size_the_workload_lacks_is_an_error_even_where_an_export_exists(tmp_path, size):
+    # load_config("chmm", size="") warned of a missing "h100-.json" and gave the defaults, where a preset was
+    # there to load at the default size; a size is now checked before any file is looked for.
+    write_tuned_config(_document(size="small"), config_path("chmm", "cpu", "small", tmp_path))
+    with pytest.raises(UnknownNameError, match=f"unknown size {size!r}; valid: full, small, tiny"):
+        load_config("chmm", device="cpu", size=size, studies=tmp_path)
