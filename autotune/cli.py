@@ -15,7 +15,7 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Seconds, Size, StudyName, device_option, fail, library_call, measure_options, run_group, size_option,
+    Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options, run_group, size_option,
     studies_option, worker_plan, workload_option, writable_folder, writable_studies,
 )
 from autotune.stopping import stop_on_sigterm
@@ -51,7 +51,7 @@ def cli() -> None:
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=20, show_default=True,
               help="Configs to measure in this run (fewer where a small space has no more); a config the study "
                    "already measured is not re-run and not counted. A re-run resumes the study.")
-@click.option("--storage", default=None, envvar=STORAGE_ENV,
+@click.option("--storage", type=Storage(), default=None, envvar=STORAGE_ENV,
               help="Study storage: an SQLAlchemy URL (sqlite:///f.db, postgresql://user:pw@host/db) or a journal "
                    "file path (several workers on one machine); also read from $AUTOTUNE_STORAGE, which keeps a "
                    "password off the command line [default: sqlite:///<studies>/autotune.db].")
@@ -110,12 +110,11 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     gpu_list, n_workers = worker_plan(workers, gpus, storage, workload, device)
     kind = storage_kind(storage) if storage else "sqlite"
     settings = SearchSettings(
-        workload, device, size, storage=storage, study_name=study_name,
+        workload, device, size, storage=storage, study_name=study_name, sampler=sampler, quiet=quiet,
         studies=str(studies) if studies is not None else None, isolation=isolation, trial_timeout=trial_timeout,
-        memory_budget_bytes=memory_budget, memory_limit_bytes=memory_limit, min_time=min_time,
-        remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, time_budget=time_budget, seed=seed,
-        threads=threads, heartbeat=heartbeat, grace_period=grace_period, quiet=quiet, sampler=sampler,
-    )
+        memory_budget_bytes=memory_budget, memory_limit_bytes=memory_limit, min_time=min_time, seed=seed,
+        remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, time_budget=time_budget,
+        threads=threads, heartbeat=heartbeat, grace_period=grace_period)
     progress = Progress(settings.quiet, trials, memory_budget_bytes=settings.memory_budget_bytes)
     tuner = library_call(settings.tuner, on_trial=progress.trial, on_stage=progress.stage)
     progress.best_unit = tuner.workload.unit  # a resumed study's first trial may time out and report none
@@ -192,7 +191,8 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
 @click.option("--recorded", "recorded_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A recorded space: a Kernel Tuner cache file (.json or .json.gz).")
 @click.option("--study", "study_name", type=StudyName(), help="Or a study of autotune's, replayed as the space of the configs it measured.")
-@click.option("--storage", help="Storage of --study [default: $AUTOTUNE_STORAGE, else sqlite:///<studies>/autotune.db].")
+@click.option("--storage", type=Storage(),
+              help="Storage of --study [default: $AUTOTUNE_STORAGE, else sqlite:///<studies>/autotune.db].")
 @click.option("--trials", "-n", type=click.IntRange(min=1), default=100, show_default=True,
               help="Configs evaluated per simulated search.")
 @click.option("--repeats", type=click.IntRange(min=1), default=20, show_default=True,
@@ -253,7 +253,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
 @click.option("--device", "-d", default="auto", show_default=True,
               help="Device profile of the study; it need not be on this machine.")
 @size_option
-@click.option("--storage", default=None, envvar=STORAGE_ENV,
+@click.option("--storage", type=Storage(), default=None, envvar=STORAGE_ENV,
               help="SQLAlchemy URL or journal file of the study storage; also read from $AUTOTUNE_STORAGE "
                    "[default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", type=StudyName(), default=None, help="Study name [default: <workload>-<device>-<size>].")

@@ -74,6 +74,25 @@ class StudyName(click.ParamType):
         return value
 
 
+class Storage(click.ParamType):
+    """A study storage's URL or journal path: "" (an unset variable) silently became the default storage."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        if not value.strip():
+            self.fail(f"{value!r} names no storage; give an SQLAlchemy URL or a journal file's path, or leave the "
+                      "option out for the default", param, ctx)
+        return value
+
+
+def _studies_folder(ctx: Any, param: Any, value: str | None) -> Path | None:
+    if value is not None and not value.strip():  # Path("") is ".": the studies were written into this folder
+        raise click.BadParameter(f"{value!r} names no folder; give one (. for this one), or leave the option out "
+                                 "for the default", ctx, param)
+    return Path(value).expanduser() if value is not None else None
+
+
 def fail(message: str) -> None:
     click.echo(f"autotune: error: {message}", err=True)
     sys.exit(2)
@@ -198,8 +217,7 @@ def size_option(f: Callable) -> Callable:
 
 
 def studies_option(f: Callable) -> Callable:
-    return click.option("--studies", type=click.Path(file_okay=False, path_type=Path), default=None,
-                        callback=lambda ctx, param, value: value.expanduser() if value is not None else None,
+    return click.option("--studies", type=click.Path(file_okay=False), default=None, callback=_studies_folder,
                         help="Directory of studies and exported configs [default: $AUTOTUNE_STUDIES or ./studies].")(f)
 
 

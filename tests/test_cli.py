@@ -45,6 +45,12 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["best", "--workload", "chmm", "--size", "full"], "at size 'full' (looked in"),
         (["best", "--workload", "chmm", "--device", "cpu", "-s", "tiny"], "--device cpu --size tiny`"),
         (["search", "--workload", "chmm", "--trials", "0"], "--trials"),
+        # "" (an unset variable): the default storage, and for --studies this folder, silently.
+        (["search", "--workload", "chmm", "--storage", ""], "Invalid value for '--storage': '' names no storage"),
+        (["report", "--workload", "chmm", "--storage", " "], "Invalid value for '--storage': ' ' names no storage"),
+        (["simulate", "--study", "x", "--storage", ""], "Invalid value for '--storage': '' names no storage"),
+        (["search", "--workload", "chmm", "--studies", ""], "Invalid value for '--studies': '' names no folder"),
+        (["best", "--workload", "chmm", "--studies", ""], "Invalid value for '--studies': '' names no folder"),
         (["search", "--workload", "chmm", "--memory-budget", "lots"], "is not a size"),
         (["search", "--bogus"], "No such option"),
         (["run", "--workload", "chmm", "--set", "dtype=float8"], "dtype='float8' is not allowed; choose one of: float64"),
