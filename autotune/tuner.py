@@ -294,8 +294,13 @@ class Tuner:
         done = len(counted(study.get_trials(deepcopy=False)))
         budget = TrialBudget(study, done + n_trials, lock, self.storage_object(), None, self.grace_period, shared=False)
         self._start_clock(time.perf_counter())  # the time budget is for trials: the reference is made by now
-        records = run_trials(self, study, budget, every=self.configs())
+        records = run_trials(self, study, budget, self._retry, every=self.configs())
         return self.finish(study, records, started)
+
+    def _retry(self, action: Callable[[], Any], what: str) -> Any:
+        # One process or many, a storage that stops answering a while (a SQLite file another program holds past
+        # its 5 s busy wait, a server restarting) is waited for, then a clean stop: not a traceback.
+        return retrying(action, what, self.storage, on_retry=self.on_stage)
 
     # -- many workers on one study ----------------------------------------------------
 
@@ -309,11 +314,7 @@ class Tuner:
         study = self.open_study()
         trials = TrialBudget(study, budget, self._lock(), self.storage_object(), self.heartbeat, self.grace_period,
                              shared=True)
-
-        def retry(action: Callable[[], Any], what: str) -> Any:
-            return retrying(action, what, self.storage, on_retry=self.on_stage)
-
-        return run_trials(self, study, trials, retry, poll_seconds, self.configs())
+        return run_trials(self, study, trials, self._retry, poll_seconds, self.configs())
 
     def budget_done(self, budget: int) -> bool:
         return len(counted(self.open_study().get_trials(deepcopy=False))) >= budget

@@ -349,3 +349,41 @@ def test_a_torn_record_longer_than_the_search_step_is_dropped_whole(tmp_path, be
     with pytest.warns(UserWarning, match="its 210039 bytes dropped"):
         mend_torn_tail(path)
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("lasts", ["a moment", "past every retry"])
+def test_a_sqlite_study_locked_mid_search_is_waited_for_then_a_clean_stop(studies, monkeypatch, lasts):
+    # Another process holding the database (a `sqlite3` shell, a dashboard) for more than SQLite's 5 s busy
+    # wait made a one-process search end in a traceback and lose the trial it had measured; a search of
+    # several workers waited and retried. Now the one-process search does the same.
+    import sqlalchemy.exc
+
+    from autotune import loop
+    from autotune.exceptions import StorageError
+
+    monkeypatch.setenv("AUTOTUNE_STORAGE_RETRY_DELAYS", "0,0")
+    real, faults = loop._record, {"left": 1 if lasts == "a moment" else 99}
+
+    def locked(trial, attrs):
+        if trial.number == 1 and faults["left"]:
+            faults["left"] -= 1
+            cause = sqlalchemy.exc.OperationalError("COMMIT", {}, Exception("database is locked"))
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from cause
+        return real(trial, attrs)
+
+    monkeypatch.setattr(loop, "_record", locked)
+    stages: list[str] = []
+    tuner = Tuner(STEADY, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
+                  on_stage=stages.append)
+    try:
+        if lasts == "a moment":
+            result = tuner.search(n_trials=3)
+            assert result.winner is not None
+            assert any("storage not answering while recording a trial; retry 1/2" in s for s in stages), stages
+            study = optuna.load_study(study_name="steady-cpu-tiny", storage=tuner.storage)
+            assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+        else:
+            with pytest.raises(StorageError, match="lost the storage .* while recording a trial .* after 2 retries"):
+                tuner.search(n_trials=3)
+    finally:
+        tuner.close()
