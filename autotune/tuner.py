@@ -381,10 +381,13 @@ class Tuner:
             self.remeasure(candidates)
             winner = self.pick_winner(candidates, self.memory_budget_bytes)
             baseline = candidates[0]
+        def note(key: str, value: Any) -> None:  # after minutes of re-measuring: a storage held a while is waited for
+            self._retry(lambda: study.set_user_attr(key, value), "recording the winner")
+
         environment = next((r.environment for c in candidates for r in c.results if r.environment), None)
         if environment:
-            study.set_user_attr("environment", environment)  # the report shows it even without an export
-        study.set_user_attr("device_name", self.detected.name)
+            note("environment", environment)  # the report shows it even without an export
+        note("device_name", self.detected.name)
         if winner is not None and baseline is not None:
             base_m, win_m = baseline.measurement, winner.measurement
             if base_m is not None and win_m is not None and baseline.passed:
@@ -400,16 +403,13 @@ class Tuner:
                     f"({winner.config.describe()}, {speedup or 0:.2f}x the baseline); fix the path and run "
                     "`autotune search` again"
                 ) from None
-            study.set_user_attr("winner_trial", winner.trial)
-            study.set_user_attr("speedup", speedup)
+            note("winner_trial", winner.trial)
+            note("speedup", speedup)
         return SearchResult(
             workload=self.workload.name, device=self.device.name, size=self.size,
             study_name=self.study_name, storage=redact_storage(self.storage), unit=self.workload.unit,
-            trials=records,
-            counts=status_counts(study.get_trials(deepcopy=False)),
-            candidates=candidates,
-            winner=winner,
-            baseline=baseline,
+            trials=records, counts=status_counts(study.get_trials(deepcopy=False)), candidates=candidates,
+            winner=winner, baseline=baseline,
             speedup=speedup,
             export_path=export_path,
             document=document,

@@ -387,3 +387,29 @@ def test_a_sqlite_study_locked_mid_search_is_waited_for_then_a_clean_stop(studie
                 tuner.search(n_trials=3)
     finally:
         tuner.close()
+
+
+def test_a_storage_held_after_the_re_measurement_is_waited_for_and_the_export_written(studies, monkeypatch):
+    # Minutes of re-measuring were lost to a traceback when the study's file was held as the winner was recorded.
+    import sqlalchemy.exc
+
+    monkeypatch.setenv("AUTOTUNE_STORAGE_RETRY_DELAYS", "0")
+    real, faults = optuna.Study.set_user_attr, {"left": 1}
+
+    def held(self, key, value):
+        if key == "environment" and faults["left"]:
+            faults["left"] -= 1
+            cause = sqlalchemy.exc.OperationalError("COMMIT", {}, Exception("database is locked"))
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from cause
+        return real(self, key, value)
+
+    monkeypatch.setattr(optuna.Study, "set_user_attr", held)
+    stages: list[str] = []
+    tuner = Tuner(STEADY, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
+                  on_stage=stages.append)
+    try:
+        result = tuner.search(n_trials=2)
+    finally:
+        tuner.close()
+    assert not faults["left"] and result.export_path is not None and Path(result.export_path).is_file()
+    assert any("storage not answering while recording the winner; retry 1/1" in s for s in stages), stages
