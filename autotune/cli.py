@@ -363,8 +363,8 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
 @device_option
 @size_option
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="JSON file: an exported config, or a mapping of knob values [default: the export of this "
-                   "workload, device and size].")
+              help="JSON file: an exported config, or knob values (the rest as in the baseline) [default: the "
+                   "export of this workload, device and size].")
 @click.option("--from-export", is_flag=True, help="Explain the exported winner (the default without --config).")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Interleaved rounds; every config once a round (Ctrl-C after the first keeps the whole ones).")

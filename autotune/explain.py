@@ -393,9 +393,7 @@ def read_explanation(path: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-        return None
-    return data
+    return data if isinstance(data, dict) and data.get("schema_version") == SCHEMA_VERSION else None
 
 
 def target_config(tuner: Any, path: Path | None) -> Config:
@@ -410,16 +408,17 @@ def target_config(tuner: Any, path: Path | None) -> Config:
 
 
 def target_from_file(space: "SearchSpace", path: Path) -> Config:
-    """``--config FILE``: an exported document (its ``config``) or a plain mapping of knob values."""
+    """``--config FILE``: an exported document (its ``config``), or knob values moved from the baseline's."""
     data = read_json(path, f"--config {path}")
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
         if data.get("workload") not in (None, space.workload):  # else the first knob of the other one is "unknown"
             raise InvalidConfigError(f"--config {path} is an export of workload {data['workload']!r}, "
                                      f"not {space.workload!r}")
-        data = data["config"]
+        return space.allowed(data["config"], f"--config {path}")
     if not isinstance(data, dict):
         raise InvalidConfigError(f"--config {path}: must hold a JSON object of knob values, or an exported config")
-    return space.allowed(data, f"--config {path}")
+    # A guide's fixes; filled from the defaults, {"dtype": "float64"} explained four fixes the user never named.
+    return space.allowed({**space.baseline.to_dict(), **data}, f"--config {path}")
 
 
 def explain_workload(tuner: Any, target: Config, rounds: int,

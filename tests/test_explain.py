@@ -557,3 +557,20 @@ def test_the_waterfall_after_a_step_without_a_figure_still_ends_at_the_winner():
     steps = [s for s in get_explain_info(doc)["steps"] if s["speedup"] is not None]
     assert [s["label"] for s in steps] == ["baseline", "+ a", "+ b + c"]
     assert 1.0 + sum(s["change"] for s in steps[1:]) == pytest.approx(9.0)
+
+
+def test_a_mapping_of_knob_values_moves_those_knobs_from_the_baseline_and_no_others(tmp_path):
+    # {"dtype": "float64"} was completed from the space's defaults: its explanation measured four fixes the user
+    # never named (the defaults' indices, workspace, update_c and debug_asserts) beside the one they did.
+    from autotune.explain import plan, target_from_file
+    from autotune.registry import space_path
+
+    space = SearchSpace.from_file(space_path("chmm"))
+    (tmp_path / "fix.json").write_text(json.dumps({"dtype": "float64"}))
+    target = target_from_file(space, tmp_path / "fix.json")
+    assert target == space.complete({**space.baseline.to_dict(), "dtype": "float64"})
+    assert [fix.knob for fix in plan(space, space.baseline, target)] == ["dtype"]
+    # An exported config states every knob: taken as it is.
+    export = {"schema_version": 1, "workload": "chmm", "config": space.defaults.to_dict()}
+    (tmp_path / "export.json").write_text(json.dumps(export))
+    assert target_from_file(space, tmp_path / "export.json") == space.defaults
