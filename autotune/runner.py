@@ -241,11 +241,11 @@ def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -
     result.times = [time.perf_counter() - start]
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
     reference = workload.to_reference(output)
-    torch.save(reference, tmp)
     try:
+        torch.save(reference, tmp)  # a generator cannot be saved at all
         torch.load(tmp, weights_only=True)  # as every trial loads it: a numpy array, say, fails each one opaquely
     except Exception:  # noqa: BLE001 - whatever torch says, the cause is the output's type, named below
-        tmp.unlink()
+        tmp.unlink(missing_ok=True)
         held = _not_plain(reference) or "a value torch cannot load"
         raise TypeError(f"{type(workload).__name__}'s reference output holds {held}, which a reference file cannot: "
                         "plain tensor data only (tensors, numbers, strings, and lists, tuples and dicts of them); "

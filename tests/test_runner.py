@@ -85,15 +85,20 @@ def test_a_count_of_items_given_as_a_numpy_scalar_is_stored_as_a_number(tmp_path
     json.dumps(result.to_dict())
 
 
-def test_a_reference_output_that_is_not_plain_tensor_data_fails_the_reference_and_says_why(tmp_path):
+@pytest.mark.parametrize("output, held", [
+    ("{'x': [numpy.arange(4.0)]}", "a numpy.ndarray"),
+    # A generator (a run() that yields) cannot be saved at all: it failed with pickle's words, naming no cause.
+    ("(x for x in [torch.ones(2)])", "a builtins.generator"),
+])
+def test_a_reference_output_that_is_not_plain_tensor_data_fails_the_reference_and_says_why(tmp_path, output, held):
     # Before: written anyway, then every trial failed with torch's "Weights only load failed".
     workload = _steady_variant(tmp_path, "            return torch.arange(4, dtype=torch.float64)",
-                               "            import numpy\n            return {'x': [numpy.arange(4.0)]}")
+                               f"            import numpy\n            return {output}")
     request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
                            purpose="reference")
     result = Runner("inprocess").run(request)
     assert result.status == "error" and result.error.startswith(
-        "TypeError: SteadyWorkload's reference output holds a numpy.ndarray, which a reference file cannot")
+        f"TypeError: SteadyWorkload's reference output holds {held}, which a reference file cannot")
     assert not request.reference_path.exists() and not list(tmp_path.glob("*.tmp"))
 
 
