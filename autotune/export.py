@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autotune.exceptions import InvalidConfigError
+from autotune.strict import load_json
 
 __all__ = ["SCHEMA_VERSION", "ExportDocument", "is_number", "read_document", "read_json", "write_atomically", "write_json"]
 
@@ -136,10 +137,11 @@ def write_json(data: Mapping[str, Any], path: Path) -> Path:
 def read_json(path: Path, what: str, advice: str = "") -> Any:
     """The JSON in ``path``, or one line: ``what`` (naming the file), what is wrong, and ``advice``."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return load_json(path.read_text(encoding="utf-8"))  # a key given twice is an error, not the last one kept
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 JSON" if isinstance(
-            exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})"
+            exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})" if isinstance(
+            exc, json.JSONDecodeError) else f"not valid JSON ({exc})"
         raise InvalidConfigError(f"{what}: {reason}" + (f"; {advice}" if advice else "")) from None
 
 

@@ -27,6 +27,7 @@ from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNam
 from autotune.parameters import (Parameter, asked_name, canonical_values, knob_of, parse_parameter, show as _show,
                                  split_by)
 from autotune.registry import space_path
+from autotune.strict import load_yaml
 
 if TYPE_CHECKING:
     import optuna
@@ -50,9 +51,7 @@ class SearchSpace:
         parameters: Iterable[Parameter],
         defaults: Mapping[str, Any],
         baseline: Mapping[str, Any],
-        source: str = "<memory>",
-        workload: str | None = None,
-        description: str = "",
+        source: str = "<memory>", workload: str | None = None, description: str = "",
         device: DeviceProfile | None = None,
         reference: Mapping[str, Any] | None = None,
         constraints: Iterable[Any] = (),
@@ -84,7 +83,7 @@ class SearchSpace:
     def from_file(cls, path: str | Path) -> "SearchSpace":
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = load_yaml(path.read_text())  # a key given twice is an error, not the last one kept
         except FileNotFoundError:
             raise SearchSpaceError(f"{path}: search-space file not found") from None
         except yaml.YAMLError as exc:

@@ -237,9 +237,12 @@ def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
         (b'{"schema_version": 1, "config": {}, "check": {"passed": true, "metrics": {"x": 0.1}}}',
          "check.metrics must map"),
         (b'{"schema_version": 1, "config": {}, "workload_version": "2"}', "workload_version must be a whole number"),
+        # A knob written twice (a hand edit): JSON keeps the last one, silently.
+        (b'{"schema_version": 1, "config": {"dtype": "float32", "dtype": "float64"}}',
+         "not valid JSON ('dtype' is given twice in one object; give each key once)"),
     ],
     ids=["empty", "truncated", "binary", "list", "no-config", "bad-value", "unknown-knob", "restricted",
-         "text-figure", "figures-not-object", "check-without-verdict", "metric-not-pair", "version-text"],
+         "text-figure", "figures-not-object", "check-without-verdict", "metric-not-pair", "version-text", "twice"],
 )
 def test_a_bad_export_is_one_error_that_names_the_file(tmp_path, content, fragment):
     path = config_path("chmm", "cpu", "small", tmp_path)

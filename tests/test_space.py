@@ -95,6 +95,22 @@ def test_malformed_yaml_file_is_named(tmp_path):
         SearchSpace.from_file(path)
 
 
+@pytest.mark.parametrize("text, key, lines", [
+    # A second `defaults:` (an edit pasted below the first) replaced the first, silently.
+    ("schema_version: 1\nparameters:\n  work: {type: int, low: 1, high: 9}\ndefaults: {work: 5}\n"
+     "baseline: {work: 9}\ndefaults: {work: 7}\n", "defaults", (4, 6)),
+    # A knob declared twice: the first declaration's range was dropped.
+    ("schema_version: 1\nparameters:\n  work: {type: int, low: 1, high: 9}\n  work: {type: int, low: 1, high: 2}\n"
+     "defaults: {work: 1}\nbaseline: {work: 2}\n", "work", (3, 4)),
+])
+def test_a_key_given_twice_in_a_space_file_is_named_not_overwritten(tmp_path, text, key, lines):
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    with pytest.raises(SearchSpaceError, match=f"twice.yaml: not valid YAML: {key!r} is given twice "
+                                               f"\\(lines {lines[0]} and {lines[1]}\\); give each key once"):
+        SearchSpace.from_file(path)
+
+
 def test_v100_never_samples_bf16_and_cpu_never_cuda_graphs():
     v100 = space().for_device(PROFILES["v100"])
     assert "bfloat16" not in v100.parameters["dtype"].choices
@@ -532,3 +548,12 @@ def test_a_knob_compared_with_null_or_with_another_knob_is_not_a_misspelt_value(
     data["constraints"] = ["chunk == null or dtype != 'float16'", "kernel != dtype"]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     assert len(SearchSpace.from_file(tmp_path / "s.yaml").constraints) == 2
+
+
+def test_a_space_file_may_merge_an_anchor_and_override_its_keys(tmp_path):
+    # "<<: *anchor" then a key of the anchor's is YAML's override, not a key given twice.
+    path = tmp_path / "merge.yaml"
+    path.write_text("schema_version: 1\nparameters:\n  a: &knob {type: int, low: 1, high: 9}\n"
+                    "  b:\n    <<: *knob\n    high: 4\ndefaults: {a: 5, b: 2}\nbaseline: {a: 9, b: 4}\n")
+    space = SearchSpace.from_file(path)
+    assert (space.parameters["a"].high, space.parameters["b"].high) == (9, 4)

@@ -1,0 +1,56 @@
+"""Reading the files a user writes by hand (space files, ``--config`` and export JSON) without losing a key.
+
+YAML and JSON both keep the last of two equal keys in one mapping, silently: a second ``defaults:`` pasted
+below the first, a knob declared twice, or ``{"dtype": "float32", "dtype": "float64"}`` ran with one value
+and dropped the other. Here a key given twice is an error that names it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+__all__ = ["load_json", "load_yaml"]
+
+
+class _OnceLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing a key given twice in one mapping."""
+
+
+def _mapping_once(loader: _OnceLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}  # key -> its line
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *anchor" merges another mapping in: its keys may repeat
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)):
+            continue
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice (lines {seen[key]} and "
+                                                    f"{key_node.start_mark.line + 1}); give each key once")
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=True)
+
+
+_OnceLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load(text)``, but a key given twice in one mapping is a :class:`yaml.YAMLError`."""
+    return yaml.load(text, Loader=_OnceLoader)  # noqa: S506 - a SafeLoader: plain data only
+
+
+def _object_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"{key!r} is given twice in one object; give each key once")
+        data[key] = value
+    return data
+
+
+def load_json(text: str) -> Any:
+    """``json.loads(text)``, but a key given twice in one object is a ValueError that names it."""
+    return json.loads(text, object_pairs_hook=_object_once)
