@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import socket
 import time
@@ -77,9 +78,12 @@ def _retry_delays() -> tuple[float, ...]:
     if not text:
         return RETRY_DELAYS
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
+        delays = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise StorageError(f"AUTOTUNE_STORAGE_RETRY_DELAYS={text!r} is not a list of seconds, e.g. 1,2,4") from None
+        delays = (math.nan,)
+    if not all(0 <= delay < math.inf for delay in delays):
+        raise StorageError(f"AUTOTUNE_STORAGE_RETRY_DELAYS={text!r} is not a list of seconds, e.g. 1,2,4")
+    return delays
 
 T = TypeVar("T")
 
@@ -151,6 +155,7 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
     """
     import optuna
 
+    _retry_delays()  # a bad value is an error now, not at the storage's first fault in place of its retries
     kind = storage_kind(storage)
     if kind == "journal":
         from optuna.storages.journal import JournalStorage

@@ -120,6 +120,18 @@ def test_a_storage_that_stops_answering_is_retried_then_stopped_cleanly():
         retrying(lambda: (_ for _ in ()).throw(ValueError("bug")), "x", "sqlite:///x")
 
 
+@pytest.mark.parametrize("text", ["1,two", "1,-2", "nan", "inf"])
+def test_retry_delays_that_are_not_seconds_are_refused_when_the_storage_opens(tmp_path, monkeypatch, text):
+    # Read only at the storage's first fault, a typo stopped the search then, in place of the retries it set;
+    # a negative delay was a traceback from time.sleep.
+    from autotune.exceptions import StorageError
+
+    monkeypatch.setenv("AUTOTUNE_STORAGE_RETRY_DELAYS", text)
+    with pytest.raises(StorageError, match=f"AUTOTUNE_STORAGE_RETRY_DELAYS={text!r} is not a list of seconds"):
+        open_storage(f"sqlite:///{tmp_path / 'x.db'}")
+    assert not (tmp_path / "x.db").exists()
+
+
 def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, trials: int, extra: list[str]):
     """Run a shared search, SIGKILL one worker while it holds a running trial, and return what happened."""
     tag = f"workers-{os.getpid()}-{time.time()}"
