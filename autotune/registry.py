@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import re
 import sys
 from dataclasses import dataclass, fields
 from importlib.metadata import entry_points
@@ -118,6 +119,13 @@ class WorkloadFacts:
     sizes: Mapping[str, Mapping[str, Any]]
     default_size: str = Workload.default_size
     version: int = Workload.version
+
+    def __post_init__(self) -> None:
+        # The name is a folder of the studies (the exports, the cached reference) and starts the study's name:
+        # "../x" wrote outside them, "" into the studies folder itself.
+        if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
+            raise AutotuneError(f"workload name {self.name!r} cannot name a folder: use letters, digits, '_', '-' "
+                                "and '.', starting with a letter or digit")
 
     def size_named(self, size: str | None) -> str:
         return Workload.size_named.__func__(self, size)  # type: ignore[attr-defined] # the class's own rule and error

@@ -20,7 +20,7 @@ from autotune.devices import filed_under
 from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
 from autotune.export import ExportDocument, read_document
 from autotune.parameters import canonical_values
-from autotune.registry import declared_version, get_workload_class, space_path, workload_facts
+from autotune.registry import declared_version, space_path, workload_facts
 from autotune.space import SearchSpace
 
 __all__ = ["SIZE_PREFERENCE", "TunedConfig", "load_config"]
@@ -120,7 +120,7 @@ def _is_file_workload(workload: str) -> bool:
 
 def _export_folder(workload: str) -> str:
     """The folder a workload's exports live in: its registered name (a ``file.py:Class`` names its class)."""
-    return get_workload_class(workload).name if _is_file_workload(workload) else workload
+    return workload_facts(workload).name if _is_file_workload(workload) else workload  # a name that is a folder
 
 
 def _validated(document: ExportDocument, space: SearchSpace, path: Path) -> Config:

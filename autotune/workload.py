@@ -27,7 +27,7 @@ class Workload(abc.ABC):
 
     Contract for implementers:
 
-    * Class attributes: ``name``, ``unit`` (what ``items_per_run`` counts),
+    * Class attributes: ``name`` (a folder's name: letters, digits, ``_-.``), ``unit`` (what ``items_per_run`` counts),
       ``sizes`` (at least ``tiny``, for tests in well under a second a run,
       ``small``, the default, and ``full``, the scale its users run), and
       ``version`` (bump it when data or outputs change; cached data and

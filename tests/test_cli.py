@@ -114,6 +114,19 @@ def test_malformed_space_file_is_named(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.py", "bad.yaml"]
 
 
+@pytest.mark.parametrize("name", ["../escaped", "two words", "", "a/b"])
+def test_a_workload_whose_name_cannot_name_a_folder_is_refused(tmp_path, name):
+    # The name is a folder of the studies: "../escaped" wrote its cached reference, and would write its export,
+    # outside them; "" wrote them into the studies folder itself.
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    (tmp_path / "odd.yaml").write_text(steady.with_suffix(".yaml").read_text())
+    (tmp_path / "odd.py").write_text(steady.with_suffix(".py").read_text().replace('name = "steady"', f"name = {name!r}"))
+    done = run_cli("run", "--workload", "odd.py:SteadyWorkload", "-d", "cpu", "--studies", "studies", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"workload name {name!r} cannot name a folder: use letters, digits, '_', '-' and '.'" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.py", "odd.yaml"]
+
+
 def test_run_json_shape(tmp_path):
     done = run_cli("run", "-w", "chmm", "-s", "tiny", "-d", "cpu", "--min-time", "0.05", "--set", "dtype=float64", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
