@@ -126,6 +126,12 @@ class WorkloadFacts:
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
             raise AutotuneError(f"workload name {self.name!r} cannot name a folder: use letters, digits, '_', '-' "
                                 "and '.', starting with a letter or digit")
+        # A size names the export's file (<device>-<size>.json): the same rule.
+        odd = next((s for s in self.sizes if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(s))), None)
+        if odd is not None or self.default_size not in self.sizes:
+            raise AutotuneError(f"workload {self.name!r}: size {odd if odd is not None else self.default_size!r} "
+                                + ("cannot name a file: use letters, digits, '_', '-' and '.'" if odd is not None
+                                   else f"is its default_size, but not one of its sizes ({', '.join(self.sizes)})"))
 
     def size_named(self, size: str | None) -> str:
         return Workload.size_named.__func__(self, size)  # type: ignore[attr-defined] # the class's own rule and error

@@ -127,6 +127,22 @@ def test_a_workload_whose_name_cannot_name_a_folder_is_refused(tmp_path, name):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.py", "odd.yaml"]
 
 
+@pytest.mark.parametrize("old, new, message", [
+    ('"tiny": {}', '"../tiny": {}', "workload 'steady': size '../tiny' cannot name a file"),
+    ('default_size = "tiny"', 'default_size = "huge"', "workload 'steady': size 'huge' is its default_size, but not"),
+])
+def test_a_workload_whose_sizes_cannot_name_a_file_is_refused(tmp_path, old, new, message):
+    # A size names the export's file: "../tiny" would write <device>-../tiny.json.
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    (tmp_path / "odd.yaml").write_text(steady.with_suffix(".yaml").read_text())
+    source = steady.with_suffix(".py").read_text()
+    assert old in source
+    (tmp_path / "odd.py").write_text(source.replace(old, new))
+    done = run_cli("run", "--workload", "odd.py:SteadyWorkload", "-d", "cpu", "--studies", "studies", cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.py", "odd.yaml"]
+
+
 def test_run_json_shape(tmp_path):
     done = run_cli("run", "-w", "chmm", "-s", "tiny", "-d", "cpu", "--min-time", "0.05", "--set", "dtype=float64", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
