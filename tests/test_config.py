@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -348,3 +349,23 @@ def test_a_size_the_workload_lacks_is_an_error_even_where_an_export_exists(tmp_p
     write_tuned_config(_document(size="small"), config_path("chmm", "cpu", "small", tmp_path))
     with pytest.raises(UnknownNameError, match=f"unknown size {size!r}; valid: full, small, tiny"):
         load_config("chmm", device="cpu", size=size, studies=tmp_path)
+
+
+@pytest.mark.parametrize("facts, message", [
+    (dict(name="two words"), "workload name 'two words' cannot name a folder"),
+    (dict(name=""), "workload name '' cannot name a folder"),
+    (dict(name="a/b"), "workload name 'a/b' cannot name a folder"),
+    (dict(name=".hidden"), "workload name '.hidden' cannot name a folder"),
+    (dict(sizes={"../tiny": {}, "small": {}}), "workload 'w': size '../tiny' cannot name a file"),
+    (dict(default_size="huge"), "workload 'w': size 'huge' is its default_size, but not one of its sizes (tiny, small)"),
+])
+def test_a_workload_whose_name_or_sizes_cannot_name_a_file_is_refused(facts, message):
+    # The name is a folder of the studies and a size the export's file: "../x" wrote outside them (one end to end:
+    # tests/test_cli.py).
+    from autotune.exceptions import AutotuneError
+    from autotune.registry import WorkloadFacts
+
+    with pytest.raises(AutotuneError, match=re.escape(message)):
+        WorkloadFacts(**{"name": "w", "unit": "items", "sizes": {"tiny": {}, "small": {}}, "default_size": "tiny",
+                         **facts})
+    assert WorkloadFacts("chmm-2.v1_x", "items", {"tiny": {}}, "tiny").name == "chmm-2.v1_x"
