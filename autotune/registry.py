@@ -110,6 +110,10 @@ def declared_version(spec: str) -> int | None:
     return version if type(version) is int else None
 
 
+#: What a workload's name and sizes may be: they name its folder of the studies and its exports' files.
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 @dataclass(frozen=True)
 class WorkloadFacts:
     """What autotune's own process needs of a workload class: the runner's children run the workload itself."""
@@ -123,11 +127,11 @@ class WorkloadFacts:
     def __post_init__(self) -> None:
         # The name is a folder of the studies (the exports, the cached reference) and starts the study's name:
         # "../x" wrote outside them, "" into the studies folder itself.
-        if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
+        if not isinstance(self.name, str) or not _FILE_NAME.fullmatch(self.name):
             raise AutotuneError(f"workload name {self.name!r} cannot name a folder: use letters, digits, '_', '-' "
                                 "and '.', starting with a letter or digit")
         # A size names the export's file (<device>-<size>.json): the same rule.
-        odd = next((s for s in self.sizes if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(s))), None)
+        odd = next((s for s in self.sizes if not _FILE_NAME.fullmatch(str(s))), None)
         if odd is not None or self.default_size not in self.sizes:
             raise AutotuneError(f"workload {self.name!r}: size {odd if odd is not None else self.default_size!r} "
                                 + ("cannot name a file: use letters, digits, '_', '-' and '.'" if odd is not None

@@ -381,6 +381,7 @@ class Tuner:
             self.remeasure(candidates)
             winner = self.pick_winner(candidates, self.memory_budget_bytes)
             baseline = candidates[0]
+
         def note(key: str, value: Any) -> None:  # after minutes of re-measuring: a storage held a while is waited for
             self._retry(lambda: study.set_user_attr(key, value), "recording the winner")
 

@@ -182,7 +182,7 @@ def test_facts_a_class_body_does_not_state_as_literals_are_asked_of_the_class(tm
         "class Computed(Workload):\n    name = 'computed'\n    unit = 'items'\n    sizes = {'tiny': dict(n=2)}\n"
         "    default_size = 'tiny'\n"
         "class Later(Workload):\n    name = 'later'\n    unit = 'items'\n    sizes = {'tiny': {'n': 2}}\n"
-        "    version = 1\n    version = 1 + 1\n"
+        "    default_size = 'tiny'\n    version = 1\n    version = 1 + 1\n"
         "class Middle(Workload):\n    default_size = 'tiny'\n"
         "class Inherits(Middle):\n    name = 'inherits'\n    unit = 'items'\n    sizes = {'tiny': {'n': 2}}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
