@@ -119,7 +119,7 @@ def write_atomically(text: str, path: Path) -> Path:
             handle.write(text)
         return path
     target = path.resolve() if path.is_symlink() else path
-    tmp = target.with_name(target.name + ".tmp")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # one per writer: two may export at once
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text, encoding="utf-8")

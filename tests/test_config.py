@@ -81,6 +81,17 @@ def test_a_link_or_a_pipe_written_to_stays_what_it_was(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "pipe", "real.json"]
 
 
+def test_a_write_leaves_another_writers_temporary_file_alone(tmp_path):
+    # Every writer of one export used <name>.tmp: two searches exporting at once (two SQLite searches of one study)
+    # wrote into one temporary file, and the first rename could publish the other's half-written text.
+    from autotune.export import write_atomically
+
+    (tmp_path / "cpu-small.json.tmp").write_text("another writer's, half")
+    assert write_atomically("mine", tmp_path / "cpu-small.json").read_text() == "mine"
+    assert (tmp_path / "cpu-small.json.tmp").read_text() == "another writer's, half"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu-small.json", "cpu-small.json.tmp"]
+
+
 def test_load_config_honours_the_environment_variable(tmp_path, monkeypatch):
     write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path / "elsewhere"))
     monkeypatch.setenv("AUTOTUNE_STUDIES", str(tmp_path / "elsewhere"))
