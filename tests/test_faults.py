@@ -221,6 +221,9 @@ def test_a_first_trial_a_stop_interrupted_is_measured_when_the_search_resumes(tm
     assert "defaults" in again.stderr
 
 
+# With -m slow (19 s), to keep the default run under 10 minutes: the retries and the clean stop keep their rule in
+# tests/test_workers.py (retrying) and in test_a_sqlite_study_held_mid_search_is_waited_for_then_a_clean_stop.
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_database_lost_mid_study_stops_cleanly_and_keeps_every_finished_trial(tmp_path):
     # A server of its own, stopped while the workers run.
@@ -351,65 +354,51 @@ def test_a_torn_record_longer_than_the_search_step_is_dropped_whole(tmp_path, be
     assert path.read_bytes() == before
 
 
-@pytest.mark.parametrize("lasts", ["a moment", "past every retry"])
-def test_a_sqlite_study_locked_mid_search_is_waited_for_then_a_clean_stop(studies, monkeypatch, lasts):
+def test_a_sqlite_study_held_mid_search_is_waited_for_then_a_clean_stop(studies, monkeypatch):
     # Another process holding the database (a `sqlite3` shell, a dashboard) for more than SQLite's 5 s busy
-    # wait made a one-process search end in a traceback and lose the trial it had measured; a search of
-    # several workers waited and retried. Now the one-process search does the same.
+    # wait made a one-process search end in a traceback and lose the trial it had measured, or, held as the
+    # winner was recorded, minutes of re-measuring; a search of several workers waited and retried. Now the
+    # one-process search does the same: a hold of a moment is waited for, a longer one is a clean stop.
     import sqlalchemy.exc
 
     from autotune import loop
     from autotune.exceptions import StorageError
 
     monkeypatch.setenv("AUTOTUNE_STORAGE_RETRY_DELAYS", "0,0")
-    real, faults = loop._record, {"left": 1 if lasts == "a moment" else 99}
+    held = {"record": 1, "environment": 1}  # how many times each write finds the file held
 
-    def locked(trial, attrs):
-        if trial.number == 1 and faults["left"]:
-            faults["left"] -= 1
+    def fault(what):
+        if held[what]:
+            held[what] -= 1
             cause = sqlalchemy.exc.OperationalError("COMMIT", {}, Exception("database is locked"))
             raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from cause
-        return real(trial, attrs)
 
-    monkeypatch.setattr(loop, "_record", locked)
+    real_record, real_attr = loop._record, optuna.Study.set_user_attr
+
+    def record(trial, attrs):
+        if trial.number >= 1:  # the defaults' trial onwards
+            fault("record")
+        return real_record(trial, attrs)
+
+    def study_attr(self, key, value):
+        if key == "environment":
+            fault("environment")
+        return real_attr(self, key, value)
+
+    monkeypatch.setattr(loop, "_record", record)
+    monkeypatch.setattr(optuna.Study, "set_user_attr", study_attr)
     stages: list[str] = []
     tuner = Tuner(STEADY, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
                   on_stage=stages.append)
     try:
-        if lasts == "a moment":
-            result = tuner.search(n_trials=3)
-            assert result.winner is not None
-            assert any("storage not answering while recording a trial; retry 1/2" in s for s in stages), stages
-            study = optuna.load_study(study_name="steady-cpu-tiny", storage=tuner.storage)
-            assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
-        else:
-            with pytest.raises(StorageError, match="lost the storage .* while recording a trial .* after 2 retries"):
-                tuner.search(n_trials=3)
+        result = tuner.search(n_trials=3)
+        assert result.export_path is not None and Path(result.export_path).is_file()
+        for what in ("recording a trial", "recording the winner"):
+            assert any(f"storage not answering while {what}; retry 1/2" in s for s in stages), stages
+        study = optuna.load_study(study_name="steady-cpu-tiny", storage=tuner.storage)
+        assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+        held["record"] = 99  # held past every retry
+        with pytest.raises(StorageError, match="lost the storage .* while recording a trial .* after 2 retries"):
+            tuner.search(n_trials=1)
     finally:
         tuner.close()
-
-
-def test_a_storage_held_after_the_re_measurement_is_waited_for_and_the_export_written(studies, monkeypatch):
-    # Minutes of re-measuring were lost to a traceback when the study's file was held as the winner was recorded.
-    import sqlalchemy.exc
-
-    monkeypatch.setenv("AUTOTUNE_STORAGE_RETRY_DELAYS", "0")
-    real, faults = optuna.Study.set_user_attr, {"left": 1}
-
-    def held(self, key, value):
-        if key == "environment" and faults["left"]:
-            faults["left"] -= 1
-            cause = sqlalchemy.exc.OperationalError("COMMIT", {}, Exception("database is locked"))
-            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from cause
-        return real(self, key, value)
-
-    monkeypatch.setattr(optuna.Study, "set_user_attr", held)
-    stages: list[str] = []
-    tuner = Tuner(STEADY, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
-                  on_stage=stages.append)
-    try:
-        result = tuner.search(n_trials=2)
-    finally:
-        tuner.close()
-    assert not faults["left"] and result.export_path is not None and Path(result.export_path).is_file()
-    assert any("storage not answering while recording the winner; retry 1/1" in s for s in stages), stages
