@@ -278,6 +278,22 @@ def _truth(node: tuple, values: Mapping[str, Any]) -> bool:
         return False
 
 
+#: Levels of nesting a condition may have (brackets, `not`, and each link of an and/or/arithmetic chain).
+MAX_DEPTH = 100
+
+
+def _depth(tree: tuple) -> int:
+    """How deep ``tree`` nests, found without recursion (a tree too deep to walk recursively is what it finds)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = node[1] if node[0] == "list" else node[1:]
+        stack.extend((child, depth + 1) for child in children if isinstance(child, tuple) and child
+                     and isinstance(child[0], str))
+    return deepest
+
+
 @dataclass(frozen=True)
 class Condition:
     """A parsed condition.
@@ -296,9 +312,15 @@ class Condition:
         if not isinstance(text, str):
             raise ConditionError(f"a condition must be a string, got {text!r}")
         try:
-            return cls(text, _Parser(text).parse())
+            tree = _Parser(text).parse()
         except RecursionError:  # the parser descends once per bracket or `not`
-            raise ConditionError(f"a condition nested too deeply: {text[:40]!r}...") from None
+            tree = None
+        # A chain (`a and b and ...`, `x + x + ...`) parses in a loop but nests: every walk of the tree would
+        # descend past Python's recursion limit (500 terms did), when the space was read or a config judged.
+        if tree is None or _depth(tree) > MAX_DEPTH:
+            raise ConditionError(f"a condition nested too deeply (over {MAX_DEPTH} levels; a long list of "
+                                 f"alternatives reads better as `name in [...]`): {text[:40]!r}...")
+        return cls(text, tree)
 
     @cached_property
     def names(self) -> frozenset[str]:

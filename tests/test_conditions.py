@@ -65,7 +65,17 @@ def test_arithmetic_that_fails_is_false_never_an_error(text, values, expected):
     ("-null", "not None"),
     pytest.param("(" * 5000 + "x" + ")" * 5000, "nested too deeply", id="5000 brackets"),
     pytest.param("not " * 5000 + "x", "nested too deeply", id="5000 nots"),
+    # A chain parses in a loop but nests its tree, which every walk descends: a RecursionError, as a traceback,
+    # when the space was read (500 terms) or, past what its walk reached, when a config was judged.
+    pytest.param(" and ".join(["x == 1"] * 500), "nested too deeply", id="500 ands"),
+    pytest.param(" + ".join(["x"] * 500) + " > 0", "nested too deeply", id="500 sums"),
 ])
 def test_what_cannot_be_arithmetic_or_is_too_deep_is_refused_when_parsed(text, fragment):
     with pytest.raises(ConditionError, match=fragment):
-        Condition.parse(text)
+        condition = Condition.parse(text)
+        condition.evaluate({"x": 1}), condition.names  # what would fail later, had it parsed
+
+
+def test_a_long_chain_within_the_depth_limit_is_read_and_judged():
+    condition = Condition.parse(" or ".join(f"x == {i}" for i in range(90)))
+    assert condition.evaluate({"x": 89}) and not condition.evaluate({"x": 90}) and condition.names == {"x"}
