@@ -111,8 +111,26 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
         _python_shows_warning(message, category, filename, lineno, file, line)
 
 
+def _open_standard_streams() -> None:
+    """A closed stdin, stdout or stderr (``2>&-``, a supervisor's) reads or writes /dev/null. Left closed, the
+    next file opened took its number: the study's lock file became the fork server's stderr, every trial (whose
+    stdout is that stderr) crashed, and the search ended with no trial and no word."""
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, mode)  # the lowest free number: fd itself, as the lower ones are open
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+            os.set_inheritable(fd, True)  # os.open's are not: the fork server would start without it again
+    sys.stdout = sys.stdout or open(1, "w", closefd=False)  # Python leaves them None when it starts without them
+    sys.stderr = sys.stderr or open(2, "w", closefd=False)
+
+
 def run_group(group: click.Group, argv: list[str] | None) -> None:
     """Run the command line: click's usage errors become one line and exit status 2."""
+    _open_standard_streams()
     warnings.showwarning = _show_warning
     try:
         group.main(args=argv, prog_name="autotune", standalone_mode=False)

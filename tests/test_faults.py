@@ -402,3 +402,17 @@ def test_a_sqlite_study_held_mid_search_is_waited_for_then_a_clean_stop(studies,
             tuner.search(n_trials=1)
     finally:
         tuner.close()
+
+
+def test_a_search_started_with_its_output_streams_closed_still_measures_and_exports(tmp_path):
+    # `autotune search ... >&- 2>&-` (a supervisor that closes them): the study's lock file took the closed
+    # stderr's number, the fork server wrote its trials' output there, and every trial crashed: no trial, no export,
+    # no word. Closed streams are now /dev/null.
+    closed = subprocess.run(
+        [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "2", "--min-time", "0.05",
+         "--remeasure-rounds", "1", "--studies", str(tmp_path / "studies")],
+        cwd=tmp_path, preexec_fn=lambda: (os.close(1), os.close(2)), timeout=120)
+    assert closed.returncode == 0
+    assert (tmp_path / "studies" / "steady" / "cpu-tiny.json").is_file()
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}")
+    assert [t.user_attrs.get("status") for t in study.trials] == ["ok", "ok"]
