@@ -165,6 +165,8 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
         return JournalStorage(_mending_journal(path))
     if kind == "sqlite":
         path = Path(storage[len("sqlite:///"):])
+        if path.name in ("", ":memory:"):  # a study in memory dies with this process: nothing resumes or reports it
+            raise StorageError(f"{storage} names no database file; give one, e.g. sqlite:///studies/autotune.db")
         if read_only:
             return optuna.storages.RDBStorage(storage, skip_table_creation=True)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -132,6 +132,18 @@ def test_retry_delays_that_are_not_seconds_are_refused_when_the_storage_opens(tm
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:"])
+def test_a_sqlite_url_that_names_no_file_is_refused(tmp_path, monkeypatch, url):
+    # sqlite:///:memory: ran a search whose study vanished with it (nothing to resume or report) and left a
+    # ":memory:.lock" file behind; sqlite:// said "PosixPath('.') has an empty name".
+    from autotune.exceptions import StorageError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match=f"{re.escape(url)} names no database file"):
+        open_storage(url)
+    assert list(tmp_path.iterdir()) == []
+
+
 def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, trials: int, extra: list[str]):
     """Run a shared search, SIGKILL one worker while it holds a running trial, and return what happened."""
     tag = f"workers-{os.getpid()}-{time.time()}"
