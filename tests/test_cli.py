@@ -472,9 +472,10 @@ def test_a_search_that_exports_nothing_says_so_and_exits_1(tmp_path, as_json):
     assert not list((tmp_path / "studies").glob("*/*.json"))
 
 
-# The worker's path (18 s) runs with -m slow, to keep the default run under 10 minutes: the unit's rule is one.
-@pytest.mark.parametrize("storage", [[], pytest.param(["--storage", "s.journal"], marks=pytest.mark.slow)],
-                         ids=["sqlite", "journal-worker"])
+# With -m slow (17 s and 18 s), to keep the default run under 10 minutes on a slow day: a display rule (the
+# unit of the best shown), set in one line each by `search` and by a worker.
+@pytest.mark.slow
+@pytest.mark.parametrize("storage", [[], ["--storage", "s.journal"]], ids=["sqlite", "journal-worker"])
 def test_a_resumed_search_whose_first_trial_times_out_shows_the_best_in_the_workload_s_unit(tmp_path, storage):
     # The unit was learnt from the first trial that reported one, so a resumed study's first trial, killed at
     # --trial-timeout, printed the study's best in items/s (a journal study runs its trials in a worker process).
