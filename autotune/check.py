@@ -45,7 +45,11 @@ class Check:
         """Example: ``Check.from_metrics({"log_likelihood": (3e-7, 1e-5), "counts": (2e-6, 1e-4)})``."""
         if not metrics:
             raise ValueError("a check needs at least one metric")
-        clean = {name: _clean(name, err, tol) for name, (err, tol) in metrics.items()}
+        pairs = {name: tuple(pair) if hasattr(pair, "__iter__") else (pair,) for name, pair in metrics.items()}
+        bad = next((name for name, pair in pairs.items() if len(pair) != 2), None)
+        if bad is not None:
+            raise ValueError(f"metric {bad!r} must be an (error, tolerance) pair of numbers, got {metrics[bad]!r}")
+        clean = {name: _clean(name, err, tol) for name, (err, tol) in pairs.items()}
         metric = max(clean, key=lambda name: share_of_tolerance(*clean[name]))
         error, tolerance = clean[metric]
         passed = all(err <= tol for err, tol in clean.values())
@@ -74,8 +78,12 @@ def share_of_tolerance(error: float | None, tolerance: float) -> float:
 
 
 def _clean(name: str, error: Any, tolerance: Any) -> tuple[float, float]:
-    """One metric's ``(error, tolerance)`` as floats (a NaN error as unbounded), or ValueError where it breaks a rule."""
-    error, tolerance = float(error), float(tolerance)
+    """A metric's ``(error, tolerance)`` as floats (a NaN error as unbounded), or ValueError where it breaks a rule."""
+    try:
+        error, tolerance = float(error), float(tolerance)
+    except (TypeError, ValueError):
+        raise ValueError(f"metric {name!r} must be an (error, tolerance) pair of numbers, got "
+                         f"{(error, tolerance)!r}") from None
     if math.isnan(error):
         error = math.inf
     if error < 0:  # a signed difference, say: it would pass any tolerance, the worst output too

@@ -109,3 +109,12 @@ def test_a_check_built_by_hand_stores_plain_floats():
     check = Check(torch.tensor(0.05), np.float32(0.1), True, "loss")
     assert type(check.error) is float and type(check.tolerance) is float and check.error == pytest.approx(0.05)
     assert Check(math.nan, 0.1, False).to_dict()["error"] is None
+
+
+@pytest.mark.parametrize("pair", [0.1, (0.1,), ("a", 1.0), (None, 1.0), (0.1, 1.0, 2.0)])
+def test_a_metric_that_is_not_an_error_and_a_tolerance_says_so(pair):
+    # Python's words named no metric and no rule: "cannot unpack non-iterable float object".
+    from autotune.check import Check
+
+    with pytest.raises(ValueError, match="metric 'loss' must be an \\(error, tolerance\\) pair of numbers, got"):
+        Check.from_metrics({"counts": (0.0, 1e-3), "loss": pair})
