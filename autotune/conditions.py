@@ -282,15 +282,19 @@ def _truth(node: tuple, values: Mapping[str, Any]) -> bool:
 MAX_DEPTH = 100
 
 
+def _children(node: tuple) -> list[tuple]:
+    """The nodes directly under ``node``: a list's items, else the parts that are nodes (not an operator or a name)."""
+    parts = node[1] if node[0] == "list" else node[1:]
+    return [part for part in parts if isinstance(part, tuple) and part and isinstance(part[0], str)]
+
+
 def _depth(tree: tuple) -> int:
     """How deep ``tree`` nests, found without recursion (a tree too deep to walk recursively is what it finds)."""
     deepest, stack = 0, [(tree, 1)]
     while stack:
         node, depth = stack.pop()
         deepest = max(deepest, depth)
-        children = node[1] if node[0] == "list" else node[1:]
-        stack.extend((child, depth + 1) for child in children if isinstance(child, tuple) and child
-                     and isinstance(child[0], str))
+        stack.extend((child, depth + 1) for child in _children(node))
     return deepest
 
 
@@ -350,9 +354,8 @@ def _compared(node: tuple) -> Iterator[tuple[str, Any]]:
                     yield side[1], other[1]
                 elif other[0] == "list" and node[1] in ("in", "not in"):
                     yield from ((side[1], item[1]) for item in other[1] if item[0] == "const")
-    for child in node[1:]:
-        if isinstance(child, tuple) and child and isinstance(child[0], str):
-            yield from _compared(child)
+    for child in _children(node):
+        yield from _compared(child)
 
 
 def parse_constraints(raw: Any, parameters: Collection[str], capabilities: Collection[str], size: Collection[str],

@@ -138,11 +138,14 @@ def read_json(path: Path, what: str, advice: str = "") -> Any:
     """The JSON in ``path``, or one line: ``what`` (naming the file), what is wrong, and ``advice``."""
     try:
         return load_json(path.read_text(encoding="utf-8"))  # a key given twice is an error, not the last one kept
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 JSON" if isinstance(
-            exc, UnicodeDecodeError) else f"not valid JSON ({exc.msg} at line {exc.lineno})" if isinstance(
-            exc, json.JSONDecodeError) else f"not valid JSON ({exc})"
-        raise InvalidConfigError(f"{what}: {reason}" + (f"; {advice}" if advice else "")) from None
+    except OSError as exc:
+        reason = exc.strerror
+    except UnicodeDecodeError:  # a ValueError too: before the next
+        reason = "not UTF-8 JSON"
+    except ValueError as exc:  # bad syntax (a JSONDecodeError) or a key given twice
+        where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        reason = f"not valid JSON ({getattr(exc, 'msg', exc)}{where})"
+    raise InvalidConfigError(f"{what}: {reason}" + (f"; {advice}" if advice else ""))
 
 
 def read_document(path: Path) -> ExportDocument:
