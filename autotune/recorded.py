@@ -179,14 +179,19 @@ def _is_time(value: Any) -> bool:
 
     A string names a failure; a time of 0 would be an infinite throughput, and a rate of 0 is nothing done.
     """
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-            and value != KERNEL_TUNER_ERROR_VALUE)
+    return _is_number(value) and value > 0 and value != KERNEL_TUNER_ERROR_VALUE
 
 
 def _cost_seconds(entry: Mapping[str, Any]) -> float:
     """What evaluating the config cost when it was recorded (compile, benchmark, framework, verification, strategy)."""
-    parts = ("compile_time", "benchmark_time", "framework_time", "verification_time", "strategy_time")
-    return sum(float(entry.get(p) or 0.0) for p in parts) / 1000
+    return sum(float(entry.get(p) or 0.0) for p in _COST_PARTS) / 1000
+
+
+_COST_PARTS = ("compile_time", "benchmark_time", "framework_time", "verification_time", "strategy_time")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _entries(path: Path, data: Mapping[str, Any], order: tuple[str, ...]) -> dict[str, Mapping[str, Any]]:
@@ -204,8 +209,25 @@ def _entries(path: Path, data: Mapping[str, Any], order: tuple[str, ...]) -> dic
                 raise AutotuneError(f"{path}: the cache entry {key!r} has no value for {missing!r}, and its key "
                                     "does not name one; every entry needs a value for each of tune_params_keys")
             entry = {**entry, **{name: spelled[name][part] for name, part in zip(order, parts)}}
+        _check_entry(path, key, entry, data["tune_params"], order)
         entries[key_of(entry, order)] = entry
     return entries
+
+
+def _check_entry(path: Path, key: str, entry: Mapping[str, Any], values: Mapping[str, list[Any]],
+                 order: tuple[str, ...]) -> None:
+    """Refuse an entry whose values tune_params does not list, or whose costs or run times are not numbers:
+    replaying it would otherwise fail with Python's words, mid-search, or be scored against a space it is not in."""
+    name = next((name for name in order if entry[name] not in values[name]), None)
+    if name is not None:
+        raise AutotuneError(f"{path}: the cache entry {key!r} has {name}={entry[name]!r}, which tune_params does not "
+                            f"list; allowed: {', '.join(map(repr, values[name]))}")
+    costs = [entry.get(part) for part in _COST_PARTS if entry.get(part) is not None]
+    times = entry.get("times") if _is_time(entry.get("time")) else None  # a failed config's runs are not read
+    if not all(_is_number(c) and c >= 0 for c in costs) or not (
+            times is None or isinstance(times, list) and all(_is_number(t) and t >= 0 for t in times)):
+        raise AutotuneError(f"{path}: the cache entry {key!r} has a cost or run time that is not a number: "
+                            f"{', '.join(f'{p}={entry[p]!r}' for p in (*_COST_PARTS, 'times') if p in entry)}")
 
 
 def load_recorded(path: str | Path) -> Recorded:
@@ -248,11 +270,18 @@ def _study_storage(path: Path) -> str | None:
 
 def _from_cache(path: Path | str, data: Mapping[str, Any]) -> Recorded:
     """A Kernel Tuner cache's mapping as a recorded space (``path`` names it in errors)."""
-    order = tuple(data["tune_params_keys"])
-    unlisted = [name for name in order if name not in data["tune_params"]]
+    keys, params, cache = data["tune_params_keys"], data["tune_params"], data["cache"]
+    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys) and isinstance(params, dict)
+            and isinstance(cache, dict)):
+        raise AutotuneError(f"{path}: not a Kernel Tuner cache file: tune_params_keys must be a list of names, "
+                            "tune_params a mapping of each name to its values, and cache a mapping of keys to entries")
+    order = tuple(keys)
+    unlisted = [name for name in order if not isinstance(params.get(name), list) or not params[name]]
     if unlisted:
         raise AutotuneError(f"{path}: tune_params has no values for {', '.join(map(repr, unlisted))}; it needs the "
-                            "values of every name in tune_params_keys")
+                            "values of every name in tune_params_keys, as a list")
+    if not isinstance(higher := data.get("objective_higher_is_better", False), bool):
+        raise AutotuneError(f"{path}: objective_higher_is_better must be true or false, not {higher!r}")
     entries = _entries(path, data, order)
     if not entries:
         raise AutotuneError(f"{path}: the cache holds no configurations")

@@ -30,6 +30,15 @@ def _cache(tmp_path, name="tiny.json", **header):
     return path
 
 
+def _broken_cache(tmp_path, break_it):
+    """The tiny cache as ``break_it`` changes its mapping."""
+    path = _cache(tmp_path)
+    data = json.loads(path.read_text())
+    break_it(data)
+    path.write_text(json.dumps(data))
+    return path
+
+
 def test_a_kernel_tuner_cache_is_a_space_with_its_restrictions(tmp_path):
     recorded = load_recorded(_cache(tmp_path))
     space = recorded.space
@@ -69,15 +78,35 @@ def test_a_cache_is_read_by_its_entries_values_and_an_entry_without_them_by_its_
     (lambda data: data["tune_params"].pop("y"), "tune_params has no values for 'y'"),
 ])
 def test_a_cache_that_does_not_name_its_values_is_a_one_line_error(tmp_path, break_it, says):
-    path = _cache(tmp_path)
-    data = json.loads(path.read_text())
-    break_it(data)
-    path.write_text(json.dumps(data))
+    path = _broken_cache(tmp_path, break_it)
     with pytest.raises(AutotuneError, match=says):
         load_recorded(path)
     done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("break_it, says", [
+    (lambda data: data.update(cache=list(data["cache"].values())), "cache a mapping of keys to entries"),
+    (lambda data: data.update(tune_params_keys="xy"), "tune_params_keys must be a list of names"),
+    (lambda data: data["tune_params"].update(x=8), "tune_params has no values for 'x'"),
+    (lambda data: data["tune_params"].update(x=[]), "tune_params has no values for 'x'"),
+    (lambda data: data["tune_params"]["x"].remove(8), "the cache entry '8,10' has x=8, which tune_params does not"),
+    (lambda data: data["cache"]["1,10"].update(compile_time="n/a"), "entry '1,10' has a cost or run time that is"),
+    (lambda data: data["cache"]["1,10"].update(times=["1.0"]), "entry '1,10' has a cost or run time that is not"),
+    (lambda data: data["cache"]["1,10"].update(times=3.0), "entry '1,10' has a cost or run time that is not"),
+    (lambda data: data.update(objective_higher_is_better="yes"), "objective_higher_is_better must be true or false"),
+])
+def test_a_cache_of_the_wrong_shapes_is_a_one_line_error_not_a_traceback(tmp_path, break_it, says):
+    # Each was Python's words (AttributeError, TypeError, ValueError), a string read letter by letter as the names,
+    # or a direction silently taken as the default; the CLI's exit 2 for these errors is shown above.
+    with pytest.raises(AutotuneError, match=says):
+        load_recorded(_broken_cache(tmp_path, break_it))
+
+
+def test_a_failed_configs_runs_are_not_read(tmp_path):
+    path = _broken_cache(tmp_path, lambda data: data["cache"]["2,20"].update(times=["RuntimeFailedConfig"]))
+    assert load_recorded(path).result({"x": 2, "y": 20}).status == "error"
 
 
 def test_the_expected_random_best_matches_enumeration(tmp_path):
