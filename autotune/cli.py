@@ -15,8 +15,8 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options, run_group, size_option,
-    studies_option, worker_plan, workload_option, writable_folder, writable_studies,
+    Count, Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options, run_group,
+    size_option, studies_option, worker_plan, workload_option, writable_folder, writable_studies,
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
@@ -48,7 +48,7 @@ def cli() -> None:
 @workload_option
 @device_option
 @size_option
-@click.option("--trials", "-n", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--trials", "-n", type=Count(min=1), default=20, show_default=True,
               help="Configs to measure in this run (fewer where a small space has no more); a config the study "
                    "already measured is not re-run and not counted. A re-run resumes the study.")
 @click.option("--storage", type=Storage(), default=None, envvar=STORAGE_ENV,
@@ -57,27 +57,27 @@ def cli() -> None:
                    "password off the command line [default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", type=StudyName(), default=None, help="Study name [default: <workload>-<device>-<size>].")
 @studies_option
-@click.option("--workers", type=click.IntRange(min=1), default=None,
+@click.option("--workers", type=Count(min=1), default=None,
               help="Worker processes on the study (needs a journal file or a database server) [default: 1, "
                    "or one per --gpus].")
 @click.option("--gpus", default=None, help="GPU indices, one worker each, e.g. 0,1,2,3 (each worker sees only its own).")
-@click.option("--heartbeat", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--heartbeat", type=Count(min=1), default=10, show_default=True,
               help="Seconds between a worker's heartbeats on a database server.")
-@click.option("--grace-period", type=click.IntRange(min=2), default=60, show_default=True,
+@click.option("--grace-period", type=Count(min=2), default=60, show_default=True,
               help="Seconds without a heartbeat before a trial's worker counts as dead; its trial is re-run once.")
 @click.option("--memory-budget", type=Size(), default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
 @click.option("--memory-limit", type=Size(), default=None,
               help="Cap on a trial's CPU address space, e.g. 16GiB (RLIMIT_AS): beyond it a trial is oom, not a "
                    "swamped machine. Must exceed what a trial maps at start (~630 MiB with torch), else all are oom.")
 @measure_options
-@click.option("--remeasure-top", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--remeasure-top", type=Count(min=1), default=3, show_default=True,
               help="How many of the best configs to re-measure beside the baseline at the end.")
-@click.option("--remeasure-rounds", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--remeasure-rounds", type=Count(min=1), default=3, show_default=True,
               help="Interleaved rounds of that re-measurement (Ctrl-C after the first: the winner of the whole ones).")
 @click.option("--timeout", "time_budget", type=Seconds(), default=None,
               help="Seconds of searching once the baseline and defaults are measured: then no new trial starts "
                    "(the running one finishes; re-measurement and export still happen) [default: no limit].")
-@click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
+@click.option("--seed", type=Count(min=0, max=2**32 - 1), default=None,
               help="Seed of the sampler, for a repeatable sequence of trials.")
 @click.option("--sampler", default=None,
               help=f"Search strategy: {', '.join(SAMPLERS)} [default: {DEFAULT}: TPE for the first 30 configs, "
@@ -193,11 +193,11 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
 @click.option("--study", "study_name", type=StudyName(), help="Or a study of autotune's, replayed as the space of the configs it measured.")
 @click.option("--storage", type=Storage(),
               help="Storage of --study [default: $AUTOTUNE_STORAGE, else sqlite:///<studies>/autotune.db].")
-@click.option("--trials", "-n", type=click.IntRange(min=1), default=100, show_default=True,
+@click.option("--trials", "-n", type=Count(min=1), default=100, show_default=True,
               help="Configs evaluated per simulated search.")
-@click.option("--repeats", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--repeats", type=Count(min=1), default=20, show_default=True,
               help="Simulated searches per strategy, with seeds S, S+1, ...")
-@click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
+@click.option("--seed", type=Count(min=0, max=2**32 - 1), default=0, show_default=True,
               help="Seed of the first repeat.")
 @click.option("--sampler", "samplers", multiple=True,
               help=f"Search strategy (repeatable, to compare): {', '.join(SAMPLERS)} "
@@ -366,7 +366,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
               help="JSON file: an exported config, or knob values (the rest as in the baseline) [default: the "
                    "export of this workload, device and size].")
 @click.option("--from-export", is_flag=True, help="Explain the exported winner (the default without --config).")
-@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--rounds", type=Count(min=1), default=3, show_default=True,
               help="Interleaved rounds; every config once a round (Ctrl-C after the first keeps the whole ones).")
 @studies_option
 @measure_options

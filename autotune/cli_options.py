@@ -47,6 +47,12 @@ class Size(click.ParamType):
         return int(size)
 
 
+class Count(click.IntRange):
+    """A whole number in a range: click's own says "'1.5' is not a valid integer range", as if a range were asked."""
+
+    name = "whole number"
+
+
 class Seconds(click.ParamType):
     """A positive, finite number of seconds (click's FloatRange lets NaN through)."""
 
@@ -247,6 +253,6 @@ def measure_options(f: Callable) -> Callable:
     f = click.option("--isolation", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True,
                      help="Run each trial in a fresh process (default), or in this one (debugging only).")(f)
     # More threads than cores only time the OS scheduler: a bound, not a silent cap.
-    f = click.option("--threads", type=click.IntRange(min=1, max=cpu_threads()), default=None,
+    f = click.option("--threads", type=Count(min=1, max=cpu_threads()), default=None,
                      help="CPU threads for torch [default: every core this process may use].")(f)
     return f

@@ -83,7 +83,7 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["search", "--workload", "chmm", "--trial-timeout", "0"], "not a positive, finite number of seconds"),
         (["search", "--workload", "chmm", "--min-time", "-1"], "not a positive, finite number of seconds"),
         (["run", "--workload", "chmm", "--min-time", "nan"], "not a positive, finite number of seconds"),
-        (["search", "--workload", "chmm", "--seed", "-1"], "--seed"),
+        (["search", "--workload", "chmm", "--seed", "1.5"], "'--seed': '1.5' is not a valid whole number."),
         (["best", "--workload", "nope", "--device", "cpu"], "unknown workload 'nope'; valid: chmm"),
         (["search", "--workload", "my_workload.py"], "To load a workload from the file my_workload.py, name its class: "
                                                      "my_workload.py:ClassName"),
