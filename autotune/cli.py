@@ -15,7 +15,7 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Count, Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options, run_group,
+    Count, FilePath, Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options, run_group,
     size_option, studies_option, worker_plan, workload_option, writable_folder, writable_studies,
 )
 from autotune.stopping import stop_on_sigterm
@@ -188,7 +188,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
 # -- simulate ---------------------------------------------------------------------------
 
 @cli.command()
-@click.option("--recorded", "recorded_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--recorded", "recorded_path", type=FilePath(),
               help="A recorded space: a Kernel Tuner cache file (.json or .json.gz).")
 @click.option("--study", "study_name", type=StudyName(), help="Or a study of autotune's, replayed as the space of the configs it measured.")
 @click.option("--storage", type=Storage(),
@@ -258,7 +258,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
                    "[default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", type=StudyName(), default=None, help="Study name [default: <workload>-<device>-<size>].")
 @studies_option
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--output", "-o", type=FilePath(), default=None,
               help="HTML file to write [default: <studies>/<workload>/<device>-<size>-report.html].")
 def report(workload: str, device: str, size: str | None, storage: str | None, study_name: str | None,
            studies: Path | None, output: Path | None) -> None:
@@ -362,7 +362,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
 @workload_option
 @device_option
 @size_option
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--config", "config_file", type=FilePath(), default=None,
               help="JSON file: an exported config, or knob values (the rest as in the baseline) [default: the "
                    "export of this workload, device and size].")
 @click.option("--from-export", is_flag=True, help="Explain the exported winner (the default without --config).")

@@ -53,6 +53,18 @@ class Count(click.IntRange):
     name = "whole number"
 
 
+class FilePath(click.Path):
+    """A file's path (``Path``): an empty one names none, where ``Path("")`` is this folder ("Is a directory")."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} names no file; give a file's path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class Seconds(click.ParamType):
     """A positive, finite number of seconds (click's FloatRange lets NaN through)."""
 

@@ -91,6 +91,7 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
          "broken.py defines 'Check', but not as a subclass of autotune.Workload"),  # not "unknown" alone
         (["search", "--workload", "chmm", "--study", ""], "'' is not a study name"),
         (["report", "--workload", "chmm", "--study", "  "], "'  ' is not a study name"),
+        (["explain", "--workload", "chmm", "--config", ""], "'--config': '' names no file"),  # was "Is a directory"
         (["search", "--workload", "chmm", "--threads", "100000"], "100000 is not in the range 1<=x<="),
         (["search", "--workload", "chmm", "--memory-budget", "0"], "'--memory-budget': '0' is not a size between"),
         (["search", "--workload", "chmm", "--memory-limit", "5XB"], "'--memory-limit': '5XB' is not a size; use"),
