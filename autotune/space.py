@@ -26,7 +26,7 @@ from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
 from autotune.parameters import (Parameter, asked_name, canonical_values, knob_of, parse_parameter, show as _show,
                                  split_by)
-from autotune.registry import space_path
+from autotune.registry import space_path, workload_facts
 from autotune.strict import load_yaml
 
 if TYPE_CHECKING:
@@ -128,10 +128,8 @@ class SearchSpace:
                 if key not in by_name:
                     raise fail(f"{section}.{key}", f"unknown parameter; parameters: {', '.join(names)}")
                 if not by_name[key].allows(value):
-                    raise fail(
-                        f"{section}.{key}",
-                        f"{_show(value)} is not allowed; allowed: {by_name[key].describe_allowed()}",
-                    )
+                    raise fail(f"{section}.{key}", f"{_show(value)} is not allowed; allowed: "
+                                                   f"{by_name[key].describe_allowed()}")
         baseline = {**defaults, **sections["baseline"]}
         sized = data.get("size_parameters", [])
         if not isinstance(sized, list) or not all(isinstance(n, str) and n not in by_name for n in sized):
@@ -159,10 +157,8 @@ class SearchSpace:
         baseline = dict(self._baseline)
         for param in self.parameters.values():
             if device.missing(param.requires):
-                parameters.append(
-                    replace(param, type="categorical", choices=(defaults[param.name],),
-                            low=None, high=None, step=None, log=False)
-                )
+                parameters.append(replace(param, type="categorical", choices=(defaults[param.name],),
+                                          low=None, high=None, step=None, log=False))
                 baseline[param.name] = defaults[param.name]
                 continue
             if param.type == "categorical" and param.choice_requires:
@@ -445,5 +441,10 @@ class SearchSpace:
 
 
 def load_space(workload: str) -> SearchSpace:
-    """The search space of ``workload`` (a built-in name, a plug-in, or ``path/to/file.py:ClassName``)."""
-    return SearchSpace.from_file(space_path(workload))
+    """The search space of ``workload`` (a built-in, a plug-in, or ``path/to/file.py:ClassName``), named after it."""
+    space, name = SearchSpace.from_file(space_path(workload)), workload_facts(workload).name
+    if space.workload not in (None, name):  # copied from another: an explanation and its export named two
+        raise SearchSpaceError(f"{space.source}: workload: {space.workload!r} is not this space's workload, {name!r}; "
+                               f"write {name} there, or leave the line out")
+    space.workload = name
+    return space

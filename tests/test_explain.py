@@ -470,6 +470,25 @@ def test_the_export_of_another_workload_is_refused_by_name(tmp_path):
         target_from_file(SearchSpace.from_file(space_path("chmm")), tmp_path / "steady.json")
 
 
+def test_a_space_file_is_its_workloads_whether_it_names_it_or_not(tmp_path):
+    # The README's space format leaves `workload:` out: explain then refused the workload's own export ("an export
+    # of workload 'steady', not None"); a file copied from another workload's named that one.
+    from autotune.explain import target_from_file
+    from autotune.space import load_space
+
+    steady = Path(STEADY.split(":")[0])
+    (tmp_path / "steady.py").write_text(steady.read_text())
+    text = steady.with_suffix(".yaml").read_text()
+    assert "workload: steady\n" in text
+    (tmp_path / "steady.yaml").write_text(text.replace("workload: steady\n", ""))
+    (tmp_path / "export.json").write_text(json.dumps({"schema_version": 1, "workload": "steady", "config": {"work": 5}}))
+    space = load_space(f"{tmp_path / 'steady.py'}:SteadyWorkload")
+    assert space.workload == "steady" and target_from_file(space, tmp_path / "export.json")["work"] == 5
+    (tmp_path / "steady.yaml").write_text(text.replace("workload: steady", "workload: chmm"))
+    with pytest.raises(SearchSpaceError, match="steady.yaml: workload: 'chmm' is not this space's workload, 'steady'"):
+        load_space(f"{tmp_path / 'steady.py'}:SteadyWorkload")
+
+
 def test_the_waterfall_s_hover_prints_an_interval_that_leaves_1_out_as_the_table_does():
     # The hover of lsd's SDPA step on an H200 would read "1.00x over the baseline [1.00, 1.00]" for 1.001-1.004.
     pytest.importorskip("plotly")
