@@ -198,7 +198,7 @@ def literals(statements: list[ast.stmt]) -> dict[str, Any]:
 
 def _load_from_file(spec: str) -> type[Workload]:
     path_text, _, class_name = spec.rpartition(":")
-    path = Path(path_text)
+    path = Path(path_text).expanduser()  # "--workload=~/x.py:Cls": no shell expands a ~ after =
     if not path.is_file():
         raise AutotuneError(f"workload file {path} does not exist (from --workload {spec!r})")
     module_name = f"autotune_user_workload_{abs(hash(str(path.resolve())))}"

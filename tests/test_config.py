@@ -322,6 +322,21 @@ def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
     assert load_config(BROKEN, device="cpu", studies=tmp_path, strict=True)["behaviour"] == "ok"
 
 
+def test_a_workload_file_under_the_home_folder_is_found_by_a_tilde(tmp_path, monkeypatch):
+    # "--workload=~/x.py:Cls" reaches autotune with its ~: no shell expands one after "=".
+    from pathlib import Path
+
+    from autotune.registry import get_workload_class
+    from tests.conftest import BROKEN
+
+    path, _, name = BROKEN.rpartition(":")
+    (tmp_path / "w").mkdir()
+    for suffix in (".py", ".yaml"):
+        (tmp_path / "w" / f"broken{suffix}").write_text(Path(path).with_suffix(suffix).read_text())
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert get_workload_class(f"~/w/broken.py:{name}").name == "broken"
+
+
 def test_a_device_that_is_no_device_is_an_error_not_the_defaults(tmp_path):
     # "h10" for "h100" returned the space's defaults with a warning: a typo that looks like a tuned config.
     from autotune.exceptions import UnknownNameError
