@@ -360,6 +360,16 @@ def test_the_held_out_space_reads_as_its_readme_says_and_a_search_replays_on_it(
     assert run.evaluations == 5 and all(v is None or v in times for v in run.best_so_far)
 
 
+def test_simulate_takes_a_recorded_file_or_a_study_not_both(tmp_path):
+    from tests.conftest import run_cli
+
+    both = run_cli("simulate", "--study", "steady-cpu-tiny", "--recorded", "x.json", cwd=tmp_path, timeout=60)
+    assert both.returncode == 2 and "give one of --recorded FILE" in both.stderr
+
+
+# With -m slow (11 s): tests/test_record_space.py replays studies a search wrote (every config, a partial one)
+# in the default run; this one goes through the command line.
+@pytest.mark.slow
 def test_a_search_study_replays_through_the_simulate_command(tmp_path):
     # A study that `search` wrote is a recorded space of the configs it measured: a replay evaluates only those,
     # and reports their recorded times (ms per item, 1000 / throughput). The millisecond workload: any would do.
@@ -380,8 +390,6 @@ def test_a_search_study_replays_through_the_simulate_command(tmp_path):
     data = json.loads(replay.stdout)
     assert data["recorded"] == "sqlite:///studies/autotune.db study steady-cpu-tiny" and data["optimum"] == min(times)
     assert all(v is None or any(v == pytest.approx(t) for t in times) for r in data["repeats"] for v in r["best_so_far"])
-    both = run_cli("simulate", "--study", "steady-cpu-tiny", "--recorded", "x.json", cwd=tmp_path, timeout=60)
-    assert both.returncode == 2 and "give one of --recorded FILE" in both.stderr
     # The database given as --recorded is one line naming the option that replays it, and that option does.
     wrong = run_cli("simulate", "--recorded", "studies/autotune.db", cwd=tmp_path, timeout=60)
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
