@@ -16,6 +16,15 @@ HELD_OUT = TESTS.parent / "benchmarks" / "held_out" / "convolution_RTX_2080_Ti.j
 FAST_MEASURER = {"min_time": 0.05, "min_runs": 3, "max_warmup_runs": 2}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def numba_compiles_once(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One numba cache for the whole run. A trial's process compiles chmm's numba kernels into its studies'
+    cache (autotune.runner sets NUMBA_CACHE_DIR where it is unset), and every test has studies of its own: each
+    numba trial compiled afresh, 3 s a signature on 2 cores. Nothing a test checks is a first run's time."""
+    if "NUMBA_CACHE_DIR" not in os.environ:
+        os.environ["NUMBA_CACHE_DIR"] = str(tmp_path_factory.mktemp("numba"))
+
+
 def load_benchmark(name: str):
     """A script of benchmarks/ imported as a module (they are scripts, not a package)."""
     import importlib.util

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from autotune.check import Check, relative_error
 from autotune.workload import Workload
@@ -31,6 +30,10 @@ class BrokenWorkload(Workload):
             (Path(self.cache_dir) / f"{what}.pid").write_text(str(pid))
 
     def build(self, config):
+        # torch here, not at the top: a test's own autotune process then never imports it (4 s a command
+        # on 2 cores); the runner's children have it from the fork server.
+        import torch
+
         behaviour = config["behaviour"]
         self._note_pid("trial", os.getpid())
         if behaviour == "raise_build":

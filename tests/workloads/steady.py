@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from autotune.check import Check, relative_error
 from autotune.workload import Workload
 
@@ -21,6 +19,10 @@ class SteadyWorkload(Workload):
     default_size = "tiny"
 
     def build(self, config):
+        # torch here, not at the top: a test's own autotune process then never imports it (4 s a command
+        # on 2 cores); the runner's children have it from the fork server.
+        import torch
+
         seconds = config["work"] / 50_000
 
         def run():
