@@ -211,6 +211,10 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         if request.torch_device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         run = workload.build(config)
+        if not callable(run):  # else "'NoneType' object is not callable", with no word of build
+            got = "None" if run is None else f"a {type(run).__name__}"
+            raise TypeError(f"{type(workload).__name__}.build returned {got}; it must return the run: a function of "
+                            "no arguments that does the work once")
         result.items_per_run = workload.items_per_run(config)
 
         if request.purpose == "reference":

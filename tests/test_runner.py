@@ -85,6 +85,17 @@ def test_a_count_of_items_given_as_a_numpy_scalar_is_stored_as_a_number(tmp_path
     json.dumps(result.to_dict())
 
 
+def test_a_build_that_returns_no_run_says_so(tmp_path):
+    # Before: "TypeError: 'NoneType' object is not callable", with no word of build.
+    workload = _steady_variant(tmp_path, "        return run\n", "        return None\n")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    result = Runner("inprocess").run(request)
+    assert result.status == "error" and result.error == ("TypeError: SteadyWorkload.build returned None; it must "
+                                                         "return the run: a function of no arguments that does "
+                                                         "the work once"), result.error
+
+
 @pytest.mark.parametrize("output, held", [
     ("{'x': [numpy.arange(4.0)]}", "a numpy.ndarray"),
     # A generator (a run() that yields) cannot be saved at all: it failed with pickle's words, naming no cause.
