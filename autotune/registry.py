@@ -130,6 +130,16 @@ class WorkloadFacts:
         if not isinstance(self.name, str) or not _FILE_NAME.fullmatch(self.name):
             raise AutotuneError(f"workload name {self.name!r} cannot name a folder: use letters, digits, '_', '-' "
                                 "and '.', starting with a letter or digit")
+        # What every command reads of them: a unit to show, each size's parameters, a version that names a folder of
+        # the cache ("1/../../x" wrote outside it).
+        if not isinstance(self.unit, str) or not self.unit.strip():
+            raise AutotuneError(f"workload {self.name!r}: unit must name what a run's items are, e.g. 'images', "
+                                f"not {self.unit!r}")
+        if not isinstance(self.sizes, Mapping) or not all(isinstance(v, Mapping) for v in self.sizes.values()):
+            raise AutotuneError(f"workload {self.name!r}: sizes must map each size's name to its parameters, e.g. "
+                                f"{{'tiny': {{'n': 64}}, 'small': {{'n': 1024}}}}, not {self.sizes!r}")
+        if type(self.version) is not int:
+            raise AutotuneError(f"workload {self.name!r}: version must be a whole number, not {self.version!r}")
         # A size names the export's file (<device>-<size>.json): the same rule.
         odd = next((s for s in self.sizes if not _FILE_NAME.fullmatch(str(s))), None)
         if odd is not None or self.default_size not in self.sizes:

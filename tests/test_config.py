@@ -384,6 +384,14 @@ def test_a_size_the_workload_lacks_is_an_error_even_where_an_export_exists(tmp_p
     (dict(name=".hidden"), "workload name '.hidden' cannot name a folder"),
     (dict(sizes={"../tiny": {}, "small": {}}), "workload 'w': size '../tiny' cannot name a file"),
     (dict(default_size="huge"), "workload 'w': size 'huge' is its default_size, but not one of its sizes (tiny, small)"),
+    # A version names a folder of the cache too ("1/../../x" wrote its reference outside it); a unit and each
+    # size's parameters are read by every command (None showed as "None/s"; a size of 5 was a TypeError).
+    (dict(version="1/../../x"), "workload 'w': version must be a whole number, not '1/../../x'"),
+    (dict(version=True), "workload 'w': version must be a whole number, not True"),
+    (dict(unit=""), "workload 'w': unit must name what a run's items are"),
+    (dict(unit=None), "workload 'w': unit must name what a run's items are"),
+    (dict(sizes={"tiny": 5}), "workload 'w': sizes must map each size's name to its parameters"),
+    (dict(sizes=["tiny"]), "workload 'w': sizes must map each size's name to its parameters"),
 ])
 def test_a_workload_whose_name_or_sizes_cannot_name_a_file_is_refused(facts, message):
     # The name is a folder of the studies and a size the export's file: "../x" wrote outside them (one end to end:
