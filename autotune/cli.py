@@ -15,8 +15,8 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    Count, FilePath, Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options, run_group,
-    size_option, studies_option, worker_plan, workload_option, writable_folder, writable_studies,
+    MAX_SECONDS, Count, FilePath, Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options,
+    run_group, size_option, studies_option, worker_plan, workload_option, writable_folder, writable_studies,
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
@@ -61,9 +61,9 @@ def cli() -> None:
               help="Worker processes on the study (needs a journal file or a database server) [default: 1, "
                    "or one per --gpus].")
 @click.option("--gpus", default=None, help="GPU indices, one worker each, e.g. 0,1,2,3 (each worker sees only its own).")
-@click.option("--heartbeat", type=Count(min=1), default=10, show_default=True,
+@click.option("--heartbeat", type=Count(min=1, max=MAX_SECONDS), default=10, show_default=True,
               help="Seconds between a worker's heartbeats on a database server.")
-@click.option("--grace-period", type=Count(min=2), default=60, show_default=True,
+@click.option("--grace-period", type=Count(min=2, max=MAX_SECONDS), default=60, show_default=True,
               help="Seconds without a heartbeat before a trial's worker counts as dead; its trial is re-run once.")
 @click.option("--memory-budget", type=Size(), default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
 @click.option("--memory-limit", type=Size(), default=None,

@@ -65,8 +65,14 @@ class FilePath(click.Path):
         return super().convert(value, param, ctx)
 
 
+#: The longest wait an option may ask for (about 31 years): a thread's wait, select() and a timedelta each refuse
+#: far less than a float can say (--trial-timeout 1e300 was an OverflowError traceback, --grace-period 1e14 killed
+#: every worker).
+MAX_SECONDS = 10**9
+
+
 class Seconds(click.ParamType):
-    """A positive, finite number of seconds (click's FloatRange lets NaN through)."""
+    """A positive, finite number of seconds up to MAX_SECONDS (click's FloatRange lets NaN through)."""
 
     name = "seconds"
 
@@ -77,6 +83,8 @@ class Seconds(click.ParamType):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
         if not math.isfinite(seconds) or seconds <= 0:
             self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
+        if seconds > MAX_SECONDS:
+            self.fail(f"{value!r} is over the longest wait autotune takes, {MAX_SECONDS:,} seconds", param, ctx)
         return seconds
 
 

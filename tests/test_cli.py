@@ -83,6 +83,10 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["search", "--workload", "chmm", "--trial-timeout", "0"], "not a positive, finite number of seconds"),
         (["search", "--workload", "chmm", "--min-time", "-1"], "not a positive, finite number of seconds"),
         (["run", "--workload", "chmm", "--min-time", "nan"], "not a positive, finite number of seconds"),
+        # Longer than a thread's wait, select() or a timedelta can take: an OverflowError traceback, and with a
+        # grace period every worker died of one.
+        (["run", "--workload", "chmm", "--trial-timeout", "1e300"], "'1e300' is over the longest wait autotune takes"),
+        (["search", "--workload", "chmm", "--grace-period", "99999999999999"], "not in the range 2<=x<=1000000000"),
         (["search", "--workload", "chmm", "--seed", "1.5"], "'--seed': '1.5' is not a valid whole number."),
         (["best", "--workload", "nope", "--device", "cpu"], "unknown workload 'nope'; valid: chmm"),
         (["search", "--workload", "my_workload.py"], "To load a workload from the file my_workload.py, name its class: "
