@@ -182,12 +182,12 @@ def _is_time(value: Any) -> bool:
     return _is_number(value) and value > 0 and value != KERNEL_TUNER_ERROR_VALUE
 
 
+_COST_PARTS = ("compile_time", "benchmark_time", "framework_time", "verification_time", "strategy_time")
+
+
 def _cost_seconds(entry: Mapping[str, Any]) -> float:
     """What evaluating the config cost when it was recorded (compile, benchmark, framework, verification, strategy)."""
     return sum(float(entry.get(p) or 0.0) for p in _COST_PARTS) / 1000
-
-
-_COST_PARTS = ("compile_time", "benchmark_time", "framework_time", "verification_time", "strategy_time")
 
 
 def _is_number(value: Any) -> bool:
@@ -226,8 +226,8 @@ def _check_entry(path: Path, key: str, entry: Mapping[str, Any], values: Mapping
     times = entry.get("times") if _is_time(entry.get("time")) else None  # a failed config's runs are not read
     if not all(_is_number(c) and c >= 0 for c in costs) or not (
             times is None or isinstance(times, list) and all(_is_number(t) and t >= 0 for t in times)):
-        raise AutotuneError(f"{path}: the cache entry {key!r} has a cost or run time that is not a number: "
-                            f"{', '.join(f'{p}={entry[p]!r}' for p in (*_COST_PARTS, 'times') if p in entry)}")
+        raise AutotuneError(f"{path}: the cache entry {key!r} has a cost or run time that is not a number of 0 or "
+                            f"more: {', '.join(f'{p}={entry[p]!r}' for p in (*_COST_PARTS, 'times') if p in entry)}")
 
 
 def load_recorded(path: str | Path) -> Recorded:
