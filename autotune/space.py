@@ -52,11 +52,8 @@ class SearchSpace:
         defaults: Mapping[str, Any],
         baseline: Mapping[str, Any],
         source: str = "<memory>", workload: str | None = None, description: str = "",
-        device: DeviceProfile | None = None,
-        reference: Mapping[str, Any] | None = None,
-        constraints: Iterable[Any] = (),
-        facts: Mapping[str, Any] | None = None,
-        size_parameters: Iterable[str] = (),
+        device: DeviceProfile | None = None, reference: Mapping[str, Any] | None = None,
+        constraints: Iterable[Any] = (), facts: Mapping[str, Any] | None = None, size_parameters: Iterable[str] = (),
     ) -> None:
         self.parameters: dict[str, Parameter] = {p.name: p for p in parameters}
         self._split = split_by(self.parameters)  # knobs asked for under a name per value of what they depend on
@@ -83,9 +80,12 @@ class SearchSpace:
     def from_file(cls, path: str | Path) -> "SearchSpace":
         path = Path(path)
         try:
-            data = load_yaml(path.read_text())  # a key given twice is an error, not the last one kept
+            data = load_yaml(path.read_text(encoding="utf-8"))  # a key given twice is an error, not the last one kept
         except FileNotFoundError:
             raise SearchSpaceError(f"{path}: search-space file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:  # a folder, or Latin-1 text: a traceback with Python's words
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise SearchSpaceError(f"{path}: cannot read the search-space file: {reason}") from None
         except yaml.YAMLError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SearchSpaceError(f"{path}: not valid YAML: {first}") from None

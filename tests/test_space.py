@@ -88,6 +88,17 @@ def test_validation_names_file_key_and_problem(path, value, fragment):
     assert fragment in message
 
 
+def test_a_space_file_that_cannot_be_read_is_one_error_that_names_it(tmp_path):
+    # Each was a traceback: IsADirectoryError, and UnicodeDecodeError for a file saved in Latin-1.
+    (tmp_path / "folder.yaml").mkdir()
+    (tmp_path / "latin.yaml").write_bytes("description: caf\xe9\n".encode("latin-1"))
+    for name, reason in (("folder", "Is a directory"), ("latin", "not UTF-8 text")):
+        with pytest.raises(SearchSpaceError, match=f"{name}.yaml: cannot read the search-space file: {reason}$"):
+            SearchSpace.from_file(tmp_path / f"{name}.yaml")
+    with pytest.raises(SearchSpaceError, match="gone.yaml: search-space file not found$"):
+        SearchSpace.from_file(tmp_path / "gone.yaml")
+
+
 def test_malformed_yaml_file_is_named(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("parameters: [unclosed\n")
