@@ -16,7 +16,7 @@ import click
 from autotune._version import __version__
 from autotune.cli_options import (
     MAX_SECONDS, Count, FilePath, Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options,
-    run_group, size_option, studies_option, worker_plan, workload_option, writable_folder, writable_studies,
+    run_group, say, size_option, studies_option, worker_plan, workload_option, writable_folder, writable_studies,
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
@@ -137,9 +137,9 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         progress.close()
         tuner.close()
     if result is None:
-        click.echo(f"{tuner.study_name}: its trials are done; another process re-measures and exports the winner.")
+        say(f"{tuner.study_name}: its trials are done; another process re-measures and exports the winner.")
     else:
-        click.echo(json.dumps(result_json(result), indent=2) if as_json else result_table(result))
+        say(json.dumps(result_json(result), indent=2) if as_json else result_table(result))
         if result.winner is None:
             sys.exit(1)  # nothing exported: a script must not go on to load_config an older export
 
@@ -240,10 +240,10 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
         progress(f"{recorded.source}: {len(recorded.entries)} configs measured, the space its searches replay")
     results = {name: library_call(run_repeats, recorded, name, trials, repeats, seed, progress) for name in names}
     if as_json:
-        click.echo(json.dumps(repeats_json(recorded, recorded.source, names[0], results[names[0]]), indent=1))
+        say(json.dumps(repeats_json(recorded, recorded.source, names[0], results[names[0]]), indent=1))
     else:
         summaries = {n: summary(recorded, r, budgets_for(trials)) for n, r in results.items()}
-        click.echo(simulation_table(recorded, summaries, repeats))
+        say(simulation_table(recorded, summaries, repeats))
 
 
 # -- report -----------------------------------------------------------------------------
@@ -306,9 +306,9 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
     device = library_call(filed_under, device)
     cfg = library_call(load_config, workload, device, size, strict=True, studies=studies)
     if as_json:
-        click.echo(json.dumps(cfg.document, indent=2))
+        say(json.dumps(cfg.document, indent=2))
         return
-    click.echo(best_text(cfg.export, cfg.source, cfg.unused))
+    say(best_text(cfg.export, cfg.source, cfg.unused))
 
 
 # -- run ----------------------------------------------------------------------------------
@@ -350,9 +350,9 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
         tuner.close()
     heading = {"workload": tuner.workload.name, "device": tuner.device.name, "size": tuner.size}
     if as_json:
-        click.echo(json.dumps({**result.to_dict(), **heading, "unused": list(tuner.space.unused(config))}, indent=2))
+        say(json.dumps({**result.to_dict(), **heading, "unused": list(tuner.space.unused(config))}, indent=2))
     else:
-        click.echo(run_text(result, config, **heading, unused=tuner.space.unused(config)))
+        say(run_text(result, config, **heading, unused=tuner.space.unused(config)))
     sys.exit(0 if result.status == "ok" else 1)
 
 
@@ -406,7 +406,7 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
     finally:
         progress.close()
         tuner.close()
-    click.echo(json.dumps(doc, indent=2) if as_json else explain_text(doc) + f"\n\nStored in {path}")
+    say(json.dumps(doc, indent=2) if as_json else explain_text(doc) + f"\n\nStored in {path}")
 
 
 # -- list and devices -------------------------------------------------------------------
@@ -426,7 +426,7 @@ def list_workloads(workload: str | None) -> None:
 
     for name in [workload] if workload else workload_names():
         facts = library_call(workload_facts, name)  # a built-in's without importing torch
-        click.echo(workload_text(facts, library_call(SearchSpace.from_file, space_path(name))) + "\n")
+        say(workload_text(facts, library_call(SearchSpace.from_file, space_path(name))) + "\n")
 
 
 @cli.command()
@@ -442,7 +442,7 @@ def devices(as_json: bool) -> None:
     from autotune.devices import PROFILES, detect
 
     found = detect()
-    click.echo(json.dumps(devices_json(found, PROFILES), indent=2) if as_json else devices_text(found, PROFILES))
+    say(json.dumps(devices_json(found, PROFILES), indent=2) if as_json else devices_text(found, PROFILES))
 
 
 def main(argv: list[str] | None = None) -> None:

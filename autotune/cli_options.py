@@ -6,6 +6,7 @@ exit status 2, before anything is written.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
@@ -117,6 +118,20 @@ def _studies_folder(ctx: Any, param: Any, value: str | None) -> Path | None:
         raise click.BadParameter(f"{value!r} names no folder; give one (. for this one), or leave the option out "
                                  "for the default", ctx, param)
     return Path(value).expanduser() if value is not None else None
+
+
+def say(text: str) -> None:
+    """``text`` on standard output. A full disk there, or a reader gone (``| head -1``), is one line (none for a
+    closed pipe: its reader asked for no more) and exit status 1, not a traceback: the work done is kept."""
+    try:
+        click.echo(text)
+    except OSError as exc:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # Python's own flush at exit would fail again
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        if exc.errno != errno.EPIPE:
+            click.echo(f"autotune: error: cannot write to standard output: {exc.strerror}", err=True)
+        sys.exit(1)
 
 
 def fail(message: str) -> None:

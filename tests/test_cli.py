@@ -501,3 +501,20 @@ def test_a_resumed_search_whose_first_trial_times_out_shows_the_best_in_the_work
     resumed = run_cli(*search, "-n", "2", cwd=tmp_path, timeout=180)  # the one config left: hang
     lines = [line for line in resumed.stderr.splitlines() if "timeout" in line and "best" in line]
     assert lines and all("widgets/s" in line and "items/s" not in line for line in lines), resumed.stderr[-2000:]
+
+
+def test_output_that_cannot_be_written_is_one_line_or_none_and_exit_1(tmp_path):
+    # A full disk under `> file` was an OSError traceback; a reader that stopped reading (`| head -1`) asked for no
+    # more, so it is told nothing.
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "autotune", "devices"], cwd=tmp_path, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr == ("autotune: error: cannot write to standard output: No space "
+                                                    "left on device\n"), done.stderr
+    listing = subprocess.Popen([sys.executable, "-m", "autotune", "list"], cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    listing.stdout.close()  # gone before the first line
+    assert listing.wait(timeout=120) == 1 and listing.stderr.read() == ""
