@@ -19,6 +19,7 @@ import click
 
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
+from autotune.settings import MAX_SECONDS
 
 __all__ = ["Seconds", "Size", "StudyName", "device_option", "fail", "library_call", "measure_options", "parse_gpus",
            "run_group", "size_option", "studies_option", "worker_plan", "workload_option", "writable_folder",
@@ -64,12 +65,6 @@ class FilePath(click.Path):
         if isinstance(value, str) and not value.strip():
             self.fail(f"{value!r} names no file; give a file's path", param, ctx)
         return super().convert(value, param, ctx)
-
-
-#: The longest wait an option may ask for (about 31 years): a thread's wait, select() and a timedelta each refuse
-#: far less than a float can say (--trial-timeout 1e300 was an OverflowError traceback, --grace-period 1e14 killed
-#: every worker).
-MAX_SECONDS = 10**9
 
 
 class Seconds(click.ParamType):

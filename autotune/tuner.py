@@ -34,6 +34,7 @@ from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
                                 loaded_rounds, pick_winner, remeasure, runs_per_round)
+from autotune.settings import check_numbers
 from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first,
                                    exporting)
 from autotune.space import SearchSpace, load_space
@@ -101,22 +102,20 @@ class Tuner:
         device: str = "auto",
         size: str | None = None,
         *,
-        storage: str | None = None,
-        study_name: str | None = None,
-        studies: str | Path | None = None,
+        storage: str | None = None, study_name: str | None = None, studies: str | Path | None = None,
         isolation: str = "subprocess", trial_timeout: float = 600.0, runner: Runner | None = None,
         memory_budget_bytes: int | None = None, memory_limit_bytes: int | None = None,
-        measurer: dict[str, Any] | None = None,
-        remeasure_top: int = 3, remeasure_rounds: int = 3,
-        seed: int | None = None,
-        sampler: "optuna.samplers.BaseSampler | str | None" = None,
-        threads: int | None = None,
+        measurer: dict[str, Any] | None = None, remeasure_top: int = 3, remeasure_rounds: int = 3,
+        seed: int | None = None, sampler: "optuna.samplers.BaseSampler | str | None" = None, threads: int | None = None,
         on_trial: Callable[[TrialRecord, int, int], None] | None = None,
         on_stage: Callable[[str], None] | None = None,
-        heartbeat: int | None = None,
-        grace_period: int | None = None,
-        time_budget: float | None = None,
+        heartbeat: int | None = None, grace_period: int | None = None, time_budget: float | None = None,
     ) -> None:
+        # As the command line's options allow (from Python, remeasure_rounds=0 found no winner without a word).
+        check_numbers(remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, threads=threads, seed=seed,
+                      memory_budget_bytes=memory_budget_bytes, memory_limit_bytes=memory_limit_bytes,
+                      heartbeat=heartbeat, grace_period=grace_period, trial_timeout=trial_timeout,
+                      time_budget=time_budget)
         self.workload_spec = workload
         # A built-in's facts are read from its source: this process never imports it (nor torch, for the CPU),
         # so a bad name, size or --set is refused in half a second; the runner's children run the workload.

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 
 import optuna
@@ -936,3 +937,23 @@ def test_a_study_made_by_another_version_of_its_workload_is_refused_and_left_as_
                                            r"with --study$"):
         search()
     assert len(optuna.load_study(study_name="broken-cpu-tiny", storage=storage).trials) == before
+
+
+@pytest.mark.parametrize("given, said", [
+    ({"remeasure_rounds": 0}, "remeasure_rounds must be a whole number of at least 1, not 0"),
+    ({"remeasure_top": 0}, "remeasure_top must be a whole number of at least 1, not 0"),
+    ({"memory_budget_bytes": -1}, "memory_budget_bytes must be a whole number of at least 1, not -1"),
+    ({"threads": 1.5}, "threads must be a whole number of at least 1, not 1.5"),
+    ({"seed": 2**32}, "seed must be a whole number of at least 0, at most 4,294,967,295, not 4294967296"),
+    ({"time_budget": -5}, "time_budget must be a number of seconds over 0, at most 1,000,000,000, not -5"),
+    ({"trial_timeout": float("nan")}, "trial_timeout must be a number of seconds over 0"),
+    ({"grace_period": 1}, "grace_period must be a whole number of at least 2, at most 1,000,000,000, not 1"),
+])
+def test_a_tuner_given_a_number_its_option_would_refuse_says_so_before_anything(studies, given, said):
+    # From Python these were taken: remeasure_rounds=0 and a negative budget found no winner, threads=1.5 failed
+    # every trial, a negative time budget searched on; none said why.
+    from autotune.exceptions import AutotuneError
+
+    with pytest.raises(AutotuneError, match=f"^{re.escape(said)}"):
+        Tuner("chmm", "cpu", "tiny", **given)
+    assert not studies.exists()
