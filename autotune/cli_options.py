@@ -19,7 +19,7 @@ import click
 
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
-from autotune.settings import MAX_SECONDS
+from autotune.limits import MAX_SECONDS
 
 __all__ = ["Seconds", "Size", "StudyName", "device_option", "fail", "library_call", "measure_options", "parse_gpus",
            "run_group", "size_option", "studies_option", "worker_plan", "workload_option", "writable_folder",

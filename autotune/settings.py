@@ -14,47 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from autotune.exceptions import AutotuneError
 from autotune.storage import storage_kind
 
 if TYPE_CHECKING:
     from autotune.tuner import Tuner
 
-__all__ = ["MAX_SECONDS", "SearchSettings", "check_numbers"]
-
-#: The longest wait a search may ask for (about 31 years): a thread's wait, select() and a timedelta each refuse
-#: far less than a float can say (--trial-timeout 1e300 was an OverflowError traceback, --grace-period 1e14 killed
-#: every worker).
-MAX_SECONDS = 10**9
-
-#: The bounds of each whole number a Tuner takes (None is "not set"); the others are seconds.
-_WHOLE = {"remeasure_top": (1, 2**62), "remeasure_rounds": (1, 2**62), "threads": (1, 2**62), "seed": (0, 2**32 - 1),
-          "memory_budget_bytes": (1, 2**62), "memory_limit_bytes": (1, 2**62), "heartbeat": (1, MAX_SECONDS),
-          "grace_period": (2, MAX_SECONDS)}
-
-
-def check_numbers(**given: Any) -> None:
-    """A Tuner's numbers held to what the command line's options allow. From Python, ``remeasure_rounds=0`` found no
-    winner, a negative memory budget put every config over it and ``threads=1.5`` failed every trial, each without
-    a word; the rest are seconds (trial_timeout, time_budget)."""
-    for name, value in given.items():
-        whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        if name in _WHOLE:
-            low, high = _WHOLE[name]
-            if value is None or whole and low <= value <= high:
-                continue
-            wanted = f"a whole number of at least {low}" + (f", at most {high:,}" if high < 2**62 else "")
-        else:
-            seconds = isinstance(value, numbers.Real) and not isinstance(value, bool)
-            if value is None or seconds and 0 < value <= MAX_SECONDS:  # NaN is neither
-                continue
-            wanted = f"a number of seconds over 0, at most {MAX_SECONDS:,}"
-        raise AutotuneError(f"{name} must be {wanted}, not {value!r}")
+__all__ = ["SearchSettings"]
 
 
 @dataclass(frozen=True)

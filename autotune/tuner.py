@@ -34,7 +34,7 @@ from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
                                 loaded_rounds, pick_winner, remeasure, runs_per_round)
-from autotune.settings import check_numbers
+from autotune.limits import check_numbers
 from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first,
                                    exporting)
 from autotune.space import SearchSpace, load_space

@@ -38,7 +38,7 @@ MODULES = [
     "autotune.space", "autotune.trials", "autotune.tuner", "autotune.workload", "autotune.workers",
     "autotune._worker", "autotune.cli_options", "autotune.stored", "autotune.registry", "autotune.tuned", "autotune.parameters", "workloads.chmm",
     "workloads.lsd", "workloads._torch", "autotune.simulate", "autotune.recorded", "autotune.samplers",
-    "autotune.forest", "autotune.linear", "autotune.surrogate", "autotune.portfolio",
+    "autotune.forest", "autotune.linear", "autotune.surrogate", "autotune.portfolio", "autotune.limits",
 ]
 
 
