@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from autotune.exceptions import StorageError
+from autotune.limits import MAX_SECONDS
 
 __all__ = [
     "BudgetLock",
@@ -81,9 +82,11 @@ def _retry_delays() -> tuple[float, ...]:
         delays = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         delays = (math.nan,)
-    if not all(0 <= delay < math.inf for delay in delays):
-        raise StorageError(f"AUTOTUNE_STORAGE_RETRY_DELAYS={text!r} is not a list of seconds, e.g. 1,2,4")
+    if not all(0 <= delay <= MAX_SECONDS for delay in delays):  # 1e300 was an OverflowError from time.sleep
+        raise StorageError(f"AUTOTUNE_STORAGE_RETRY_DELAYS={text!r} is not a list of seconds, e.g. 1,2,4, each at "
+                           f"most {MAX_SECONDS:,}")
     return delays
+
 
 T = TypeVar("T")
 

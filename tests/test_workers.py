@@ -120,7 +120,7 @@ def test_a_storage_that_stops_answering_is_retried_then_stopped_cleanly():
         retrying(lambda: (_ for _ in ()).throw(ValueError("bug")), "x", "sqlite:///x")
 
 
-@pytest.mark.parametrize("text", ["1,two", "1,-2", "nan", "inf"])
+@pytest.mark.parametrize("text", ["1,two", "1,-2", "nan", "inf", "1e300"])  # 1e300: OverflowError from sleep
 def test_retry_delays_that_are_not_seconds_are_refused_when_the_storage_opens(tmp_path, monkeypatch, text):
     # Read only at the storage's first fault, a typo stopped the search then, in place of the retries it set;
     # a negative delay was a traceback from time.sleep.
