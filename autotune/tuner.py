@@ -34,7 +34,7 @@ from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
                                 loaded_rounds, pick_winner, remeasure, runs_per_round)
-from autotune.limits import check_numbers
+from autotune.limits import check_memory_limit, check_numbers
 from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first,
                                    exporting)
 from autotune.space import SearchSpace, load_space
@@ -131,6 +131,7 @@ class Tuner:
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload.name / f"{self.size}-v{self.workload.version}"
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
+        check_memory_limit(self.runner.isolation, memory_limit_bytes)
         self.memory_budget_bytes = memory_budget_bytes
         # A hard limit on a trial's address space (CPU only: RLIMIT_AS would also cap a GPU driver's mappings).
         self.memory_limit_bytes = memory_limit_bytes if self.device.kind == "cpu" else None
