@@ -15,7 +15,7 @@ import click
 
 from autotune._version import __version__
 from autotune.cli_options import (
-    MAX_SECONDS, Count, FilePath, Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options,
+    WHOLE, Count, FilePath, Seconds, Size, Storage, StudyName, device_option, fail, library_call, measure_options,
     run_group, say, size_option, studies_option, worker_plan, workload_option, writable_folder, writable_studies,
 )
 from autotune.stopping import stop_on_sigterm
@@ -61,9 +61,9 @@ def cli() -> None:
               help="Worker processes on the study (needs a journal file or a database server) [default: 1, "
                    "or one per --gpus].")
 @click.option("--gpus", default=None, help="GPU indices, one worker each, e.g. 0,1,2,3 (each worker sees only its own).")
-@click.option("--heartbeat", type=Count(min=1, max=MAX_SECONDS), default=10, show_default=True,
+@click.option("--heartbeat", type=Count(*WHOLE["heartbeat"]), default=10, show_default=True,
               help="Seconds between a worker's heartbeats on a database server.")
-@click.option("--grace-period", type=Count(min=2, max=MAX_SECONDS), default=60, show_default=True,
+@click.option("--grace-period", type=Count(*WHOLE["grace_period"]), default=60, show_default=True,
               help="Seconds without a heartbeat before a trial's worker counts as dead; its trial is re-run once.")
 @click.option("--memory-budget", type=Size(), default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
 @click.option("--memory-limit", type=Size(), default=None,
@@ -77,7 +77,7 @@ def cli() -> None:
 @click.option("--timeout", "time_budget", type=Seconds(), default=None,
               help="Seconds of searching once the baseline and defaults are measured: then no new trial starts "
                    "(the running one finishes; re-measurement and export still happen) [default: no limit].")
-@click.option("--seed", type=Count(min=0, max=2**32 - 1), default=None,
+@click.option("--seed", type=Count(*WHOLE["seed"]), default=None,
               help="Seed of the sampler, for a repeatable sequence of trials.")
 @click.option("--sampler", default=None,
               help=f"Search strategy: {', '.join(SAMPLERS)} [default: {DEFAULT}: TPE for the first 30 configs, "
@@ -197,7 +197,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
               help="Configs evaluated per simulated search.")
 @click.option("--repeats", type=Count(min=1), default=20, show_default=True,
               help="Simulated searches per strategy, with seeds S, S+1, ...")
-@click.option("--seed", type=Count(min=0, max=2**32 - 1), default=0, show_default=True,
+@click.option("--seed", type=Count(*WHOLE["seed"]), default=0, show_default=True,
               help="Seed of the first repeat.")
 @click.option("--sampler", "samplers", multiple=True,
               help=f"Search strategy (repeatable, to compare): {', '.join(SAMPLERS)} "

@@ -19,11 +19,12 @@ import click
 
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
-from autotune.limits import MAX_SECONDS
+from autotune.limits import MAX_SECONDS, WHOLE
 
-__all__ = ["Seconds", "Size", "StudyName", "device_option", "fail", "library_call", "measure_options", "parse_gpus",
-           "run_group", "size_option", "studies_option", "worker_plan", "workload_option", "writable_folder",
-           "writable_studies"]
+# WHOLE: the bounds of the whole-number options, autotune.limits' (a Tuner's arguments are held to the same).
+__all__ = ["WHOLE", "Count", "FilePath", "Seconds", "Size", "Storage", "StudyName", "device_option", "fail",
+           "library_call", "measure_options", "parse_gpus", "run_group", "say", "size_option", "studies_option",
+           "worker_plan", "workload_option", "writable_folder", "writable_studies"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}

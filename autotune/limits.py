@@ -12,26 +12,27 @@ from typing import Any
 
 from autotune.exceptions import AutotuneError
 
-__all__ = ["MAX_SECONDS", "check_memory_limit", "check_numbers"]
+__all__ = ["MAX_SECONDS", "WHOLE", "check_memory_limit", "check_numbers"]
 
 #: The longest wait a search may ask for (about 31 years): a thread's wait, select() and a timedelta each refuse
 #: far less than a float can say (--trial-timeout 1e300 was an OverflowError traceback, --grace-period 1e14 killed
 #: every worker).
 MAX_SECONDS = 10**9
 
-#: The bounds of each whole number a Tuner takes (None is "not set"); the others are seconds.
-_WHOLE = {"remeasure_top": (1, 2**62), "remeasure_rounds": (1, 2**62), "threads": (1, 2**62), "seed": (0, 2**32 - 1),
+#: The bounds of each whole number a Tuner takes (None is "not set"), the options' where they have an upper one;
+#: the others are seconds.
+WHOLE = {"remeasure_top": (1, 2**62), "remeasure_rounds": (1, 2**62), "threads": (1, 2**62), "seed": (0, 2**32 - 1),
           "memory_budget_bytes": (1, 2**62), "memory_limit_bytes": (1, 2**62), "heartbeat": (1, MAX_SECONDS),
           "grace_period": (2, MAX_SECONDS)}
 
 
 def check_numbers(**given: Any) -> None:
-    """A Tuner's numbers held to what the command line's options allow: the whole numbers of ``_WHOLE``, and
+    """A Tuner's numbers held to what the command line's options allow: the whole numbers of ``WHOLE``, and
     seconds (trial_timeout, time_budget)."""
     for name, value in given.items():
         whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        if name in _WHOLE:
-            low, high = _WHOLE[name]
+        if name in WHOLE:
+            low, high = WHOLE[name]
             if value is None or whole and low <= value <= high:
                 continue
             wanted = f"a whole number of at least {low}" + (f", at most {high:,}" if high < 2**62 else "")

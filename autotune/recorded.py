@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.config import Config
 from autotune.exceptions import AutotuneError
+from autotune.export import is_number
 from autotune.runner import TrialResult
 from autotune.space import SearchSpace
 
@@ -191,7 +192,7 @@ def _cost_seconds(entry: Mapping[str, Any]) -> float:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _entries(path: Path, data: Mapping[str, Any], order: tuple[str, ...]) -> dict[str, Mapping[str, Any]]:
@@ -298,8 +299,7 @@ def _from_cache(path: Path | str, data: Mapping[str, Any]) -> Recorded:
         "workload": data.get("kernel_name", Path(path).name),
         "description": f"recorded on {data.get('device_name', 'an unnamed device')}",
         "parameters": {name: {"choices": list(data["tune_params"][name])} for name in order},
-        "defaults": {name: first[name] for name in order},
-        "baseline": {},
+        "defaults": {name: first[name] for name in order}, "baseline": {},
     }, source=str(path))
     # The restriction is the key set: a combination absent from the cache is not a config at all.
     # A constraint sees an unused knob as null (SearchSpace.violated): so must the recorded keys.

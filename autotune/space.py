@@ -440,9 +440,9 @@ class SearchSpace:
         ]
 
 
-def load_space(workload: str) -> SearchSpace:
-    """The search space of ``workload`` (a built-in, a plug-in, or ``path/to/file.py:ClassName``), named after it."""
-    space, name = SearchSpace.from_file(space_path(workload)), workload_facts(workload).name
+def load_space(workload: str, name: str | None = None) -> SearchSpace:
+    """The space of ``workload`` (a built-in, a plug-in, or ``path/to/file.py:ClassName``) named ``name``, its own."""
+    space, name = SearchSpace.from_file(space_path(workload)), name or workload_facts(workload).name
     if space.workload not in (None, name):  # copied from another: an explanation and its export named two
         raise SearchSpaceError(f"{space.source}: workload: {space.workload!r} is not this space's workload, {name!r}; "
                                f"write {name} there, or leave the line out")

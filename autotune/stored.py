@@ -65,7 +65,7 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)
     document = _export_of(config_path(facts.name, device, size, root), study_name)
     try:
-        space = load_space(workload)
+        space = load_space(workload, facts.name)  # the facts read once (a built-in's source parsed: 7-17 ms)
     except AutotuneError:  # a study outlives its space file: the report then shows every knob of each config
         space = None
     return StoredStudy(study, document, root, facts.name, device, size, space)

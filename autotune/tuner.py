@@ -123,7 +123,7 @@ class Tuner:
         self.size = self.workload.size_named(size)
         self.detected: DetectedDevice = resolve_device(device)
         self.device = self.detected.profile
-        self.space: SearchSpace = (load_space(workload).for_device(self.device)
+        self.space: SearchSpace = (load_space(workload, self.workload.name).for_device(self.device)
                                    .for_size(self.workload.sizes[self.size], self.size))
         self.reference_config = self.space.reference
         self.studies = Path(studies) if studies is not None else studies_dir()
