@@ -297,7 +297,7 @@ def test_a_report_outlives_its_workload_s_space_file(tmp_path, monkeypatch):
     assert "<td>dtype=float32 kernel=loop</td>" in page  # chmm's space has no `kernel`: both act, as far as it knows
     assert "exported as: dtype=float32 kernel=numba; check" not in page  # no export: no winner named
 
-    def gone(workload):
+    def gone(workload, name=None):  # load_space, as the space file gone makes it
         raise AutotuneError(f"workload {workload!r} has no search-space file; define space_path()")
 
     monkeypatch.setattr(autotune.stored, "load_space", gone)
