@@ -60,7 +60,7 @@ def workload_names() -> list[str]:
 def get_workload_class(spec: str) -> type[Workload]:
     """A workload class from a name (built-in, plug-in, registered) or ``path/to/file.py:ClassName``."""
     if _is_file_spec(spec):
-        return _load_from_file(spec)
+        return _own_name(spec, _load_from_file(spec))
     if spec in BUILTINS:
         module, _, name = BUILTINS[spec].partition(":")
         return getattr(importlib.import_module(module), name)
@@ -71,11 +71,32 @@ def get_workload_class(spec: str) -> type[Workload]:
         cls = eps[spec].load()
         if not (isinstance(cls, type) and issubclass(cls, Workload)):
             raise AutotuneError(f"entry point {spec!r} in {ENTRY_POINT_GROUP} is not a Workload subclass")
-        return cls
+        return _own_name(spec, cls)
     # A file named without its class ("my_workload.py") is the likeliest slip: say what to add.
     hint = (f"To load a workload from the file {spec}, name its class: {spec}:ClassName" if spec.endswith(".py")
             else "A workload may also be given as path/to/file.py:ClassName")
     raise UnknownNameError("workload", spec, workload_names(), hint=hint)
+
+
+def _own_name(spec: str, cls: type[Workload]) -> type[Workload]:
+    """``cls``, once its name is its own: a built-in's name (a file's copy of chmm, or a subclass that inherits
+    ``name``) took the built-in's shipped space and shared its study, exports and cached reference: the built-in's
+    trials were read as the new workload's, and its configs failed there with KeyErrors."""
+    target = BUILTINS.get(getattr(cls, "name", None), "") if isinstance(getattr(cls, "name", None), str) else ""
+    module_name, _, class_name = target.partition(":")
+    if not module_name:
+        return cls
+    try:
+        builtin_file = importlib.util.find_spec(module_name).origin  # type: ignore[union-attr] # not imported
+        own_file = sys.modules[cls.__module__].__file__
+        same = cls.__name__ == class_name and Path(own_file).resolve() == Path(builtin_file).resolve()  # type: ignore[arg-type]
+    except (ImportError, AttributeError, KeyError, TypeError, ValueError):
+        same = False
+    if same:  # the built-in's own file named by its path: the same workload
+        return cls
+    raise AutotuneError(f"workload {spec} is named {cls.name!r}, as the built-in workload is: it would share the "
+                        f"built-in's search space, studies, exports and cached reference; give {cls.__name__} a name "
+                        f"of its own (name = \"my_{cls.name}\")")
 
 
 def shipped_space(name: str) -> Path | None:

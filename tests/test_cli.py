@@ -132,6 +132,31 @@ def test_a_workload_whose_name_cannot_name_a_folder_is_refused_and_nothing_is_wr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.py", "odd.yaml"]
 
 
+@pytest.mark.parametrize("source", ["copy", "subclass"])
+def test_a_workload_named_as_a_built_in_is_refused_and_nothing_is_written(tmp_path, source):
+    # A file's copy named "chmm", or a subclass of ChmmWorkload that inherits its name, took chmm's shipped space
+    # and study: the built-in's trials were read as its own and its configs failed there (KeyError: 'work').
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    (tmp_path / "mine.yaml").write_text(steady.with_suffix(".yaml").read_text().replace("workload: steady\n", ""))
+    (tmp_path / "mine.py").write_text(
+        steady.with_suffix(".py").read_text().replace('name = "steady"', 'name = "chmm"') if source == "copy"
+        else "from workloads.chmm import ChmmWorkload\n\n\nclass SteadyWorkload(ChmmWorkload):\n    pass\n")
+    done = run_cli("search", "--workload", "mine.py:SteadyWorkload", "-d", "cpu", "--studies", "studies",
+                   cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "autotune: error: workload mine.py:SteadyWorkload is named 'chmm', as the built-in workload is: it would share "
+        "the built-in's search space, studies, exports and cached reference; give SteadyWorkload a name of its own "
+        '(name = "my_chmm")')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py", "mine.yaml"]
+
+
+def test_a_built_in_named_by_its_own_file_is_that_workload():
+    from autotune.registry import get_workload_class
+
+    assert get_workload_class(f"{Path(__file__).parents[1] / 'workloads' / 'chmm.py'}:ChmmWorkload").name == "chmm"
+
+
 def test_run_json_shape(tmp_path):
     done = run_cli("run", "-w", "chmm", "-s", "tiny", "-d", "cpu", "--min-time", "0.05", "--set", "dtype=float64", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
