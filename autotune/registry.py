@@ -16,6 +16,7 @@ code that is already imported is found by its name too.
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import importlib.util
 import re
@@ -29,8 +30,8 @@ from typing import Any, Mapping
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
 
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "declared_version", "get_workload_class", "literals", "space_path",
-           "workload_facts", "workload_names"]
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "cache_folder", "declared_version", "get_workload_class",
+           "literals", "space_path", "workload_facts", "workload_names"]
 
 ENTRY_POINT_GROUP = "autotune.workloads"
 
@@ -88,8 +89,8 @@ def _own_name(spec: str, cls: type[Workload]) -> type[Workload]:
         return cls
     try:
         builtin_file = importlib.util.find_spec(module_name).origin  # type: ignore[union-attr] # not imported
-        own_file = sys.modules[cls.__module__].__file__
-        same = cls.__name__ == class_name and Path(own_file).resolve() == Path(builtin_file).resolve()  # type: ignore[arg-type]
+        own_file = Path(sys.modules[cls.__module__].__file__)  # type: ignore[arg-type]
+        same = cls.__name__ == class_name and own_file.resolve() == Path(builtin_file).resolve()
     except (ImportError, AttributeError, KeyError, TypeError, ValueError):
         same = False
     if same:  # the built-in's own file named by its path: the same workload
@@ -129,6 +130,17 @@ def declared_version(spec: str) -> int | None:
     stated = _class_source(module_name, class_name)
     version = stated[1].get("version") if stated is not None else None
     return version if type(version) is int else None
+
+
+def cache_folder(spec: str, facts: "WorkloadFacts", size: str) -> str:
+    """The folder of a workload's cached data and reference output at ``size``: ``<size>-v<version>``, and for a
+    workload in a file the digest of that file too. An edited file (a bug in its output fixed) was checked against
+    the old file's cached reference, and every config failed; a module it imports is not read (bump ``version``)."""
+    folder = f"{size}-v{facts.version}"
+    if not _is_file_spec(spec):
+        return folder
+    source = Path(spec.rpartition(":")[0]).expanduser().read_bytes()  # it was imported from there: it is readable
+    return f"{folder}-{hashlib.sha256(source).hexdigest()[:12]}"
 
 
 #: What a workload's name and sizes may be: they name its folder of the studies and its exports' files.

@@ -42,7 +42,7 @@ from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_
                               storage_kind, user_storage)
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
-from autotune.registry import WorkloadFacts, workload_facts
+from autotune.registry import WorkloadFacts, cache_folder, workload_facts
 
 if TYPE_CHECKING:
     import optuna
@@ -129,7 +129,7 @@ class Tuner:
         self.studies = Path(studies) if studies is not None else studies_dir()
         self.storage = user_storage(storage) if storage else default_storage(self.studies)
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
-        self.cache_dir = self.studies / "cache" / self.workload.name / f"{self.size}-v{self.workload.version}"
+        self.cache_dir = self.studies / "cache" / self.workload.name / cache_folder(workload, self.workload, self.size)
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
         check_memory_limit(self.runner.isolation, memory_limit_bytes)
         self.memory_budget_bytes = memory_budget_bytes

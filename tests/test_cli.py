@@ -157,6 +157,21 @@ def test_a_built_in_named_by_its_own_file_is_that_workload():
     assert get_workload_class(f"{Path(__file__).parents[1] / 'workloads' / 'chmm.py'}:ChmmWorkload").name == "chmm"
 
 
+def test_a_workload_file_edited_is_checked_against_its_own_reference(tmp_path):
+    # The cached reference was kept per version only: once the file's output changed (a bug fixed), every
+    # config of it failed against the old file's reference ("FAILED: value 1 > 1e-12").
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    (tmp_path / "mine.yaml").write_text(steady.with_suffix(".yaml").read_text())
+    source = steady.with_suffix(".py").read_text()
+    for output in ("torch.arange(4, dtype=torch.float64)", "torch.arange(4, dtype=torch.float64) * 2"):
+        (tmp_path / "mine.py").write_text(source.replace("torch.arange(4, dtype=torch.float64)", output))
+        done = run_cli("run", "--workload", "mine.py:SteadyWorkload", "-d", "cpu", "--min-time", "0.01",
+                       "--studies", "studies", cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "check        passed" in done.stdout
+    assert len(list((tmp_path / "studies" / "cache" / "steady").iterdir())) == 2  # one folder per source
+
+
 def test_run_json_shape(tmp_path):
     done = run_cli("run", "-w", "chmm", "-s", "tiny", "-d", "cpu", "--min-time", "0.05", "--set", "dtype=float64", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
