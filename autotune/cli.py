@@ -67,8 +67,8 @@ def cli() -> None:
               help="Seconds without a heartbeat before a trial's worker counts as dead; its trial is re-run once.")
 @click.option("--memory-budget", type=Size(), default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
 @click.option("--memory-limit", type=Size(), default=None,
-              help="Cap on a trial's CPU address space, e.g. 16GiB (RLIMIT_AS): beyond it a trial is oom, not a "
-                   "swamped machine. Must exceed what a trial maps at start (~630 MiB with torch), else all are oom.")
+              help="Cap on a trial's address space on a CPU device, e.g. 16GiB (RLIMIT_AS): beyond it a trial is "
+                   "oom. Must exceed what a trial maps at start (~630 MiB with torch), else all are oom.")
 @measure_options
 @click.option("--remeasure-top", type=Count(min=1), default=3, show_default=True,
               help="How many of the best configs to re-measure beside the baseline at the end.")

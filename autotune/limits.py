@@ -44,9 +44,14 @@ def check_numbers(**given: Any) -> None:
         raise AutotuneError(f"{name} must be {wanted}, not {value!r}")
 
 
-def check_memory_limit(isolation: str, memory_limit_bytes: int | None) -> None:
+def check_memory_limit(isolation: str, memory_limit_bytes: int | None, device_kind: str = "cpu") -> None:
     """A memory limit caps each trial's own process: with trials run in the tuning process it went unapplied, a
-    search with --memory-limit 100MiB measuring 279 MiB configs without a word."""
+    search with --memory-limit 100MiB measuring 279 MiB configs without a word. On a GPU it went unapplied too:
+    RLIMIT_AS caps the address space, and a GPU driver maps more of it than any memory a trial uses."""
     if memory_limit_bytes is not None and isolation == "inprocess":
         raise AutotuneError("--memory-limit caps each trial's own process, and --isolation inprocess runs every "
                             "trial in this one: leave one of them out")
+    if memory_limit_bytes is not None and device_kind != "cpu":
+        raise AutotuneError(f"--memory-limit caps a trial's address space, which a GPU's driver maps far beyond the "
+                            f"memory it uses, so it applies on the CPU only, not on this {device_kind} device: leave "
+                            f"it out (--memory-budget bounds the peak memory a config may use)")

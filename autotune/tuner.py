@@ -131,10 +131,9 @@ class Tuner:
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload.name / cache_folder(workload, self.workload, self.size)
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
-        check_memory_limit(self.runner.isolation, memory_limit_bytes)
+        check_memory_limit(self.runner.isolation, memory_limit_bytes, self.device.kind)
         self.memory_budget_bytes = memory_budget_bytes
-        # A hard limit on a trial's address space (CPU only: RLIMIT_AS would also cap a GPU driver's mappings).
-        self.memory_limit_bytes = memory_limit_bytes if self.device.kind == "cpu" else None
+        self.memory_limit_bytes = memory_limit_bytes  # a hard limit on a trial's address space (CPU only)
         self.measurer = dict(measurer or {})
         self.remeasure_top = remeasure_top
         self.remeasure_rounds = remeasure_rounds

@@ -939,6 +939,21 @@ def test_a_study_made_by_another_version_of_its_workload_is_refused_and_left_as_
     assert len(optuna.load_study(study_name="broken-cpu-tiny", storage=storage).trials) == before
 
 
+def test_a_memory_limit_on_a_gpu_is_refused_not_dropped(studies, monkeypatch):
+    # RLIMIT_AS cannot cap a GPU trial (its driver maps far more address space than memory): the limit was
+    # dropped without a word, and a search "under" it ran unbounded.
+    import autotune.tuner as tuner_module
+    from autotune.devices import PROFILES, DetectedDevice
+    from autotune.exceptions import AutotuneError
+
+    monkeypatch.setattr(tuner_module, "resolve_device", lambda name: DetectedDevice(PROFILES["h100"], "NVIDIA H100"))
+    with pytest.raises(AutotuneError, match=r"^--memory-limit caps a trial's address space, .* not on this cuda "
+                                            r"device: leave it out \(--memory-budget bounds"):
+        Tuner("chmm", "auto", "tiny", memory_limit_bytes=2**34)
+    assert not studies.exists()
+    assert Tuner("chmm", "auto", "tiny", memory_budget_bytes=2**34).memory_budget_bytes == 2**34  # the budget stands
+
+
 @pytest.mark.parametrize("given, said", [
     ({"remeasure_rounds": 0}, "remeasure_rounds must be a whole number of at least 1, not 0"),
     ({"remeasure_top": 0}, "remeasure_top must be a whole number of at least 1, not 0"),
