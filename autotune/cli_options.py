@@ -86,14 +86,20 @@ class Seconds(click.ParamType):
 
 
 class StudyName(click.ParamType):
-    """A study's name as storage keys it: "" would silently become the default name, "  " a study no one finds."""
+    """A study's name as storage keys it: "" would silently become the default name, "  " a study no one finds,
+    and one holding "@export-" (the mark of the studies earlier versions made to elect an exporter) a study that
+    report and simulate never list."""
 
     name = "name"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        from autotune.stored import EXPORT_MARK
+
         if not value.strip() or value != value.strip():
             self.fail(f"{value!r} is not a study name: it needs a character other than a space, and none at "
                       "either end", param, ctx)
+        if EXPORT_MARK in value:
+            self.fail(f"{value!r} is not a study name: {EXPORT_MARK!r} marks autotune's own studies", param, ctx)
         return value
 
 

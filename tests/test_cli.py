@@ -95,6 +95,9 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
          "broken.py defines 'Check', but not as a subclass of autotune.Workload"),  # not "unknown" alone
         (["search", "--workload", "chmm", "--study", ""], "'' is not a study name"),
         (["report", "--workload", "chmm", "--study", "  "], "'  ' is not a study name"),
+        # report and simulate never list a study so named: a search into it made results no one could read.
+        (["search", "--workload", "chmm", "--study", "a@export-b"], "'a@export-b' is not a study name: '@export-' "
+                                                                     "marks autotune's own studies"),
         (["explain", "--workload", "chmm", "--config", ""], "'--config': '' names no file"),  # was "Is a directory"
         (["search", "--workload", "chmm", "--threads", "100000"], "100000 is not in the range 1<=x<="),
         (["search", "--workload", "chmm", "--memory-budget", "0"], "'--memory-budget': '0' is not a size between"),
