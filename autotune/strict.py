@@ -34,7 +34,19 @@ def _mapping_once(loader: _OnceLoader, node: yaml.MappingNode) -> dict[Any, Any]
     return loader.construct_mapping(node, deep=True)
 
 
+def _boolean_as_written(loader: _OnceLoader, node: yaml.ScalarNode) -> bool:
+    """A boolean spelt ``true`` or ``false``: YAML 1.1 also reads ``on``, ``off``, ``yes`` and ``no`` as booleans,
+    so ``choices: [on, off]`` gave a workload True and False where it compared with "on", and the knob did nothing."""
+    value = loader.construct_yaml_bool(node)
+    if node.value.lower() not in ("true", "false"):
+        raise yaml.constructor.ConstructorError(None, None, f"line {node.start_mark.line + 1}: {node.value} is read by "
+                                                f"YAML as the boolean {str(value).lower()}: write {str(value).lower()} "
+                                                f"for a boolean, or '{node.value}' in quotes for a word")
+    return value
+
+
 _OnceLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
+_OnceLoader.add_constructor("tag:yaml.org,2002:bool", _boolean_as_written)
 
 
 def load_yaml(text: str) -> Any:

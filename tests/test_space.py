@@ -122,6 +122,24 @@ def test_a_key_given_twice_in_a_space_file_is_named_not_overwritten(tmp_path, te
         SearchSpace.from_file(path)
 
 
+_WORDS = "schema_version: 1\nparameters:\n  mode:\n    choices: [{}, {}]\ndefaults: {{mode: {}}}\n" \
+         "baseline: {{mode: {}}}\nreference: {{mode: {}}}\n"
+
+
+def test_a_word_yaml_reads_as_a_boolean_is_refused_not_taken(tmp_path):
+    # YAML 1.1 reads on/off/yes/no as booleans: "choices: [on, off]" gave the workload True and False, which never
+    # equal the "on" it compared with, so the knob did nothing and every config of it passed.
+    path = tmp_path / "words.yaml"
+    path.write_text(_WORDS.format("on", "off", "on", "on", "on"))
+    with pytest.raises(SearchSpaceError, match=r"words.yaml: not valid YAML: line 4: on is read by YAML as the "
+                                               r"boolean true: write true for a boolean, or 'on' in quotes for a word$"):
+        SearchSpace.from_file(path)
+    path.write_text(_WORDS.format("'on'", "'off'", "'on'", "'off'", "'on'"))  # words, quoted
+    assert SearchSpace.from_file(path).parameters["mode"].choices == ("on", "off")
+    path.write_text(_WORDS.format("true", "False", "true", "False", "true"))  # booleans, as YAML 1.2 spells them
+    assert SearchSpace.from_file(path).parameters["mode"].choices == (True, False)
+
+
 def test_v100_never_samples_bf16_and_cpu_never_cuda_graphs():
     v100 = space().for_device(PROFILES["v100"])
     assert "bfloat16" not in v100.parameters["dtype"].choices
