@@ -2,12 +2,15 @@
 
 YAML and JSON both keep the last of two equal keys in one mapping, silently: a second ``defaults:`` pasted
 below the first, a knob declared twice, or ``{"dtype": "float32", "dtype": "float64"}`` ran with one value
-and dropped the other. Here a key given twice is an error that names it.
+and dropped the other. Here a key given twice is an error that names it. YAML 1.1's readings that no one writing
+a space means are errors too (``on`` a boolean, ``16:9`` the number 969, ``064`` the number 52), and a number
+with an exponent (``1e-3``) is the number, not the string YAML 1.1 made of it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -45,8 +48,25 @@ def _boolean_as_written(loader: _OnceLoader, node: yaml.ScalarNode) -> bool:
     return value
 
 
+def _number_as_written(loader: _OnceLoader, node: yaml.ScalarNode) -> int | float:
+    """A number as it reads: YAML 1.1 reads ``16:9`` in base 60 (969) and ``064`` in octal (52)."""
+    construct = loader.construct_yaml_int if node.tag.endswith(":int") else loader.construct_yaml_float
+    value = construct(node)
+    if ":" in node.value or re.fullmatch(r"[-+]?0[0-7_]+", node.value):
+        raise yaml.constructor.ConstructorError(None, None, f"line {node.start_mark.line + 1}: {node.value} is read by "
+                                                f"YAML as the number {value}: write {value} for that number, or "
+                                                f"'{node.value}' in quotes for a word")
+    return value
+
+
 _OnceLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
 _OnceLoader.add_constructor("tag:yaml.org,2002:bool", _boolean_as_written)
+_OnceLoader.add_constructor("tag:yaml.org,2002:int", _number_as_written)
+_OnceLoader.add_constructor("tag:yaml.org,2002:float", _number_as_written)
+# A number with an exponent and no point (1e-3), or an unsigned exponent (1.0e3), is a number, as YAML 1.2 and
+# JSON read it: YAML 1.1 read a string, so "low: 1e-5" was "not a number" and "choices: [1e-3, 1e-4]" were words.
+_EXPONENT = re.compile(r"^[-+]?([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+_OnceLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+.0123456789"))
 
 
 def load_yaml(text: str) -> Any:

@@ -140,6 +140,29 @@ def test_a_word_yaml_reads_as_a_boolean_is_refused_not_taken(tmp_path):
     assert SearchSpace.from_file(path).parameters["mode"].choices == (True, False)
 
 
+@pytest.mark.parametrize("written, read", [("16:9", 969), ("064", 52), ("-017", -15), ("1:30.5", 90.5)])
+def test_a_number_yaml_reads_in_another_base_is_refused_not_taken(tmp_path, written, read):
+    # YAML 1.1 reads 16:9 in base 60 and 064 in octal: a choice the workload was given as another number.
+    path = tmp_path / "numbers.yaml"
+    path.write_text(_WORDS.format(written, "1", written, written, written))
+    with pytest.raises(SearchSpaceError, match=f"numbers.yaml: not valid YAML: line 4: {written} is read by YAML as "
+                                               f"the number {read}: write {read} for that number, or '{written}' in "
+                                               "quotes for a word$"):
+        SearchSpace.from_file(path)
+
+
+def test_a_number_with_an_exponent_is_that_number(tmp_path):
+    # YAML 1.1 read 1e-5 as a string: "low: 1e-5" was "must be a finite number, got '1e-5'", and choices [1e-3,
+    # 1e-4] reached the workload as words.
+    path = tmp_path / "exponents.yaml"
+    path.write_text("schema_version: 1\nparameters:\n  lr: {type: float, low: 1e-5, high: 1.0e-1, log: true}\n"
+                    "  wd: {choices: [1e-3, 1E-4, '1e-5']}\ndefaults: {lr: 1e-3, wd: 1e-3}\nbaseline: {}\n"
+                    "reference: {}\n")
+    space = SearchSpace.from_file(path)
+    assert (space.parameters["lr"].low, space.parameters["lr"].high) == (1e-5, 0.1)
+    assert space.parameters["wd"].choices == (1e-3, 1e-4, "1e-5")  # quoted: a word
+
+
 def test_v100_never_samples_bf16_and_cpu_never_cuda_graphs():
     v100 = space().for_device(PROFILES["v100"])
     assert "bfloat16" not in v100.parameters["dtype"].choices
