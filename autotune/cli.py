@@ -421,12 +421,12 @@ def list_workloads(workload: str | None) -> None:
       autotune list
       autotune list --workload chmm
     """
-    from autotune.registry import space_path, workload_facts, workload_names
-    from autotune.space import SearchSpace
+    from autotune.registry import workload_facts, workload_names
+    from autotune.space import load_space
 
     for name in [workload] if workload else workload_names():
         facts = library_call(workload_facts, name)  # a built-in's without importing torch
-        say(workload_text(facts, library_call(SearchSpace.from_file, space_path(name))) + "\n")
+        say(workload_text(facts, library_call(load_space, name, facts.name)) + "\n")  # its own, as search reads it
 
 
 @cli.command()

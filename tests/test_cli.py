@@ -296,6 +296,17 @@ def test_list_warns_of_a_size_whose_defaults_break_a_constraint():
                           "  warning: defaults breaks the constraint 'total % batch == 0' at size 'tiny'"]
 
 
+def test_list_refuses_a_space_file_copied_from_another_workload_as_search_does(tmp_path):
+    # list read the file as it was: a space whose `workload:` named another workload was listed, and search refused it.
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    (tmp_path / "steady.py").write_text(steady.with_suffix(".py").read_text())
+    (tmp_path / "steady.yaml").write_text(steady.with_suffix(".yaml").read_text().replace("workload: steady",
+                                                                                          "workload: chmm"))
+    done = run_cli("list", "-w", "steady.py:SteadyWorkload", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert "steady.yaml: workload: 'chmm' is not this space's workload, 'steady'" in done.stderr
+
+
 def test_list_and_devices(tmp_path):
     listing = run_cli("list", cwd=tmp_path)
     assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
