@@ -86,9 +86,9 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the final result as JSON instead of a table.")
 def search(workload: str, device: str, size: str | None, trials: int, storage: str | None, study_name: str | None,
            studies: Path | None, workers: int | None, gpus: str | None, heartbeat: int, grace_period: int,
-           memory_budget: int | None, memory_limit: int | None, min_time: float, trial_timeout: float, isolation: str,
-           threads: int | None, remeasure_top: int, remeasure_rounds: int, time_budget: float | None, seed: int | None,
-           sampler: str | None, quiet: bool, as_json: bool) -> None:
+           memory_budget: int | None, memory_limit: int | None, min_time: float, trial_timeout: float | None,
+           isolation: str, threads: int | None, remeasure_top: int, remeasure_rounds: int, time_budget: float | None,
+           seed: int | None, sampler: str | None, quiet: bool, as_json: bool) -> None:
     """Tune WORKLOAD on DEVICE: run trials, re-measure the best beside the baseline, export.
 
     The study lives in the storage (SQLite under the studies directory by default); running the same command again
@@ -324,7 +324,7 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
 @measure_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def run(workload: str, device: str, size: str | None, assignments: tuple[str, ...], from_baseline: bool,
-        studies: Path | None, min_time: float, trial_timeout: float, isolation: str, threads: int | None,
+        studies: Path | None, min_time: float, trial_timeout: float | None, isolation: str, threads: int | None,
         as_json: bool) -> None:
     """Measure and check one config of WORKLOAD: throughput, peak memory and correctness.
 
@@ -372,7 +372,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
 @measure_options
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as one JSON object.")
 def explain(workload: str, device: str, size: str | None, config_file: Path | None, from_export: bool, rounds: int,
-            studies: Path | None, min_time: float, trial_timeout: float, isolation: str, threads: int | None,
+            studies: Path | None, min_time: float, trial_timeout: float | None, isolation: str, threads: int | None,
             as_json: bool) -> None:
     """Measure what each fix of the winner bought: alone, inside the winner, and against the guide's claim.
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from autotune.exceptions import AutotuneError
 
-__all__ = ["MAX_SECONDS", "WHOLE", "check_memory_limit", "check_numbers"]
+__all__ = ["MAX_SECONDS", "WHOLE", "check_limits", "check_numbers"]
 
 #: The longest wait a search may ask for (about 31 years): a thread's wait, select() and a timedelta each refuse
 #: far less than a float can say (--trial-timeout 1e300 was an OverflowError traceback, --grace-period 1e14 killed
@@ -44,10 +44,15 @@ def check_numbers(**given: Any) -> None:
         raise AutotuneError(f"{name} must be {wanted}, not {value!r}")
 
 
-def check_memory_limit(isolation: str, memory_limit_bytes: int | None, device_kind: str = "cpu") -> None:
-    """A memory limit caps each trial's own process: with trials run in the tuning process it went unapplied, a
-    search with --memory-limit 100MiB measuring 279 MiB configs without a word. On a GPU it went unapplied too:
-    RLIMIT_AS caps the address space, and a GPU driver maps more of it than any memory a trial uses."""
+def check_limits(isolation: str, device_kind: str, memory_limit_bytes: int | None, trial_timeout: float | None) -> None:
+    """Limits that apply to each trial's own process, refused where they cannot apply. With trials run in the
+    tuning process, a memory limit went unapplied (a search with --memory-limit 100MiB measured 279 MiB configs
+    without a word) and so did a trial timeout (nothing can stop a trial that hangs in this process). On a GPU a
+    memory limit went unapplied too: RLIMIT_AS caps the address space, and a GPU driver maps more of it than any
+    memory a trial uses."""
+    if trial_timeout is not None and isolation == "inprocess":
+        raise AutotuneError("--trial-timeout kills a trial's own process, and --isolation inprocess runs every trial "
+                            "in this one, where nothing can stop it: leave one of them out")
     if memory_limit_bytes is not None and isolation == "inprocess":
         raise AutotuneError("--memory-limit caps each trial's own process, and --isolation inprocess runs every "
                             "trial in this one: leave one of them out")

@@ -42,9 +42,12 @@ from autotune.check import Check, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work
 from autotune.measure import Measurement, Measurer
 
-__all__ = ["STATUSES", "Runner", "TrialRequest", "TrialResult"]
+__all__ = ["STATUSES", "TRIAL_TIMEOUT", "Runner", "TrialRequest", "TrialResult"]
 
 STATUSES = ("ok", "incorrect", "oom", "timeout", "crash", "error")
+
+#: Seconds a trial runs before it is killed, where none is given.
+TRIAL_TIMEOUT = 600.0
 
 # What the fork server imports once, so each trial's child starts warm.
 _PRELOAD = ["autotune._child_preload"]
@@ -387,11 +390,11 @@ class Runner:
         runner.close()
     """
 
-    def __init__(self, isolation: str = "subprocess", timeout: float = 600.0) -> None:
+    def __init__(self, isolation: str = "subprocess", timeout: float | None = None) -> None:
         if isolation not in ("subprocess", "inprocess"):
             raise ValueError(f"isolation must be 'subprocess' or 'inprocess', got {isolation!r}")
         self.isolation = isolation
-        self.timeout = timeout
+        self.timeout = TRIAL_TIMEOUT if timeout is None else timeout
         self._server: ForkServer | None = None
 
     @property

@@ -37,7 +37,7 @@ class SearchSettings:
     study_name: str | None = None
     studies: str | None = None
     isolation: str = "subprocess"
-    trial_timeout: float = 600.0
+    trial_timeout: float | None = None  # the runner's default (600 s)
     memory_budget_bytes: int | None = None
     memory_limit_bytes: int | None = None
     min_time: float = 1.0
@@ -88,7 +88,8 @@ class SearchSettings:
                 measurer={"min_time": self.min_time}, remeasure_top=self.remeasure_top,
                 remeasure_rounds=self.remeasure_rounds, time_budget=self.time_budget, seed=seed, threads=self.threads,
                 on_trial=on_trial, on_stage=on_stage, heartbeat=self.heartbeat if server else None,
-                grace_period=self.grace_period, sampler=self.sampler, runner=runner,  # it carries the isolation and trial timeout
+                grace_period=self.grace_period, sampler=self.sampler, runner=runner,  # with the isolation and timeout
+                trial_timeout=self.trial_timeout,  # checked against the isolation
             )
         except BaseException:
             runner.close()  # a refused search (an unknown size, say) leaves no server importing torch behind

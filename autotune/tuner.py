@@ -34,7 +34,7 @@ from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
                                 loaded_rounds, pick_winner, remeasure, runs_per_round)
-from autotune.limits import check_memory_limit, check_numbers
+from autotune.limits import check_limits, check_numbers
 from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first,
                                    exporting)
 from autotune.space import SearchSpace, load_space
@@ -103,7 +103,7 @@ class Tuner:
         size: str | None = None,
         *,
         storage: str | None = None, study_name: str | None = None, studies: str | Path | None = None,
-        isolation: str = "subprocess", trial_timeout: float = 600.0, runner: Runner | None = None,
+        isolation: str = "subprocess", trial_timeout: float | None = None, runner: Runner | None = None,
         memory_budget_bytes: int | None = None, memory_limit_bytes: int | None = None,
         measurer: dict[str, Any] | None = None, remeasure_top: int = 3, remeasure_rounds: int = 3,
         seed: int | None = None, sampler: "optuna.samplers.BaseSampler | str | None" = None, threads: int | None = None,
@@ -131,7 +131,7 @@ class Tuner:
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload.name / cache_folder(workload, self.workload, self.size)
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
-        check_memory_limit(self.runner.isolation, memory_limit_bytes, self.device.kind)
+        check_limits(self.runner.isolation, self.device.kind, memory_limit_bytes, trial_timeout)
         self.memory_budget_bytes = memory_budget_bytes
         self.memory_limit_bytes = memory_limit_bytes  # a hard limit on a trial's address space (CPU only)
         self.measurer = dict(measurer or {})

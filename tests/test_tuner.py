@@ -965,6 +965,8 @@ def test_a_memory_limit_on_a_gpu_is_refused_not_dropped(studies, monkeypatch):
     ({"grace_period": 1}, "grace_period must be a whole number of at least 2, at most 1,000,000,000, not 1"),
     # Trials in this process: the limit went unapplied (a search with 100 MiB measured configs of 279 MiB).
     ({"isolation": "inprocess", "memory_limit_bytes": 2**30}, "--memory-limit caps each trial's own process"),
+    # and a trial timeout went unenforced: a trial that hung in this process hung the search.
+    ({"isolation": "inprocess", "trial_timeout": 5}, "--trial-timeout kills a trial's own process"),
 ])
 def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(studies, given, said):
     # From Python these were taken: remeasure_rounds=0 and a negative budget found no winner, threads=1.5 failed
