@@ -145,6 +145,22 @@ def _filled_in(document: ExportDocument, config: Config, space: SearchSpace, wor
                                size=document.size or size)
 
 
+def _check_place(document: ExportDocument, workload: str, device: str, path: Path) -> None:
+    """Refuse an export that says it was tuned for another workload, device or size than its file's place (one
+    copied by hand, an H100 preset saved as ``a100-small.json``): it was loaded as this device's, with the other's
+    figures and without a word."""
+    size = path.stem.removeprefix(f"{device}-") if path.stem != device else None
+    place = {"workload": workload, "device": device, "size": size}
+    stated = {"workload": document.workload, "device": document.device, "size": document.size}
+    other = [key for key, value in stated.items() if value is not None and place[key] is not None
+             and value != place[key]]
+    if other:
+        said = ", ".join(f"{key} {stated[key]!r}" for key in other)
+        raise InvalidConfigError(f"{path} holds an export of {said}, not of "
+                                 f"{', '.join(f'{k} {place[k]!r}' for k in other)} as its place says: its config and "
+                                 f"figures are the other's; load that one, or run `autotune search` for this one")
+
+
 def _warn_if_tuned_on_another_version(document: ExportDocument, workload: str, path: Path) -> None:
     """Say so when the export was tuned on another version of its workload: its config passed a check of other
     outputs (a version is bumped when they change, as vlm_mc's 2 added the dropout-off features)."""
@@ -198,6 +214,7 @@ def load_config(
     for path in candidates:
         if path.is_file():
             document = read_document(path)
+            _check_place(document, _export_folder(workload), device, path)
             config = _validated(document, space, path)
             _warn_if_tuned_on_another_version(document, workload, path)
             document = _filled_in(document, config, space, _export_folder(workload), device, path)

@@ -252,9 +252,16 @@ def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
         # A knob written twice (a hand edit): JSON keeps the last one, silently.
         (b'{"schema_version": 1, "config": {"dtype": "float32", "dtype": "float64"}}',
          "not valid JSON ('dtype' is given twice in one object; give each key once)"),
+        # Another place's export copied here (an H100 preset saved as the CPU's): loaded as this device's tuning,
+        # with the other's figures, without a word.
+        (b'{"schema_version": 1, "config": {}, "workload": "chmm", "device": "h100", "size": "small"}',
+         "holds an export of device 'h100', not of device 'cpu' as its place says"),
+        (b'{"schema_version": 1, "config": {}, "workload": "ten", "device": "cpu", "size": "tiny"}',
+         "holds an export of workload 'ten', size 'tiny', not of workload 'chmm', size 'small' as its place says"),
     ],
     ids=["empty", "truncated", "binary", "list", "no-config", "bad-value", "unknown-knob", "restricted",
-         "text-figure", "figures-not-object", "check-without-verdict", "metric-not-pair", "version-text", "twice"],
+         "text-figure", "figures-not-object", "check-without-verdict", "metric-not-pair", "version-text", "twice",
+         "other-device", "other-workload-and-size"],
 )
 def test_a_bad_export_is_one_error_that_names_the_file(tmp_path, content, fragment):
     path = config_path("chmm", "cpu", "small", tmp_path)
@@ -317,7 +324,7 @@ def test_an_export_of_a_config_alone_loads_as_what_its_place_says(tmp_path):
 def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
     from tests.conftest import BROKEN
 
-    write_tuned_config(_document(workload="broken", config={"behaviour": "ok"}),
+    write_tuned_config(_document(workload="broken", size="tiny", config={"behaviour": "ok"}),
                        config_path("broken", "cpu", "tiny", tmp_path))
     assert load_config(BROKEN, device="cpu", studies=tmp_path, strict=True)["behaviour"] == "ok"
 
