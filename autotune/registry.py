@@ -31,7 +31,7 @@ from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
 
 __all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "cache_folder", "declared_version", "get_workload_class",
-           "literals", "space_path", "workload_facts", "workload_names"]
+           "literals", "space_path", "trial_spec", "workload_facts", "workload_names"]
 
 ENTRY_POINT_GROUP = "autotune.workloads"
 
@@ -73,10 +73,33 @@ def get_workload_class(spec: str) -> type[Workload]:
         if not (isinstance(cls, type) and issubclass(cls, Workload)):
             raise AutotuneError(f"entry point {spec!r} in {ENTRY_POINT_GROUP} is not a Workload subclass")
         return _own_name(spec, cls)
+    if ":" in spec:  # module:Class, as an entry point names one (a registered class, for a trial's process)
+        return _own_name(spec, _load_from_module(spec))
     # A file named without its class ("my_workload.py") is the likeliest slip: say what to add.
     hint = (f"To load a workload from the file {spec}, name its class: {spec}:ClassName" if spec.endswith(".py")
             else "A workload may also be given as path/to/file.py:ClassName")
     raise UnknownNameError("workload", spec, workload_names(), hint=hint)
+
+
+def trial_spec(spec: str) -> str:
+    """How a trial's own process finds the workload ``spec`` names. A class registered in this process only (with
+    :func:`~autotune.workload.register_workload`, in a script) is unknown there, and every trial failed with
+    "unknown workload": it is named by its module, or by the script's file, which that process imports (a
+    script's search then belongs under ``if __name__ == "__main__":``)."""
+    if _is_file_spec(spec) or spec not in REGISTERED:
+        return spec
+    cls = REGISTERED[spec]
+    if spec in BUILTINS:  # the built-in, or another class registered under its name, which was never run
+        _own_name(f"{cls.__module__}:{cls.__qualname__}", cls)
+        return spec
+    # A package's module by its name (its relative imports need the package); a script, or a module beside it,
+    # by its file (a trial's process starts in the working directory, not in the script's).
+    where = getattr(sys.modules.get(cls.__module__), "__file__", None) if "." not in cls.__module__ else cls.__module__
+    if where is None or "." in cls.__qualname__:
+        raise AutotuneError(f"workload {spec!r} ({cls.__qualname__}) cannot be found by a trial's own process, as "
+                            "it is defined in an interactive session or inside another class: define it at the top "
+                            "of a file and give path/to/file.py:ClassName, or run trials here (isolation='inprocess')")
+    return f"{Path(where).resolve() if where.endswith('.py') else where}:{cls.__qualname__}"
 
 
 def _own_name(spec: str, cls: type[Workload]) -> type[Workload]:
@@ -237,6 +260,18 @@ def literals(statements: list[ast.stmt]) -> dict[str, Any]:
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 stated[targets[0].id] = NOT_A_LITERAL
     return stated
+
+
+def _load_from_module(spec: str) -> type[Workload]:
+    module_name, _, class_name = spec.rpartition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - a name that is no module, or one that fails: its words, in one line
+        raise AutotuneError(f"workload {spec}: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Workload)):
+        raise AutotuneError(f"workload {spec}: {module_name} has no Workload subclass {class_name!r}")
+    return cls
 
 
 def _load_from_file(spec: str) -> type[Workload]:

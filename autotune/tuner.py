@@ -42,7 +42,7 @@ from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_
                               storage_kind, user_storage)
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
-from autotune.registry import WorkloadFacts, cache_folder, workload_facts
+from autotune.registry import WorkloadFacts, cache_folder, trial_spec, workload_facts
 
 if TYPE_CHECKING:
     import optuna
@@ -131,6 +131,7 @@ class Tuner:
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload.name / cache_folder(workload, self.workload, self.size)
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
+        self.trial_workload = trial_spec(workload) if self.runner.isolation != "inprocess" else workload
         check_limits(self.runner.isolation, self.device.kind, memory_limit_bytes, trial_timeout)
         self.memory_budget_bytes = memory_budget_bytes
         self.memory_limit_bytes = memory_limit_bytes  # a hard limit on a trial's address space (CPU only)
@@ -167,7 +168,7 @@ class Tuner:
             measurer["hopeless_below"] = best_throughput / HOPELESS_FACTOR
             measurer["race_below"] = best_throughput / RACE_FACTOR
         return TrialRequest(
-            workload=self.workload_spec,
+            workload=self.trial_workload,  # as a trial's process finds it
             size=self.size,
             device=self.device.name,
             torch_device=self.device.torch_device,

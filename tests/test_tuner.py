@@ -976,3 +976,63 @@ def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(stu
     with pytest.raises(AutotuneError, match=f"^{re.escape(said)}"):
         Tuner("chmm", "cpu", "tiny", **given)
     assert not studies.exists()
+
+
+def _registered_module(folder: Path, module_name: str, workload_name: str, monkeypatch):
+    """A module beside no script of the test's, holding a workload registered by its name, as a user's is."""
+    import importlib.util
+    import sys
+
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    source = steady.with_suffix(".py").read_text().replace('name = "steady"', f'name = "{workload_name}"')
+    source = source.replace("class SteadyWorkload(Workload):", "@register_workload\nclass SteadyWorkload(Workload):")
+    source = source.replace("from autotune.workload import Workload", "from autotune.workload import Workload, "
+                            "register_workload")
+    (folder / f"{module_name}.py").write_text(source)
+    (folder / f"{module_name}.yaml").write_text(steady.with_suffix(".yaml").read_text().replace("workload: steady\n", ""))
+    spec = importlib.util.spec_from_file_location(module_name, folder / f"{module_name}.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, module_name, module)  # the module ends with the test
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_workload_registered_in_this_process_only_runs_in_a_trials_process(studies, tmp_path, monkeypatch):
+    # A class registered with @register_workload in a user's code is unknown to a trial's own process: every trial,
+    # and the reference, failed with "unknown workload 'regd'". Its trials now find it by its module's file.
+    from autotune.workload import REGISTERED
+
+    (tmp_path / "code").mkdir()
+    monkeypatch.setitem(REGISTERED, "regd", None)  # its registration ends with the test
+    _registered_module(tmp_path / "code", "regd_module", "regd", monkeypatch)
+    tuner = Tuner("regd", "cpu", "tiny", measurer=FAST_MEASURER)
+    try:
+        assert tuner.trial_workload == f"{(tmp_path / 'code' / 'regd_module.py').resolve()}:SteadyWorkload"
+        result = tuner.run_config(tuner.space.defaults)
+    finally:
+        tuner.close()
+    assert result.status == "ok", result.error
+
+
+def test_another_class_registered_under_a_built_in_name_is_refused(studies, tmp_path, monkeypatch):
+    # Found by the built-in's name, the built-in ran: the class registered under it never did, without a word.
+    from autotune.exceptions import AutotuneError
+    from autotune.workload import REGISTERED
+
+    monkeypatch.setitem(REGISTERED, "chmm", REGISTERED.get("chmm"))
+    _registered_module(tmp_path, "not_chmm", "chmm", monkeypatch)
+    with pytest.raises(AutotuneError, match="is named 'chmm', as the built-in workload is"):
+        Tuner("chmm", "cpu", "tiny")
+
+
+def test_a_workload_named_by_its_module_and_class_is_found():
+    # How a trial's process finds a registered class of a package: module:Class, as an entry point names one.
+    from autotune.exceptions import AutotuneError
+
+    assert get_workload_class("tests.workloads.steady:SteadyWorkload").name == "steady"
+    with pytest.raises(AutotuneError, match="^workload tests.workloads.steady:Nope: tests.workloads.steady has no "
+                                            "Workload subclass 'Nope'$"):
+        get_workload_class("tests.workloads.steady:Nope")
+    with pytest.raises(AutotuneError, match="^workload no_such_module:X: cannot import no_such_module: "
+                                            "ModuleNotFoundError"):
+        get_workload_class("no_such_module:X")
