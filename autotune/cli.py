@@ -20,7 +20,7 @@ from autotune.cli_options import (
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
-    Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, simulation_table,
+    Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, simulation_table, tell,
     workload_text,
 )
 from autotune.samplers import DEFAULT, SAMPLERS
@@ -130,8 +130,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
         progress.close()
         # Workers resume to the study's trial budget; one process measures --trials more on every run.
         again = "resume" if shared else f"go on: it measures {trials} more configs (--trials)"
-        click.echo(f"\nautotune: interrupted; every completed trial is stored. Run the same command again to {again}.",
-                   err=True)
+        tell(f"\nautotune: interrupted; every completed trial is stored. Run the same command again to {again}.")
         sys.exit(130)
     finally:
         progress.close()
@@ -231,10 +230,10 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
         fail("give one of --recorded FILE (a Kernel Tuner cache) or --study NAME [--storage URL] (an autotune study)")
     recorded = (library_call(load_recorded, recorded_path) if recorded_path is not None
                 else library_call(load_recorded_study, storage, study_name))
-    progress = None if as_json else (lambda line: click.echo(f"autotune: {line}", err=True))
+    progress = None if as_json else (lambda line: tell(f"autotune: {line}"))
     if trials > len(recorded.entries):  # past that, a search asks only for configs it has (for minutes)
-        click.echo(f"autotune: --trials {trials} is more than the {len(recorded.entries)} configs of "
-                   f"{recorded.source}: a search evaluates {len(recorded.entries)} at most", err=True)
+        tell(f"autotune: --trials {trials} is more than the {len(recorded.entries)} configs of "
+             f"{recorded.source}: a search evaluates {len(recorded.entries)} at most")
         trials = len(recorded.entries)
     if progress and recorded_path is None:  # a partial study is a smaller space, with the best it found as optimum
         progress(f"{recorded.source}: {len(recorded.entries)} configs measured, the space its searches replay")
@@ -401,7 +400,7 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
     try:
         doc, path = library_call(explain_workload, tuner, target, rounds, progress.step)
     except KeyboardInterrupt:
-        click.echo("\nautotune: explain stopped before it had a whole round to store; nothing was written.", err=True)
+        tell("\nautotune: explain stopped before it had a whole round to store; nothing was written.")
         sys.exit(130)
     finally:
         progress.close()

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import click
 
+from autotune.console import tell
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 from autotune.limits import MAX_SECONDS, WHOLE
@@ -132,12 +133,12 @@ def say(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         if exc.errno != errno.EPIPE:
-            click.echo(f"autotune: error: cannot write to standard output: {exc.strerror}", err=True)
+            tell(f"autotune: error: cannot write to standard output: {exc.strerror}")
         sys.exit(1)
 
 
 def fail(message: str) -> None:
-    click.echo(f"autotune: error: {message}", err=True)
+    tell(f"autotune: error: {message}")
     sys.exit(2)
 
 
@@ -149,7 +150,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
                   line: str | None = None) -> None:
     """A warning of autotune's own is one line, as its errors are; another library's, as Python shows it."""
     if Path(filename).resolve().is_relative_to(_PACKAGE):
-        click.echo(f"autotune: warning: {message}", err=True)
+        tell(f"autotune: warning: {message}")
     else:
         _python_shows_warning(message, category, filename, lineno, file, line)
 
@@ -178,7 +179,7 @@ def run_group(group: click.Group, argv: list[str] | None) -> None:
     try:
         group.main(args=argv, prog_name="autotune", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("autotune: aborted", err=True)
+        tell("autotune: aborted")
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError as exc:
         # `autotune` alone: the help, not an error line wrapped round it; still 2, as nothing ran.

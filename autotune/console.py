@@ -18,7 +18,21 @@ from autotune.exceptions import SearchSpaceError
 from autotune.selection import quiet_everywhere
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
-           "simulation_table", "workload_text"]
+           "simulation_table", "tell", "workload_text"]
+
+
+def tell(line: str) -> None:
+    """``line`` on standard error, as far as it can be written. A full disk there (a log on it: ``2> log``) was a
+    traceback that stopped the search at its first line, with no word and nothing exported; a line that cannot
+    be written is now dropped, and so is every later one (stderr then writes to /dev/null), and the work goes on."""
+    import os
+
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())  # what its buffer holds, and Python's flush at exit, go there too
+        os.close(devnull)
 
 
 def format_bytes(value: float | None) -> str:
@@ -94,7 +108,7 @@ class Progress:
         if self.bar is not None:
             self.bar.write(line, file=sys.stderr)
         else:
-            click.echo(line, err=True)
+            tell(line)
 
     def stage(self, message: str) -> None:
         if not self.quiet:

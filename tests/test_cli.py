@@ -559,6 +559,21 @@ def test_a_resumed_search_whose_first_trial_times_out_shows_the_best_in_the_work
     assert lines and all("widgets/s" in line and "items/s" not in line for line in lines), resumed.stderr[-2000:]
 
 
+def test_a_search_whose_standard_error_cannot_be_written_goes_on_and_exports(tmp_path):
+    # Its log on a full disk (`2> log`): the first progress line was an OSError traceback that stopped the search,
+    # exit 1, with nothing exported and no word anywhere. Progress is dropped; the search and its result stand.
+    import subprocess
+    import sys
+
+    steady = Path(BROKEN.split(":")[0]).parent / "steady.py"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "autotune", "search", "-w", f"{steady}:SteadyWorkload", "-d",
+                               "cpu", "-n", "2", "--min-time", "0.02", "--remeasure-rounds", "1", "--studies", "st"],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=full, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout
+    assert (tmp_path / "st" / "steady" / "cpu-tiny.json").is_file() and "Exported to" in done.stdout
+
+
 def test_output_that_cannot_be_written_is_one_line_or_none_and_exit_1(tmp_path):
     # A full disk under `> file` was an OSError traceback; a reader that stopped reading (`| head -1`) asked for no
     # more, so it is told nothing.
