@@ -7,6 +7,7 @@ export document hold.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any
 
@@ -25,8 +26,6 @@ def tell(line: str) -> None:
     """``line`` on standard error, as far as it can be written. A full disk there (a log on it: ``2> log``) was a
     traceback that stopped the search at its first line, with no word and nothing exported; a line that cannot
     be written is now dropped, and so is every later one (stderr then writes to /dev/null), and the work goes on."""
-    import os
-
     try:
         click.echo(line, err=True)
     except OSError:
@@ -71,8 +70,6 @@ def check_line(check: dict[str, Any] | None) -> str:
 
 def terminal_width() -> int:
     """Columns of the terminal on stderr; 0 when it is no terminal (or one that reports no width)."""
-    import os
-
     if not sys.stderr.isatty():
         return 0
     try:

@@ -73,7 +73,9 @@ def get_workload_class(spec: str) -> type[Workload]:
         if not (isinstance(cls, type) and issubclass(cls, Workload)):
             raise AutotuneError(f"entry point {spec!r} in {ENTRY_POINT_GROUP} is not a Workload subclass")
         return _own_name(spec, cls)
-    if ":" in spec:  # module:Class, as an entry point names one (a registered class, for a trial's process)
+    module_name = spec.rpartition(":")[0]
+    if module_name and importlib.util.find_spec(module_name.partition(".")[0]) is not None:
+        # module:Class, as an entry point names one (a registered class, for a trial's process)
         return _own_name(spec, _load_from_module(spec))
     # A file named without its class ("my_workload.py") is the likeliest slip: say what to add.
     hint = (f"To load a workload from the file {spec}, name its class: {spec}:ClassName" if spec.endswith(".py")
