@@ -345,9 +345,11 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
         info.sections.append(("explain", "What each fix bought", None,
                               "No explanation of this study yet: `autotune explain` measures each fix alone and "
                               "inside the winner, beside the guide's claim."))
-    else:
-        explained = get_explain_info(explanation)
-        info.sections.append(("explain", "What each fix bought (autotune explain)", draw_waterfall(explained), None))
+    else:  # of the exported winner, or said to be of another config (--config, or an earlier search's winner)
+        explained, target = get_explain_info(explanation), (explanation.get("target") or {}).get("config")
+        other = None if document is None or target == document.get("config") else (
+            f"This explains {_described(target or {}, space)}, not the exported winner: run `autotune explain` for it.")
+        info.sections.append(("explain", "What each fix bought (autotune explain)", draw_waterfall(explained), other))
         info.extra_html["explain"] = claims_html(explained)
 
     history = _get_history_info(study, space)

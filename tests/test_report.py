@@ -6,6 +6,7 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 
+from autotune.config import Config
 from autotune.report import (
     _get_header_info,
     _get_history_info,
@@ -200,6 +201,19 @@ def test_full_report_has_every_figure():
     # the claims table under the waterfall: the guide's words, the measurement and the verdict
     assert "<table id='claims'>" in page and "fix 1: 2-3x" in page and "verdict-confirmed" in page
     assert 'The verdict reads "alone" unless its note says otherwise.' in page
+
+
+def test_an_explanation_of_another_config_than_the_winner_says_so():
+    # `explain --config`, or an explanation of an earlier search's winner: its "in the winner" column was shown
+    # under "Trial #1 won, exported as: ..." as if it measured that winner.
+    explained = explanation()
+    target = explained["target"]["config"]
+    notes = {section_id: note for section_id, _, _, note in build_report(make_study(*KNOWN), DOCUMENT, explained).sections}
+    assert notes["explain"] == (f"This explains {Config(target).describe()}, not the exported winner: run `autotune "
+                                "explain` for it.")
+    winner = dict(DOCUMENT, config=target)
+    notes = {section_id: note for section_id, _, _, note in build_report(make_study(*KNOWN), winner, explained).sections}
+    assert notes["explain"] is None
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
