@@ -407,6 +407,6 @@ def _numeric(name: str, kind: str, spec: dict, where: str, fail: Fail, condition
 
 def _capabilities(names: list, where: str, fail: Fail) -> frozenset[str]:
     for name in names:
-        if name not in CAPABILITIES:
+        if not isinstance(name, str) or name not in CAPABILITIES:  # [[bf16]] was a TypeError, "unhashable type"
             raise fail(where, f"unknown capability {name!r}; known: {', '.join(sorted(CAPABILITIES))}")
     return frozenset(names)

@@ -67,6 +67,7 @@ def test_baseline_is_defaults_overridden():
         (["parameters", "chunk", "condition"], "later == 1", "not a parameter declared above"),
         (["parameters", "dtype", "requires"], {"float8": ["fp16"]}, "not one of the choices"),
         (["parameters", "graphs", "requires"], ["warp_drive"], "unknown capability 'warp_drive'"),
+        (["parameters", "graphs", "requires"], [["cuda"]], "unknown capability ['cuda']"),  # a TypeError
         (["defaults", "lr"], KeyError, "missing: lr"),
         (["defaults", "lr"], 5.0, "defaults.lr"),
         (["baseline", "nope"], 1, "baseline.nope"),
