@@ -58,7 +58,8 @@ class Count(click.IntRange):
 
 
 class FilePath(click.Path):
-    """A file's path (``Path``): an empty one names none, where ``Path("")`` is this folder ("Is a directory")."""
+    """A file's path (``Path``): an empty one names none, where ``Path("")`` is this folder ("Is a directory"); a
+    ``~`` is the home folder, as a shell makes it (none expands one after "=": ``-o=~/r.html`` wrote a folder "~")."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False, path_type=Path)
@@ -66,7 +67,7 @@ class FilePath(click.Path):
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail(f"{value!r} names no file; give a file's path", param, ctx)
-        return super().convert(value, param, ctx)
+        return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
 
 
 class Seconds(click.ParamType):

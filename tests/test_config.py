@@ -308,6 +308,12 @@ def test_a_tilde_in_a_studies_folder_or_a_journal_is_the_home_folder(tmp_path, m
     write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path / "elsewhere"))
     done = CliRunner().invoke(cli, ["best", "-w", "chmm", "-d", "cpu", "--studies", "~/elsewhere", "--json"])
     assert done.exit_code == 0 and json.loads(done.output)["speedup"] == 3.5, done.output
+    # A file option too (--recorded, --config, -o): "-o=~/r.html" wrote into a folder named ~.
+    from tests.test_simulate import _cache
+
+    _cache(tmp_path, name="cache.json")
+    done = CliRunner().invoke(cli, ["simulate", "--recorded=~/cache.json", "--trials", "3", "--repeats", "1", "--json"])
+    assert done.exit_code == 0 and json.loads(done.output)["recorded"] == str(tmp_path / "cache.json"), done.output
     assert not (tmp_path / "~").exists()
 
 
