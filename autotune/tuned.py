@@ -13,7 +13,7 @@ import dataclasses
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Collection, Iterator, Mapping
 
 from autotune.config import Config, studies_dir
 from autotune.devices import filed_under
@@ -37,15 +37,21 @@ def _export_names(device: str, size: str | None) -> list[str]:
     return [f"{device}-{size}.json"] if size is not None else [f"{device}-*.json", f"{device}.json"]
 
 
-def _exports(folder: Path, device: str, size: str | None) -> list[Path]:
+def _sized(folder: Path, device: str, sizes: Collection[str]) -> dict[str, Path]:
+    """The exports of one device in ``folder`` by size: ``<device>-<size>.json`` for each of the workload's sizes.
+    The pattern alone took another device's whose name goes on (``cuda-nvidia-rtx-a6000-ada-small.json`` for the
+    ``cuda-nvidia-rtx-a6000``, at size "ada-small")."""
+    found = folder.glob(_export_names(device, None)[0]) if folder.is_dir() else []
+    return {size: path for path in found if (size := path.stem[len(device) + 1:]) in sizes}
+
+
+def _exports(folder: Path, device: str, size: str | None, sizes: Collection[str]) -> list[Path]:
     """The exported configs of one device in ``folder``, in the order ``load_config`` prefers them."""
     if size is not None:
         return [folder / name for name in _export_names(device, size)]
-    sized, unsized = _export_names(device, size)
-    found = sorted(folder.glob(sized)) if folder.is_dir() else []
     rank = {name: i for i, name in enumerate(SIZE_PREFERENCE)}
-    found.sort(key=lambda p: (rank.get(p.stem[len(device) + 1:], len(rank)), p.name))
-    return found + [folder / unsized]
+    found = sorted(_sized(folder, device, sizes).items(), key=lambda item: (rank.get(item[0], len(rank)), item[0]))
+    return [path for _, path in found] + [folder / _export_names(device, size)[1]]
 
 
 class TunedConfig(Mapping[str, Any]):
@@ -203,14 +209,15 @@ def load_config(
     device = filed_under(device, use_torch=False)
     # Its space first: an unknown name ("chmn") is that error, not "no tuned config" and a search to run.
     space = SearchSpace.from_file(space_path(workload))
+    facts = workload_facts(workload)
     if size is not None:  # a size it lacks ("huge", "") is that error, not "no tuned config" nor another file
-        workload_facts(workload).size_named(size)
+        facts.size_named(size)
     root = Path(studies) if studies is not None else studies_dir()
     folders = [root / _export_folder(workload)]
     presets = _presets_root()
     if presets is not None:
         folders.append(presets / _export_folder(workload))
-    candidates = [path for folder in folders for path in _exports(folder, device, size)]
+    candidates = [path for folder in folders for path in _exports(folder, device, size, facts.sizes)]
     for path in candidates:
         if path.is_file():
             document = read_document(path)
@@ -222,9 +229,7 @@ def load_config(
     # Name the pattern searched, not only the files that happened to be tried.
     looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))
     if size is not None:  # a search at another size ("tiny") is likely what the user meant to load
-        sized = _export_names(device, None)[0]  # <device>-*.json
-        others = sorted({path.stem.removeprefix(f"{device}-") for folder in folders if folder.is_dir()
-                         for path in folder.glob(sized)})
+        others = sorted({size for folder in folders for size in _sized(folder, device, facts.sizes)})
         looked += f"; exported only at size {', '.join(map(repr, others))}" if others else ""
     if strict:
         raise ConfigNotFoundError(

@@ -327,6 +327,22 @@ def test_an_export_of_a_config_alone_loads_as_what_its_place_says(tmp_path):
         cfg["dytpe"]
 
 
+def test_the_export_of_a_device_whose_name_goes_on_is_not_this_ones(tmp_path):
+    # "<device>-*.json" of a GPU named by its model (cuda-nvidia-rtx-a6000) took the export of another whose name
+    # goes on (cuda-nvidia-rtx-a6000-ada-small.json, read as size "ada-small"), and named "ada-small" as a size.
+    from autotune.exceptions import ConfigNotFoundError
+
+    other = "cuda-nvidia-rtx-a6000-ada"
+    write_tuned_config(_document(device=other), config_path("chmm", other, "small", tmp_path))
+    with pytest.raises(ConfigNotFoundError, match=r"no tuned config for workload 'chmm' on device "
+                                                  r"'cuda-nvidia-rtx-a6000' \(looked in .*\); run"):
+        load_config("chmm", device="cuda-nvidia-rtx-a6000", studies=tmp_path, strict=True)
+    with pytest.raises(ConfigNotFoundError) as info:
+        load_config("chmm", device="cuda-nvidia-rtx-a6000", size="tiny", studies=tmp_path, strict=True)
+    assert "exported only at size" not in str(info.value)
+    assert load_config("chmm", device=other, studies=tmp_path, strict=True).device == other
+
+
 def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
     from tests.conftest import BROKEN
 
