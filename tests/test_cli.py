@@ -96,6 +96,10 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["search", "--workload", "chmm", "--study", ""], "'' is not a study name"),
         (["report", "--workload", "chmm", "--study", "  "], "'  ' is not a study name"),
         # report and simulate never list a study so named: a search into it made results no one could read.
+        # A name longer than the system takes was an OSError traceback from every command.
+        (["best", "--workload", "chmm", "--studies", "x" * 300], "/chmm: File name too long"),
+        (["report", "--workload", "chmm", "-o", "x" * 300 + ".html"], ".html: File name too long"),
+        (["search", "--workload", "x" * 300 + ".py:W"], ".py: File name too long"),
         (["run", "--workload", "chmm", "--isolation", "inprocess", "--trial-timeout", "5"],
          "--trial-timeout kills a trial's own process, and --isolation inprocess runs every trial in this one"),
         (["search", "--workload", "chmm", "--study", "a@export-b"], "'a@export-b' is not a study name: '@export-' "
