@@ -16,6 +16,7 @@ import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from autotune.exceptions import DeviceUnavailableError, UnknownNameError
 
@@ -194,12 +195,20 @@ def derived_profile_name(name: str) -> str:
     return "cuda-" + (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu")
 
 
+def _device_text(name: Any) -> str:
+    """A device's name as given from Python: a string, or a TypeError that says so (not "'NoneType' object has
+    no attribute 'lower'" from inside)."""
+    if not isinstance(name, str):
+        raise TypeError(f"device must be a device's name, e.g. 'cpu', 'h100' or 'auto', not {name!r}")
+    return name
+
+
 def filed_under(name: str, use_torch: bool = True) -> str:
     """The device name a study of ``--device name`` is filed under: the profile of this machine's device for
     ``auto`` and ``cuda``, else ``name`` as :func:`filed_device_name` checks it (the device need not be here).
     ``use_torch=False`` finds this machine's device from the driver's files (``load_config`` imports no torch).
     A name is read in any case (``H100``, as the card is called)."""
-    name = name.lower()
+    name = _device_text(name).lower()
     return resolve_device(name, use_torch).profile.name if name in LOCAL_NAMES else filed_device_name(name)
 
 
@@ -361,7 +370,7 @@ def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice
     Naming a profile this machine does not have raises
     :class:`DeviceUnavailableError` with what was found instead.
     """
-    name = name.lower()  # --device H100, as the card is called
+    name = _device_text(name).lower()  # --device H100, as the card is called
     if name not in LOCAL_NAMES:
         filed_device_name(name)  # an unknown name is refused before detection, which imports torch (seconds)
     found = detect(use_torch and name != "cpu")  # the CPU's entry is the same without torch: only GPUs need it

@@ -49,6 +49,17 @@ def _is_file_spec(spec: str) -> bool:
     return spec.rpartition(":")[0].endswith(".py")
 
 
+def _text(spec: Any) -> str:
+    """A workload as given from Python: a string, or a TypeError that says what to give (the class itself was
+    "'type' object has no attribute 'rpartition'", or "unhashable type", from inside)."""
+    if not isinstance(spec, str):
+        hint = (f" (the class's name, {spec.name!r}, once @register_workload has registered it, or "
+                f"'path/to/file.py:{spec.__name__}')" if isinstance(spec, type) and issubclass(spec, Workload) else "")
+        raise TypeError(f"workload must be a string: a workload's name or 'path/to/file.py:ClassName'{hint}, "
+                        f"not {spec!r}")
+    return spec
+
+
 def _entry_points() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
@@ -60,6 +71,7 @@ def workload_names() -> list[str]:
 
 def get_workload_class(spec: str) -> type[Workload]:
     """A workload class from a name (built-in, plug-in, registered) or ``path/to/file.py:ClassName``."""
+    spec = _text(spec)
     if _is_file_spec(spec):
         return _own_name(spec, _load_from_file(spec))
     if spec in BUILTINS:
@@ -88,6 +100,7 @@ def trial_spec(spec: str) -> str:
     :func:`~autotune.workload.register_workload`, in a script) is unknown there, and every trial failed with
     "unknown workload": it is named by its module, or by the script's file, which that process imports (a
     script's search then belongs under ``if __name__ == "__main__":``)."""
+    spec = _text(spec)
     if _is_file_spec(spec) or spec not in REGISTERED:
         return spec
     cls = REGISTERED[spec]
@@ -133,6 +146,7 @@ def shipped_space(name: str) -> Path | None:
 
 def space_path(spec: str) -> Path:
     """The search-space file of a workload; a built-in's is found without importing the workload."""
+    spec = _text(spec)
     if spec in BUILTINS:
         shipped = shipped_space(spec)
         if shipped is not None:
@@ -145,6 +159,7 @@ def declared_version(spec: str) -> int | None:
     plug-in workload, which would import torch (``load_config`` must not): the ``version = N`` its class body
     declares in the module's source. A class already imported, or in a file, is asked. ``None`` where the source
     declares none (the class inherits its version) or cannot be read."""
+    spec = _text(spec)
     if _is_file_spec(spec) or spec in REGISTERED:
         return get_workload_class(spec).version
     entry = _entry_points().get(spec) if spec not in BUILTINS else None
@@ -224,6 +239,7 @@ def workload_facts(spec: str) -> WorkloadFacts:
     """A workload's name, unit, sizes, default size and version. A built-in's are read from its class body where
     they are literals, without importing its module, which imports torch (3.5 s on a 2-core CPU); every other
     workload, and a built-in already imported, is asked. A test checks the two ways agree for every built-in."""
+    spec = _text(spec)
     module_name, _, class_name = BUILTINS.get(spec, "").partition(":")
     stated = _class_source(module_name, class_name) if module_name and module_name not in sys.modules else None
     # Only a direct subclass of Workload: an attribute its body leaves out is then Workload's.

@@ -67,7 +67,7 @@ class Workload(abc.ABC):
     def size_named(cls, size: str | None) -> str:
         """``size``, checked against the workload's sizes (None: its default)."""
         size = cls.default_size if size is None else size  # "" (an unset variable) is no size, not the default
-        if size not in cls.sizes:
+        if not isinstance(size, str) or size not in cls.sizes:  # [] from Python: "unhashable type" before
             raise UnknownNameError("size", size, cls.sizes, hint=f"Those are the sizes of workload {cls.name!r}")
         return size
 

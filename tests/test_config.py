@@ -432,3 +432,21 @@ def test_a_workload_whose_name_or_sizes_cannot_name_a_file_is_refused(facts, mes
         WorkloadFacts(**{"name": "w", "unit": "items", "sizes": {"tiny": {}, "small": {}}, "default_size": "tiny",
                          **facts})
     assert WorkloadFacts("chmm-2.v1_x", "items", {"tiny": {}}, "tiny").name == "chmm-2.v1_x"
+
+
+def test_a_workload_or_device_of_another_type_from_python_says_what_to_give():
+    # The class itself, or None, was "'type' object has no attribute 'rpartition'" or "'NoneType' object has no
+    # attribute 'lower'" from inside autotune; a list as the size, "unhashable type: 'list'".
+    from autotune.exceptions import UnknownNameError
+    from autotune.registry import get_workload_class
+    from tests.conftest import BROKEN
+
+    cls = get_workload_class(BROKEN)
+    with pytest.raises(TypeError, match=r"^workload must be a string: a workload's name or 'path/to/file.py:"
+                                        r"ClassName' \(the class's name, 'broken', once @register_workload has "
+                                        r"registered it, or 'path/to/file.py:BrokenWorkload'\), not <class "):
+        load_config(cls)
+    with pytest.raises(TypeError, match=r"^device must be a device's name, e.g. 'cpu', 'h100' or 'auto', not None$"):
+        load_config("chmm", None)
+    with pytest.raises(UnknownNameError, match=r"^unknown size \[\]; valid: full, small, tiny"):
+        load_config("chmm", "cpu", [])
