@@ -27,9 +27,12 @@ WHOLE = {"remeasure_top": (1, 2**62), "remeasure_rounds": (1, 2**62), "threads":
 
 
 def check_numbers(**given: Any) -> None:
-    """A Tuner's numbers held to what the command line's options allow: the whole numbers of ``WHOLE``, and
-    seconds (trial_timeout, time_budget)."""
+    """A Tuner's numbers held to what the command line's options allow: the whole numbers of ``WHOLE``, seconds
+    (trial_timeout, time_budget), and the ``measurer``'s settings."""
     for name, value in given.items():
+        if name == "measurer":
+            _check_measurer(value)
+            continue
         whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
         if name in WHOLE:
             low, high = WHOLE[name]
@@ -42,6 +45,29 @@ def check_numbers(**given: Any) -> None:
                 continue
             wanted = f"a number of seconds over 0, at most {MAX_SECONDS:,}"
         raise AutotuneError(f"{name} must be {wanted}, not {value!r}")
+
+
+def _check_measurer(measurer: Any) -> None:
+    """A Tuner's ``measurer``: settings of :class:`~autotune.measure.Measurer`, each a number over 0 (a whole one
+    where it counts runs). A name it lacks failed every trial ("unexpected keyword argument"), and min_time=-1
+    timed three runs a config, where --min-time must be over 0."""
+    from dataclasses import fields
+
+    from autotune.measure import Measurer
+
+    settable = {f.name: f.default for f in fields(Measurer) if f.name not in ("clock", "other_work")}  # callables
+    if measurer is None:
+        return
+    if not isinstance(measurer, dict) or set(measurer) - set(settable):
+        raise AutotuneError(f"measurer must be a dict of Measurer settings ({', '.join(sorted(settable))}), not "
+                            f"{measurer!r}")
+    for name, value in measurer.items():
+        whole = isinstance(settable[name], int)
+        if value is None and settable[name] is None:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, numbers.Integral if whole else numbers.Real)
+                or not 0 < value <= (2**62 if whole else MAX_SECONDS)):
+            raise AutotuneError(f"measurer's {name} must be a {'whole ' if whole else ''}number over 0, not {value!r}")
 
 
 def check_limits(isolation: str, device_kind: str, memory_limit_bytes: int | None, trial_timeout: float | None) -> None:

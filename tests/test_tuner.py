@@ -967,6 +967,9 @@ def test_a_memory_limit_on_a_gpu_is_refused_not_dropped(studies, monkeypatch):
     ({"isolation": "inprocess", "memory_limit_bytes": 2**30}, "--memory-limit caps each trial's own process"),
     # and a trial timeout went unenforced: a trial that hung in this process hung the search.
     ({"isolation": "inprocess", "trial_timeout": 5}, "--trial-timeout kills a trial's own process"),
+    # A measurer setting it lacks failed every trial ("unexpected keyword argument"); a negative time timed 3 runs.
+    ({"measurer": {"min_tme": 0.5}}, "measurer must be a dict of Measurer settings (cut_min_seconds, "),
+    ({"measurer": {"min_time": -1}}, "measurer's min_time must be a number over 0, not -1"),
 ])
 def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(studies, given, said):
     # From Python these were taken: remeasure_rounds=0 and a negative budget found no winner, threads=1.5 failed
