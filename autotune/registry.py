@@ -214,10 +214,10 @@ class WorkloadFacts:
         if type(self.version) is not int:
             raise AutotuneError(f"workload {self.name!r}: version must be a whole number, not {self.version!r}")
         # A size names the export's file (<device>-<size>.json): the same rule.
-        odd = next((s for s in self.sizes if not _FILE_NAME.fullmatch(str(s))), None)
-        if odd is not None or self.default_size not in self.sizes:
-            raise AutotuneError(f"workload {self.name!r}: size {odd if odd is not None else self.default_size!r} "
-                                + ("cannot name a file: use letters, digits, '_', '-' and '.'" if odd is not None
+        odd = [s for s in self.sizes if not isinstance(s, str) or not _FILE_NAME.fullmatch(s)]  # a size None too
+        if odd or not isinstance(self.default_size, str) or self.default_size not in self.sizes:
+            raise AutotuneError(f"workload {self.name!r}: size {odd[0] if odd else self.default_size!r} "
+                                + ("cannot name a file: use letters, digits, '_', '-' and '.'" if odd
                                    else f"is its default_size, but not one of its sizes ({', '.join(self.sizes)})"))
 
     def size_named(self, size: str | None) -> str:

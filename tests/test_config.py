@@ -413,6 +413,10 @@ def test_a_size_the_workload_lacks_is_an_error_even_where_an_export_exists(tmp_p
     (dict(name=".hidden"), "workload name '.hidden' cannot name a folder"),
     (dict(sizes={"../tiny": {}, "small": {}}), "workload 'w': size '../tiny' cannot name a file"),
     (dict(default_size="huge"), "workload 'w': size 'huge' is its default_size, but not one of its sizes (tiny, small)"),
+    # Found by fuzzing: a size named None or 5, or a default size that is a list, were TypeErrors.
+    (dict(sizes={None: {}}), "workload 'w': size None cannot name a file"),
+    (dict(sizes={5: {}}), "workload 'w': size 5 cannot name a file"),
+    (dict(default_size=["tiny"]), "workload 'w': size ['tiny'] is its default_size, but not one of its sizes"),
     # A version names a folder of the cache too ("1/../../x" wrote its reference outside it); a unit and each
     # size's parameters are read by every command (None showed as "None/s"; a size of 5 was a TypeError).
     (dict(version="1/../../x"), "workload 'w': version must be a whole number, not '1/../../x'"),
