@@ -120,15 +120,6 @@ def _presets_root() -> Path | None:
         return None
 
 
-def _is_file_workload(workload: str) -> bool:
-    return workload.rpartition(":")[0].endswith(".py")
-
-
-def _export_folder(workload: str) -> str:
-    """The folder a workload's exports live in: its registered name (a ``file.py:Class`` names its class)."""
-    return workload_facts(workload).name if _is_file_workload(workload) else workload  # a name that is a folder
-
-
 def _validated(document: ExportDocument, space: SearchSpace, path: Path) -> Config:
     """The document's config, completed, once its knob values are checked against the workload's space (no value
     comes back unchecked)."""
@@ -213,18 +204,18 @@ def load_config(
     if size is not None:  # a size it lacks ("huge", "") is that error, not "no tuned config" nor another file
         facts.size_named(size)
     root = Path(studies) if studies is not None else studies_dir()
-    folders = [root / _export_folder(workload)]
+    folders = [root / facts.name]  # as search exports it: a plug-in's entry point may name it otherwise
     presets = _presets_root()
     if presets is not None:
-        folders.append(presets / _export_folder(workload))
+        folders.append(presets / facts.name)
     candidates = [path for folder in folders for path in _exports(folder, device, size, facts.sizes)]
     for path in candidates:
         if path.is_file():
             document = read_document(path)
-            _check_place(document, _export_folder(workload), device, path)
+            _check_place(document, facts.name, device, path)
             config = _validated(document, space, path)
             _warn_if_tuned_on_another_version(document, workload, path)
-            document = _filled_in(document, config, space, _export_folder(workload), device, path)
+            document = _filled_in(document, config, space, facts.name, device, path)
             return TunedConfig(document, str(path), space.unused(config))
     # Name the pattern searched, not only the files that happened to be tried.
     looked = ", ".join(str(folder / name) for folder in folders for name in _export_names(device, size))

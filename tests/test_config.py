@@ -351,6 +351,24 @@ def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
     assert load_config(BROKEN, device="cpu", studies=tmp_path, strict=True)["behaviour"] == "ok"
 
 
+def test_load_config_of_a_plug_in_looks_under_the_name_search_exports_it_by(tmp_path, monkeypatch):
+    # A plug-in's entry point may name it otherwise than its class does ("broken-plugin" for name = "broken"):
+    # search exported under the class's name and load_config looked under the entry point's, finding nothing.
+    import autotune.registry as registry
+    from tests.conftest import BROKEN
+
+    class EntryPoint:
+        name, value = "broken-plugin", "tests.workloads.broken:BrokenWorkload"
+
+        def load(self):
+            return registry.get_workload_class(BROKEN)
+
+    monkeypatch.setattr(registry, "_entry_points", lambda: {"broken-plugin": EntryPoint()})
+    write_tuned_config(_document(workload="broken", size="tiny", config={"behaviour": "ok"}),
+                       config_path("broken", "cpu", "tiny", tmp_path))
+    assert load_config("broken-plugin", device="cpu", studies=tmp_path, strict=True)["behaviour"] == "ok"
+
+
 def test_a_workload_file_under_the_home_folder_is_found_by_a_tilde(tmp_path, monkeypatch):
     # "--workload=~/x.py:Cls" reaches autotune with its ~: no shell expands one after "=".
     from pathlib import Path
