@@ -55,9 +55,9 @@ def _check_measurer(measurer: Any) -> None:
 
     from autotune.measure import Measurer
 
-    settable = {f.name: f.default for f in fields(Measurer) if f.name not in ("clock", "other_work")}  # callables
     if measurer is None:
         return
+    settable = {f.name: f.default for f in fields(Measurer) if f.name not in ("clock", "other_work")}  # callables
     if not isinstance(measurer, dict) or set(measurer) - set(settable):
         raise AutotuneError(f"measurer must be a dict of Measurer settings ({', '.join(sorted(settable))}), not "
                             f"{measurer!r}")
