@@ -81,7 +81,7 @@ class Parameter:
             return any(_same(value, choice) for choice in self.choices)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False
-        if self.type == "int" and not float(value).is_integer():
+        if self.type == "int" and isinstance(value, float) and not value.is_integer():  # 10**400: no float
             return False
         assert self.low is not None and self.high is not None
         if not self.low <= value <= self.high:

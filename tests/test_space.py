@@ -215,6 +215,8 @@ def test_set_assignments_are_typed_and_validated():
         s.parse_assignments(["chunk=5000"])
     with pytest.raises(InvalidConfigError, match="not a valid int"):
         s.parse_assignments(["chunk=big"])
+    with pytest.raises(InvalidConfigError, match=r"is out of range; allowed: int in \[16, 4096\]"):
+        s.parse_assignments(["chunk=" + "9" * 400])  # an OverflowError traceback: no float holds it (fuzzing)
     with pytest.raises(InvalidConfigError, match="step 0.1"):
         s.parse_assignments(["lr=0.25"])
     with pytest.raises(InvalidConfigError, match="choose one of: loop, scan"):
