@@ -20,7 +20,7 @@ import click
 from autotune.console import tell
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
-from autotune.limits import MAX_SECONDS, WHOLE
+from autotune.limits import MAX_SECONDS, WHOLE, study_name_problem
 
 # WHOLE: the bounds of the whole-number options, autotune.limits' (a Tuner's arguments are held to the same).
 __all__ = ["WHOLE", "Count", "FilePath", "Seconds", "Size", "Storage", "StudyName", "device_option", "fail",
@@ -95,13 +95,9 @@ class StudyName(click.ParamType):
     name = "name"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        from autotune.stored import EXPORT_MARK
-
-        if not value.strip() or value != value.strip():
-            self.fail(f"{value!r} is not a study name: it needs a character other than a space, and none at "
-                      "either end", param, ctx)
-        if EXPORT_MARK in value:
-            self.fail(f"{value!r} is not a study name: {EXPORT_MARK!r} marks autotune's own studies", param, ctx)
+        problem = study_name_problem(value)
+        if problem:
+            self.fail(f"{value!r} is not a study name: {problem}", param, ctx)
         return value
 
 

@@ -12,7 +12,11 @@ from typing import Any
 
 from autotune.exceptions import AutotuneError
 
-__all__ = ["MAX_SECONDS", "WHOLE", "check_limits", "check_numbers"]
+__all__ = ["EXPORT_MARK", "MAX_SECONDS", "WHOLE", "check_limits", "check_numbers", "study_name_problem"]
+
+#: Studies of this name pattern were made by earlier versions to elect a shared study's exporter; they are not
+#: results, and are left out of a storage's study names (so no search may make one).
+EXPORT_MARK = "@export-"
 
 #: The longest wait a search may ask for (about 31 years): a thread's wait, select() and a timedelta each refuse
 #: far less than a float can say (--trial-timeout 1e300 was an OverflowError traceback, --grace-period 1e14 killed
@@ -33,6 +37,13 @@ def check_numbers(**given: Any) -> None:
         if name == "measurer":
             _check_measurer(value)
             continue
+        if name in ("study_name", "storage"):  # the options refuse "" too: it silently became the default
+            problem = "it is no string" if value is not None and not isinstance(value, str) else (
+                study_name_problem(value) if name == "study_name" and value is not None
+                else "it names no storage" if value is not None and not value.strip() else None)
+            if problem:
+                raise AutotuneError(f"{name} {value!r} is refused: {problem}")
+            continue
         whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
         if name in WHOLE:
             low, high = WHOLE[name]
@@ -45,6 +56,14 @@ def check_numbers(**given: Any) -> None:
                 continue
             wanted = f"a number of seconds over 0, at most {MAX_SECONDS:,}"
         raise AutotuneError(f"{name} must be {wanted}, not {value!r}")
+
+
+def study_name_problem(name: str) -> str | None:
+    """Why ``name`` is no study name, or None: "" silently became the default name (an unset variable), "  " a
+    study no one finds, and one holding EXPORT_MARK a study that report and simulate never list."""
+    if not name.strip() or name != name.strip():
+        return "it needs a character other than a space, and none at either end"
+    return f"{EXPORT_MARK!r} marks autotune's own studies" if EXPORT_MARK in name else None
 
 
 def _check_measurer(measurer: Any) -> None:

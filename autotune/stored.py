@@ -15,6 +15,7 @@ from autotune.config import config_path, default_storage, studies_dir
 from autotune.devices import filed_under
 from autotune.exceptions import AutotuneError, InvalidConfigError, StorageError, UnknownNameError
 from autotune.export import read_document
+from autotune.limits import EXPORT_MARK
 from autotune.registry import workload_facts
 from autotune.space import SearchSpace, load_space
 from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind, user_storage
@@ -22,11 +23,8 @@ from autotune.storage import open_storage, redact_storage, storage_failure, stor
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["EXPORT_MARK", "StoredStudy", "check_made_for", "open_study", "open_stored_study"]
+__all__ = ["StoredStudy", "check_made_for", "open_study", "open_stored_study"]
 
-#: Studies of this name pattern were made by earlier versions to elect a shared study's exporter;
-#: they are not results, and are left out of a storage's study names.
-EXPORT_MARK = "@export-"
 
 
 @dataclass

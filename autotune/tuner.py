@@ -115,7 +115,7 @@ class Tuner:
         check_numbers(remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, threads=threads, seed=seed,
                       memory_budget_bytes=memory_budget_bytes, memory_limit_bytes=memory_limit_bytes,
                       heartbeat=heartbeat, grace_period=grace_period, trial_timeout=trial_timeout,
-                      time_budget=time_budget, measurer=measurer)
+                      time_budget=time_budget, measurer=measurer, study_name=study_name, storage=storage)
         self.workload_spec = workload
         # A built-in's facts are read from its source: this process never imports it (nor torch, for the CPU),
         # so a bad name, size or --set is refused in half a second; the runner's children run the workload.

@@ -970,6 +970,10 @@ def test_a_memory_limit_on_a_gpu_is_refused_not_dropped(studies, monkeypatch):
     # A measurer setting it lacks failed every trial ("unexpected keyword argument"); a negative time timed 3 runs.
     ({"measurer": {"min_tme": 0.5}}, "measurer must be a dict of Measurer settings (cut_min_seconds, "),
     ({"measurer": {"min_time": -1}}, "measurer's min_time must be a number over 0, not -1"),
+    # The options refuse these (an unset variable); from Python, "" silently became the default name or storage.
+    ({"study_name": ""}, "study_name '' is refused: it needs a character other than a space"),
+    ({"study_name": "a@export-b"}, "study_name 'a@export-b' is refused: '@export-' marks autotune's own studies"),
+    ({"storage": " "}, "storage ' ' is refused: it names no storage"),
 ])
 def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(studies, given, said):
     # From Python these were taken: remeasure_rounds=0 and a negative budget found no winner, threads=1.5 failed
