@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import click
 
-from autotune.console import tell
+from autotune.console import tell, to_devnull
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 from autotune.limits import MAX_SECONDS, WHOLE, study_name_problem
@@ -126,9 +126,7 @@ def say(text: str) -> None:
     try:
         click.echo(text)
     except OSError as exc:
-        devnull = os.open(os.devnull, os.O_WRONLY)  # Python's own flush at exit would fail again
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        to_devnull(sys.stdout)  # Python's own flush at exit would fail again
         if exc.errno != errno.EPIPE:
             tell(f"autotune: error: cannot write to standard output: {exc.strerror}")
         sys.exit(1)

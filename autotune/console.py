@@ -19,7 +19,7 @@ from autotune.exceptions import SearchSpaceError
 from autotune.selection import quiet_everywhere
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
-           "simulation_table", "tell", "workload_text"]
+           "simulation_table", "tell", "to_devnull", "workload_text"]
 
 
 def tell(line: str) -> None:
@@ -29,9 +29,14 @@ def tell(line: str) -> None:
     try:
         click.echo(line, err=True)
     except OSError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stderr.fileno())  # what its buffer holds, and Python's flush at exit, go there too
-        os.close(devnull)
+        to_devnull(sys.stderr)
+
+
+def to_devnull(stream: Any) -> None:
+    """Point ``stream``'s file at /dev/null: what its buffer holds, and Python's flush at exit, go there too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 def format_bytes(value: float | None) -> str:

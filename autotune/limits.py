@@ -38,9 +38,14 @@ def check_numbers(**given: Any) -> None:
             _check_measurer(value)
             continue
         if name in ("study_name", "storage"):  # the options refuse "" too: it silently became the default
-            problem = "it is no string" if value is not None and not isinstance(value, str) else (
-                study_name_problem(value) if name == "study_name" and value is not None
-                else "it names no storage" if value is not None and not value.strip() else None)
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                problem: str | None = "it is no string"
+            elif name == "study_name":
+                problem = study_name_problem(value)
+            else:
+                problem = None if value.strip() else "it names no storage"
             if problem:
                 raise AutotuneError(f"{name} {value!r} is refused: {problem}")
             continue

@@ -49,6 +49,11 @@ def _is_file_spec(spec: str) -> bool:
     return spec.rpartition(":")[0].endswith(".py")
 
 
+def _file_of(spec: str) -> Path:
+    """The file a ``path/to/file.py:Class`` names ("--workload=~/x.py:Cls": no shell expands a ~ after =)."""
+    return Path(spec.rpartition(":")[0]).expanduser()
+
+
 def _text(spec: Any) -> str:
     """A workload as given from Python: a string, or a TypeError that says what to give (the class itself was
     "'type' object has no attribute 'rpartition'", or "unhashable type", from inside)."""
@@ -179,7 +184,7 @@ def cache_folder(spec: str, facts: "WorkloadFacts", size: str) -> str:
     folder = f"{size}-v{facts.version}"
     if not _is_file_spec(spec):
         return folder
-    source = Path(spec.rpartition(":")[0]).expanduser().read_bytes()  # it was imported from there: it is readable
+    source = _file_of(spec).read_bytes()  # it was imported from there: it is readable
     return f"{folder}-{hashlib.sha256(source).hexdigest()[:12]}"
 
 
@@ -293,8 +298,7 @@ def _load_from_module(spec: str) -> type[Workload]:
 
 
 def _load_from_file(spec: str) -> type[Workload]:
-    path_text, _, class_name = spec.rpartition(":")
-    path = Path(path_text).expanduser()  # "--workload=~/x.py:Cls": no shell expands a ~ after =
+    path, class_name = _file_of(spec), spec.rpartition(":")[2]
     if not path.is_file():
         raise AutotuneError(f"workload file {path} does not exist (from --workload {spec!r})")
     module_name = f"autotune_user_workload_{abs(hash(str(path.resolve())))}"

@@ -42,7 +42,12 @@ def _sized(folder: Path, device: str, sizes: Collection[str]) -> dict[str, Path]
     The pattern alone took another device's whose name goes on (``cuda-nvidia-rtx-a6000-ada-small.json`` for the
     ``cuda-nvidia-rtx-a6000``, at size "ada-small")."""
     found = folder.glob(_export_names(device, None)[0]) if folder.is_dir() else []
-    return {size: path for path in found if (size := path.stem[len(device) + 1:]) in sizes}
+    return {size: path for path in found if (size := _size_of(path, device)) in sizes}
+
+
+def _size_of(path: Path, device: str) -> str | None:
+    """The size an export's file names: ``<device>-<size>.json``; None for the older ``<device>.json``."""
+    return path.stem.removeprefix(f"{device}-") if path.stem != device else None
 
 
 def _exports(folder: Path, device: str, size: str | None, sizes: Collection[str]) -> list[Path]:
@@ -135,7 +140,7 @@ def _filled_in(document: ExportDocument, config: Config, space: SearchSpace, wor
     one written by hand) at the defaults ``config``, the space's completion of it that was checked, gives them,
     and the workload, device and size its place says. A value the file states is kept, as the space spells it
     (a hand-written 64.0 of an int knob is 64)."""
-    size = path.stem.removeprefix(f"{device}-") if path.stem != device else None
+    size = _size_of(path, device)
     stated = canonical_values(space.parameters, document.config)
     return dataclasses.replace(document, config={**config.to_dict(), **stated},
                                workload=document.workload or workload, device=document.device or device,
@@ -146,7 +151,7 @@ def _check_place(document: ExportDocument, workload: str, device: str, path: Pat
     """Refuse an export that says it was tuned for another workload, device or size than its file's place (one
     copied by hand, an H100 preset saved as ``a100-small.json``): it was loaded as this device's, with the other's
     figures and without a word."""
-    size = path.stem.removeprefix(f"{device}-") if path.stem != device else None
+    size = _size_of(path, device)
     place = {"workload": workload, "device": device, "size": size}
     stated = {"workload": document.workload, "device": document.device, "size": document.size}
     other = [key for key, value in stated.items() if value is not None and place[key] is not None
