@@ -14,6 +14,7 @@ __all__ = [
     "AutotuneError",
     "ConfigNotFoundError",
     "DeviceUnavailableError",
+    "DiskFullError",
     "InvalidConfigError",
     "SearchSpaceError",
     "StorageError",
@@ -54,6 +55,10 @@ class DeviceUnavailableError(AutotuneError):
 
 class ConfigNotFoundError(AutotuneError, FileNotFoundError):
     """No tuned configuration exists where it was looked for (``strict=True``)."""
+
+
+class DiskFullError(AutotuneError):
+    """A trial could not write to a disk (full, or over quota): no config can be measured until there is room."""
 
 
 class StorageError(AutotuneError):

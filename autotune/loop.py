@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import Config
+from autotune.exceptions import DiskFullError
 from autotune.runner import TrialResult
 from autotune.shared_study import DONE, FIRST_ROLES, WAIT, Heartbeat, TrialBudget, release_own_trials
 from autotune.trials import (TrialRecord, best_throughput, in_flight, measured_configs, never_measured, result_of,
@@ -82,7 +83,8 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 unseen = {**known, **in_flight(tuner.space, trials, trial.number)}  # nor another worker's
                 fresh, role = _next_unseen(tuner, study, unseen, rng, every)
                 if fresh is not None:
-                    study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": role})
+                    guard(lambda: study.enqueue_trial(tuner.space.sampled_params(fresh), user_attrs={"role": role}),
+                          "queueing an unseen config")
                 repeats = 0
             if record is None:  # not measured by this trial (see run_trial): not a trial of the budget
                 tuner.on_stage(f"trial #{trial.number} not measured, not counted: {never_measured(trial)}")
@@ -141,6 +143,9 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", tria
         known[config.key] = trial.number
     guard(lambda: _record(trial, to_attrs(result, config, role, duplicate_of)), "recording a trial")
     fits = guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
+    if result.lost:  # every next trial would fail as this one did, and be recorded as its config's error
+        raise DiskFullError(f"trial #{trial.number} could not write to a disk ({result.error}); it is kept as lost, "
+                            "not as its config's error: free space, then run the same command again to resume")
     return TrialRecord(trial.number, config, result, role, duplicate_of, fits_memory=fits,
                        unused=tuner.space.unused(config))
 

@@ -23,6 +23,7 @@ error       an exception in build or run (its type and message are kept)
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import math
@@ -35,7 +36,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from autotune._forkserver import ForkServer
 from autotune.check import Check, share_of_tolerance
@@ -104,6 +105,7 @@ class TrialResult:
     traceback: str | None = None
     wall_seconds: float | None = None  # the whole trial, process start to result
     busy_elsewhere: float | None = None  # cores other processes kept busy while it was timed (Linux)
+    lost: bool | None = None  # failed by the machine (a full disk), not by its config: re-run when resumed
     environment: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -162,6 +164,21 @@ def _is_out_of_memory(exc: BaseException, torch_device: str) -> bool:
     # torch's CPU allocator raises a plain RuntimeError (no OOM type exists for
     # it); its C++ origin, the DefaultCPUAllocator, is the only signal it gives.
     return isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)
+
+
+def _is_disk_full(exc: BaseException | None) -> bool:
+    """A write the disk refused (full, or over quota), raised here or the cause of another error (a compiler's).
+
+    Recorded as the config's error, it stayed one: numba's cache on a full disk failed a chmm trial with "OSError:
+    [Errno 28] No space left on device", and a resumed study never measured that config again.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _peak_memory(torch_device: str) -> int:
@@ -230,6 +247,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         if isinstance(exc, KeyboardInterrupt):
             raise
         result.status = "oom" if _is_out_of_memory(exc, request.torch_device) else "error"
+        result.lost = _is_disk_full(exc) or None
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         result.error = f"{type(exc).__name__}: {message}"[:500]
         result.traceback = "".join(traceback.format_exception(exc))[-4000:]
@@ -238,65 +256,16 @@ def execute(request: TrialRequest) -> dict[str, Any]:
 
 
 def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -> None:
-    """One run of the reference config, its output saved atomically as plain tensor data."""
-    import torch
+    """One run of the reference config, its output saved as the reference file (:func:`autotune.reference.save`)."""
+    from autotune.reference import save
 
     workload.synchronize()
     start = time.perf_counter()
     output = run()
     workload.synchronize()
     result.times = [time.perf_counter() - start]
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
-    reference = workload.to_reference(output)
-    try:
-        torch.save(reference, tmp)  # a generator cannot be saved at all
-        torch.load(tmp, weights_only=True)  # as every trial loads it: a numpy array, say, fails each one opaquely
-    except Exception:  # noqa: BLE001 - whatever torch says, the cause is the output's type, named below
-        tmp.unlink(missing_ok=True)
-        held = _not_plain(reference) or "a value torch cannot load"
-        raise TypeError(f"{type(workload).__name__}'s reference output holds {held}, which a reference file cannot: "
-                        "plain tensor data only (tensors, numbers, strings, and lists, tuples and dicts of them); "
-                        "return tensors, or convert the output in to_reference()") from None
-    nan = _nan_in(reference)
-    if nan:  # NaN equals nothing: every output would fail against it, or pass where a check lets NaN through
-        tmp.unlink()
-        raise ValueError(f"{type(workload).__name__}'s reference output holds NaN ({nan}): no output can be checked "
-                         "against it; fix the reference config (the space file's reference:) or the workload")
-    os.replace(tmp, path)
+    save(workload, workload.to_reference(output), path)
     result.status = "ok"
-
-
-def _leaves(value: Any, where: str = "output") -> Iterator[tuple[str, Any]]:
-    """Each part of a reference output that is no list, tuple or dict, with where it is (``output['counts'][1]``);
-    a dict's keys too."""
-    items = enumerate(value) if isinstance(value, (list, tuple)) else value.items() if isinstance(value, dict) else None
-    if items is None:
-        yield where, value
-        return
-    for key, item in items:
-        if isinstance(value, dict):
-            yield from _leaves(key, f"{where} key {key!r}")
-        yield from _leaves(item, f"{where}[{key!r}]")
-
-
-def _nan_in(value: Any) -> str:
-    """Where ``value`` holds NaN (``output['counts']: 3 of 400 values``), else ''."""
-    import torch
-
-    for where, leaf in _leaves(value):
-        floating = isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex())
-        count = int(torch.isnan(leaf).sum()) if floating else 0
-        if count or isinstance(leaf, float) and leaf != leaf:
-            return f"{where}: {count} of {leaf.numel()} values" if count else where
-    return ""
-
-
-def _not_plain(value: Any) -> str:
-    """What in ``value`` is not plain tensor data: the first such type, by name."""
-    import torch
-
-    return next((f"a {type(leaf).__module__}.{type(leaf).__qualname__}" for _, leaf in _leaves(value)
-                 if not (leaf is None or isinstance(leaf, (torch.Tensor, bool, int, float, str)))), "")
 
 
 def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialRequest, result: TrialResult) -> None:

@@ -59,13 +59,17 @@ def enqueue_first(study: "optuna.Study", firsts: list[tuple[dict[str, Any], str]
     stop lost them (call under the lock).
 
     Queued only in a new study, a defaults trial stopped mid-run left the resumed study without the config
-    autotune recommends. A study that never had them (made outside autotune) is left as it is.
+    autotune recommends. A study that never had them (made outside autotune) is left as it is. A study holding
+    nothing but some of them, queued, is new too: its queueing was cut short (a write retried on a full disk
+    left the baseline queued and the defaults never).
     """
     trials = study.get_trials(deepcopy=False)
+    roles = {role for _, role in firsts}
+    new = all(t.state.name == "WAITING" and t.user_attrs.get("role") in roles for t in trials)
     for params, role in firsts:
         # A study has several probes: each is its own config.
         mine = [t for t in trials if t.user_attrs.get("role") == role and (role != "probe" or t.params == params)]
-        if not trials or (mine and all(t.user_attrs.get("lost") for t in mine)):
+        if (new and not mine) or (mine and all(t.user_attrs.get("lost") for t in mine)):
             study.enqueue_trial(params, user_attrs={"role": role})
 
 

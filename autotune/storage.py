@@ -124,10 +124,13 @@ def storage_failure(storage: str, exc: BaseException) -> StorageError:
     """One line for a storage that cannot be opened: the masked URL and the driver's first line, said once."""
     if isinstance(exc, StorageError):
         return exc
+    return StorageError(f"cannot open storage {redact_storage(storage)}: {type(exc).__name__}: {_words(exc)}"[:400])
+
+
+def _words(exc: BaseException) -> str:
+    """The first line of an error, the driver's own words where SQLAlchemy wrapped them."""
     first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-    # SQLAlchemy wraps the driver's error: show the driver's own words, not the wrapper's.
-    first = first.split(") ", 1)[1] if first.startswith("(") and ") " in first else first
-    return StorageError(f"cannot open storage {redact_storage(storage)}: {type(exc).__name__}: {first}"[:400])
+    return first.split(") ", 1)[1] if first.startswith("(") and ") " in first else first
 
 
 def with_installed_driver(storage: str) -> str:
@@ -362,13 +365,17 @@ def retrying(action: Callable[[], T], what: str, storage: str, delays: tuple[flo
         except Exception as exc:  # noqa: BLE001 - sorted below
             if not _transient(exc):
                 raise
+            # Optuna's wrapper says "invalid data ... e.g. exceeding max length" whatever the cause: a full disk
+            # was "lost the storage ... (StorageInternalError)". The driver's words say which it is.
+            cause = next((e for e in (exc.__cause__, exc.__context__) if e is not None), exc)
+            why = f"{type(cause).__name__}: {_words(cause)}"[:300]
             if delay is None:
                 raise StorageError(
-                    f"lost the storage {redact_storage(storage)} while {what} ({type(exc).__name__}), "
-                    f"after {len(delays)} retries; every finished trial is kept there: run the same command "
-                    f"again to resume"
+                    f"lost the storage {redact_storage(storage)} while {what} ({why}), after {len(delays)} "
+                    f"retries; every finished trial is kept there: run the same command again to resume"
                 ) from None
             if on_retry is not None:
-                on_retry(f"storage not answering while {what}; retry {attempt + 1}/{len(delays)} in {delay:g} s")
+                on_retry(f"storage not answering while {what} ({why}); retry {attempt + 1}/{len(delays)} in "
+                         f"{delay:g} s")
             time.sleep(delay)
     raise AssertionError("unreachable")

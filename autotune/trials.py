@@ -147,5 +147,6 @@ def best_throughput(trials: Iterable["FrozenTrial"], memory_budget_bytes: int | 
 
 def measured_configs(trials: Iterable["FrozenTrial"]) -> dict[str, int]:
     """Config key -> the trial that measured it: a config asked for again is a repeat of that trial."""
-    return {t.user_attrs["config_key"]: t.number for t in trials
-            if t.state.is_finished() and "config_key" in t.user_attrs and not is_repeat(t)}
+    return {t.user_attrs["config_key"]: t.number for t in trials  # a lost trial's config is measured again
+            if t.state.is_finished() and "config_key" in t.user_attrs and not is_repeat(t)
+            and not t.user_attrs.get("lost")}

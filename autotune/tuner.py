@@ -288,7 +288,7 @@ class Tuner:
         with lock.held():
             # The baseline (what users run today) and the defaults (what autotune recommends untuned) are
             # measured first: every study reports both, and the sampler starts from known-good points.
-            enqueue_first(study, self.space.first_params())
+            self._retry(lambda: enqueue_first(study, self.space.first_params()), "queueing the first configs")
         self.firsts_left = sum(t.user_attrs.get("role") in FIRST_ROLES
                                for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING")
         done = len(counted(study.get_trials(deepcopy=False)))

@@ -395,14 +395,98 @@ def test_a_sqlite_study_held_mid_search_is_waited_for_then_a_clean_stop(studies,
         result = tuner.search(n_trials=3)
         assert result.export_path is not None and Path(result.export_path).is_file()
         for what in ("recording a trial", "recording the winner"):
-            assert any(f"storage not answering while {what}; retry 1/2" in s for s in stages), stages
+            assert any(f"storage not answering while {what} (OperationalError: database is locked); retry 1/2" in s
+                       for s in stages), stages
         study = optuna.load_study(study_name="steady-cpu-tiny", storage=tuner.storage)
         assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
         held["record"] = 99  # held past every retry
-        with pytest.raises(StorageError, match="lost the storage .* while recording a trial .* after 2 retries"):
+        with pytest.raises(StorageError, match=r"lost the storage .* while recording a trial \(OperationalError: "
+                                               r"database is locked\), after 2 retries"):
             tuner.search(n_trials=1)
     finally:
         tuner.close()
+
+
+@pytest.mark.parametrize("queued_before", [0, 1])
+def test_a_full_disk_under_a_sqlite_study_is_named_and_a_clean_stop(studies, monkeypatch, queued_before):
+    # A search on a full disk (a 700 KiB tmpfs, this machine) ended in a traceback when the unseen config it
+    # queued after a restricted ask could not be written (or its first configs, in a new study), and where a
+    # write was retried it said "lost the storage ... (StorageInternalError)": Optuna's wrapper, whose words
+    # blame "invalid data". Queueing is retried as every other write, and the driver's words are said.
+    import sqlalchemy.exc
+
+    from autotune import loop
+    from autotune.exceptions import StorageError
+
+    monkeypatch.setenv("AUTOTUNE_STORAGE_RETRY_DELAYS", "0")
+    full = sqlalchemy.exc.OperationalError("INSERT", {}, Exception("database or disk is full"))
+    real_run_trial, real_enqueue = loop.run_trial, optuna.Study.enqueue_trial
+    asks, queued = [], []
+
+    def run_trial(tuner, study, trial, *args):
+        asks.append(trial.number)
+        if len(asks) > 1:
+            return real_run_trial(tuner, study, trial, *args)
+        # The first ask breaks a constraint, as a real one is told: the loop queues an unseen config next.
+        loop._skip(study, trial, {"restricted": "planted", "config": tuner.space.suggest(trial).to_dict()}, args[-1])
+        return None
+
+    def enqueue_trial(self, *args, **kwargs):
+        queued.append(args)
+        if len(queued) in (1, 3) and queued_before:  # the defaults' queueing fails once, after the baseline's
+            return real_enqueue(self, *args, **kwargs)
+        raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from full
+
+    monkeypatch.setattr(loop, "run_trial", run_trial)
+    monkeypatch.setattr(optuna.Study, "enqueue_trial", enqueue_trial)
+    stages: list[str] = []
+    tuner = Tuner(STEADY, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
+                  on_stage=stages.append)
+    what = "queueing an unseen config" if queued_before else "queueing the first configs"
+    try:
+        with pytest.raises(StorageError, match=rf"while {what} \(OperationalError: database or disk is full\), "
+                                               r"after 1 retries"):
+            tuner.search(n_trials=3)
+    finally:
+        tuner.close()
+    assert any(f"while {what} (OperationalError: database or disk is full); retry 1/1" in s for s in stages), stages
+    if queued_before:  # the first configs' retry queued the defaults, not the baseline again
+        assert any("while queueing the first configs (OperationalError" in s for s in stages), stages
+        assert queued[:3] == [({"work": 1000},), ({"work": 500},), ({"work": 500},)], queued
+
+
+def test_a_trial_failed_by_a_full_disk_stops_the_search_and_is_measured_again_on_resume(studies):
+    # numba's cache on a full disk (a 700 KiB tmpfs, this machine) failed a chmm trial "OSError: [Errno 28] No
+    # space left on device": recorded as its config's error, the search went on failing, and a resumed study
+    # never measured that config again. Such a trial is now lost (counts toward no budget), the search stops in
+    # one line, and a resumed search measures its config.
+    from autotune.exceptions import DiskFullError
+
+    full = studies.parent / "full"
+    source = Path(STEADY.split(":")[0]).read_text().replace(
+        "        seconds = config[\"work\"] / 50_000\n",
+        "        seconds = config[\"work\"] / 50_000\n        import errno, pathlib\n"
+        f"        if config['work'] == 1000 and pathlib.Path({str(full)!r}).exists():  # the baseline\n"
+        "            raise RuntimeError('compiling failed') from OSError(errno.ENOSPC, 'No space left on device')\n")
+    assert "errno.ENOSPC" in source
+    (studies.parent / "steady.py").write_text(source)
+    (studies.parent / "steady.yaml").write_text(Path(STEADY.split(":")[0]).with_suffix(".yaml").read_text())
+    workload = f"{studies.parent / 'steady.py'}:SteadyWorkload"
+    full.touch()
+    tuner = Tuner(workload, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0)
+    try:
+        with pytest.raises(DiskFullError, match=r"trial #0 could not write to a disk \(RuntimeError: compiling "
+                                                r"failed\); it is kept as lost, not as its config's error"):
+            tuner.search(n_trials=2)
+        full.unlink()
+        result = tuner.search(n_trials=2)
+    finally:
+        tuner.close()
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=tuner.storage)
+    first, *later = study.trials
+    assert first.user_attrs["lost"] and first.user_attrs["config"] == {"work": 1000}
+    assert [t.user_attrs["status"] for t in later if t.user_attrs["config"] == {"work": 1000}] == ["ok"]
+    assert result.baseline is not None and result.export_path is not None
 
 
 def test_a_search_started_with_its_output_streams_closed_still_measures_and_exports(tmp_path):

@@ -113,6 +113,28 @@ def test_a_reference_output_that_is_not_plain_tensor_data_fails_the_reference_an
     assert not request.reference_path.exists() and not list(tmp_path.glob("*.tmp"))
 
 
+def test_a_reference_output_the_disk_does_not_take_says_so_not_that_its_type_is_wrong(tmp_path, monkeypatch):
+    # A search on a full disk (a 300 KiB tmpfs, this machine) said chmm's reference "holds a value torch cannot
+    # load ... return tensors": torch.save's words there are "[enforce fail at inline_container.cc:672] .
+    # unexpected pos 135680 vs 135568".
+    import torch
+
+    def full(value, path):
+        Path(path).write_bytes(b"PK")  # what a full disk leaves
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
+
+    monkeypatch.setattr(torch, "save", full)
+    steady = f"{Path(BROKEN.split(':')[0]).parent / 'steady.py'}:SteadyWorkload"
+    request = TrialRequest(steady, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    result = Runner("inprocess").run(request)
+    assert result.status == "error" and result.error.startswith(
+        f"OSError: SteadyWorkload's reference output (0.00 MiB of tensors) could not be written to {tmp_path} (")
+    assert result.error.endswith("MiB free there): RuntimeError: [enforce fail at inline_container.cc:672] . "
+                                 "unexpected pos 576 vs 534"), result.error
+    assert not request.reference_path.exists() and not list(tmp_path.glob("*.tmp"))
+
+
 @pytest.mark.parametrize("output, where", [
     ("torch.tensor([1.0, float('nan'), 3.0])", "output: 1 of 3 values"),
     ("{'counts': [torch.ones(2), torch.full((2, 2), float('nan'))]}", "output['counts'][1]: 4 of 4 values"),
