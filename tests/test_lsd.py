@@ -108,6 +108,19 @@ def test_compiled_unet_agrees_with_the_reference(tiny, space):
     assert check.passed, check
 
 
+def test_a_compile_mode_under_torch_compile_disable_fails_rather_than_run_eager(tiny, space, monkeypatch):
+    # TORCH_COMPILE_DISABLE=1 (what torch._dynamo.config.disable reads) made torch.compile return the model as it
+    # was: compile=default was measured as eager (0.018 s first run, not 12.5 s) and could be exported as compiled.
+    import torch._dynamo.config
+
+    workload, _ = tiny
+    config = space.validate({**dict(space.defaults), "precision": "fp32", "compile": "default"})
+    monkeypatch.setattr(torch._dynamo.config, "disable", True)
+    with pytest.raises(RuntimeError, match="compile=default cannot be measured: TORCH_COMPILE_DISABLE=1 is set"):
+        workload.build(config)
+    assert callable(workload.build(space.validate({**dict(config), "compile": "none"})))  # eager is eager
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
 def test_a_silently_wrong_attention_backend_fails(tiny, space, monkeypatch, precision):
     # An SDPA kernel that forgets the 1/sqrt(d) scale still returns finite latents of the right shape.
