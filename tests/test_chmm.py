@@ -231,6 +231,14 @@ def test_numba_refuses_what_it_cannot_run(tiny, space):
         tiny[0].build(space.defaults.replace(messages="numba", dtype="float16"))
 
 
+def test_numba_under_numba_disable_jit_fails_rather_than_run_in_the_interpreter(tiny, space, monkeypatch):
+    # NUMBA_DISABLE_JIT=1 ran the kernels as Python: 32x slower at tiny, checked "ok", ranked below torch's.
+    numba = pytest.importorskip("numba")
+    monkeypatch.setattr(numba.config, "DISABLE_JIT", 1)
+    with pytest.raises(RuntimeError, match="messages=numba cannot be measured: NUMBA_DISABLE_JIT=1 is set"):
+        tiny[0].build(space.defaults.replace(messages="numba", dtype="float32"))
+
+
 @pytest.mark.parametrize("messages", ["scan", "chained"])
 def test_scan_chunks_are_chained_exactly(messages):
     # The scan's messages and normalisers equal the step-by-step recursion's, whatever the chunk.

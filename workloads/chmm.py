@@ -175,6 +175,13 @@ class _Kernels:
         if messages == "numba":
             if self.device.type != "cpu" or dtype not in (torch.float32, torch.float64):
                 raise ValueError("numba messages run on the CPU in float32 or float64 only")
+            import numba
+
+            if numba.config.DISABLE_JIT:
+                # The kernels then run in the interpreter: 32x slower at tiny on this CPU, checked "ok", so the
+                # search ranked numba below the torch kernels and a script without the variable lost it.
+                raise RuntimeError("messages=numba cannot be measured: NUMBA_DISABLE_JIT=1 is set, and under it "
+                                   "numba runs its kernels in the interpreter; unset it to tune numba")
             from workloads import _chmm_numba
 
             self._numba = _chmm_numba
