@@ -300,7 +300,7 @@ class ChoiceOutcome:
             return "lost re-measure"
         if self.best_throughput is not None:
             return "slower"
-        failed = {k: v for k, v in self.statuses.items() if k != "ok"}
+        failed = {k: v for k, v in self.statuses.items() if k not in ("ok", "lost")}
         return ("incorrect" if set(failed) == {"incorrect"} else "failed") if failed else "not tried"
 
 
@@ -334,7 +334,9 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
             found.append(
                 ChoiceOutcome(
                     param.name, value, len(mine), best.user_attrs["throughput"] if best else None,
-                    dict(Counter(t.user_attrs.get("status", "unknown") for t in mine)),
+                    # A trial a stop or a full disk cut short is "lost" (re-run on resume): no outcome of the value.
+                    dict(Counter("lost" if t.user_attrs.get("lost") else t.user_attrs.get("status", "unknown")
+                                 for t in mine)),
                     bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
                     over_budget=bool(correct) and not fits,
                     lost_remeasure=best is not None and best.number in lost and best.user_attrs["throughput"] > beaten,

@@ -387,6 +387,27 @@ def test_choice_outcomes_say_which_values_a_constraint_rules_out_at_this_size():
     assert not [o for o in choice_outcomes(study, chmm, None) if o.verdict == "ruled out"]
 
 
+def test_a_value_whose_only_trial_a_stop_cut_short_is_not_tried_not_failed():
+    # Ctrl-C during chmm's numba probe (this CPU) left the row "messages numba failed - error 1": the trial is
+    # lost (re-run on resume), as the study's own tally says, and its config never ended.
+    from optuna.trial import TrialState
+
+    from autotune.devices import PROFILES
+    from autotune.tuner import choice_outcomes
+
+    space = autotune.load_space("chmm").for_device(PROFILES["cpu"])
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    stopped = space.defaults.replace(messages="scan")
+    trial = study.ask()
+    for key, value in {"status": "error", "lost": True, "config": stopped.to_dict(),
+                       "error": "interrupted before the trial finished"}.items():
+        trial.set_user_attr(key, value)
+    study.tell(trial, state=TrialState.FAIL)
+    outcomes = {(o.parameter, o.value): o for o in choice_outcomes(study, space, None)}
+    assert outcomes[("messages", "scan")].verdict == "not tried"
+    assert outcomes[("messages", "scan")].statuses == {"lost": 1}
+
+
 def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     from autotune.devices import PROFILES
     from autotune.tuner import choice_outcomes
