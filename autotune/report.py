@@ -27,7 +27,7 @@ from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
 from autotune.export import write_atomically
 from autotune.stored import open_stored_study
-from autotune.trials import feasible, never_measured, outcomes
+from autotune.trials import feasible, never_measured, outcomes, status_counts
 
 if TYPE_CHECKING:
     import optuna
@@ -62,7 +62,7 @@ def _described(config: dict[str, Any], space: "SearchSpace | None") -> str:
 
 def _get_header_info(study: "optuna.Study", document: dict[str, Any] | None) -> dict[str, Any]:
     trials = _trials(study)
-    counts = {status: sum(t.user_attrs.get("status") == status for t in trials) for status in STATUSES}
+    counts = {**dict.fromkeys(STATUSES, 0), **status_counts(study.get_trials(deepcopy=False))}  # lost: as search says
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     tuning = sum(t.user_attrs.get("wall_seconds") or 0.0 for t in trials)

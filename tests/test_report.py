@@ -97,6 +97,18 @@ def test_header_counts_statuses_and_tuning_time():
     assert info["environment"]["torch"] == "2.13.0"
 
 
+def test_header_counts_a_trial_a_stop_cut_short_as_lost_as_search_does():
+    # The search said "ok 4, lost 1" and the report's header "error 1" for the same study.
+    study = make_study(*KNOWN)
+    trial = study.ask()
+    for key, value in {"status": "error", "lost": True, "config": {"messages": "scan"},
+                       "error": "interrupted before the trial finished"}.items():
+        trial.set_user_attr(key, value)
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    info = _get_header_info(study, DOCUMENT)
+    assert info["counts"] == {"ok": 3, "incorrect": 1, "oom": 0, "timeout": 0, "crash": 1, "error": 0, "lost": 1}
+
+
 def test_the_tuning_time_of_a_short_search_is_not_rounded_to_nothing():
     # A 3 s search of quick trials read "0 s in trials".
     info = build_report(make_study(*KNOWN), DOCUMENT)
