@@ -154,14 +154,18 @@ class OtherWork:
         # ticks: over a few ticks that rounding alone reads as busy cores. On this idle 2-core CPU a 2 ms window
         # read 0.5 cores or more in 12 of 40 tries (2.0 the most), a 10 ms one in 7 of 40. The rounding is at most
         # a tick a core, so over 2 * cores / BUSY_CORES ticks it is under half of BUSY_CORES (0.25 of a core):
-        # a shorter window (runs of microseconds) is read on, this process asleep, until it is that long (80 ms
-        # on 2 cores); the figure is then what others kept busy over the measurement and that wait.
+        # a shorter window (runs of microseconds) that reads busy is read on, this process asleep, until it is
+        # that long (80 ms on 2 cores, 640 ms on 16; a second at most); the figure is then what others kept busy
+        # over the measurement and that wait. One that reads quiet costs nothing more.
         cores = len(self.cpus)
         short = 2 * cores / BUSY_CORES * cores - (end[0] - self.start[0])
-        if short > 0:
-            time.sleep(short / cores / _TICKS_PER_SECOND)
+        if short > 0 and beside_other_work(self._busy(end)):
+            time.sleep(min(short / cores / _TICKS_PER_SECOND, 1.0))
             end = self._sample()
-        if end is None or end[0] <= self.start[0]:
+        return self._busy(end)
+
+    def _busy(self, end: tuple[int, int, int] | None) -> float | None:
+        if self.start is None or end is None or end[0] <= self.start[0]:
             return None
         total, idle, mine = (b - a for a, b in zip(self.start, end))
         return max(0.0, (total - idle - mine) / total * len(self.cpus))
