@@ -2,6 +2,7 @@
 
 import importlib.util
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -229,6 +230,34 @@ def test_numba_refuses_what_it_cannot_run(tiny, space):
     pytest.importorskip("numba")
     with pytest.raises(ValueError, match="float32 or float64 only"):
         tiny[0].build(space.defaults.replace(messages="numba", dtype="float16"))
+
+
+def test_a_cached_walk_that_cannot_be_read_is_made_again_and_a_refused_write_leaves_no_file(tmp_path):
+    # A truncated walk.npz failed every trial and the reference with "BadZipFile: File is not a zip file",
+    # naming no file, until someone deleted it; a full disk left each trial's half-written temporary file.
+    from workloads._torch import cached
+
+    path = tmp_path / "walk.npz"
+    path.write_bytes(b"PK\x03\x04 cut short")
+
+    def save(value, tmp):
+        np.savez(tmp, x=value)
+
+    def load(where):
+        with np.load(where) as data:
+            return data["x"]
+
+    with pytest.warns(UserWarning, match=r"walk.npz could not be read \(BadZipFile: .*\); made again"):
+        assert cached(path, lambda: np.arange(3), save, load).tolist() == [0, 1, 2]
+    assert load(path).tolist() == [0, 1, 2]  # whole again
+
+    def full(value, tmp):
+        Path(tmp).write_bytes(b"PK")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        cached(tmp_path / "other.npz", lambda: np.arange(3), full, load)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["walk.npz"]
 
 
 def test_numba_under_numba_disable_jit_fails_rather_than_run_in_the_interpreter(tiny, space, monkeypatch):

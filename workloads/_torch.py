@@ -109,14 +109,24 @@ def cached(path: Path | None, make: Callable[[], T], save: Callable[[T, Path], N
     """``load(path)`` when the cache holds it, else ``make()``, saved atomically (a crash leaves no half file).
 
     Trials of one study run at once and share the cache: each writes its own
-    temporary file and renames it, so a reader sees a whole file or none.
+    temporary file and renames it, so a reader sees a whole file or none. A
+    file that cannot be read (cut short on a disk that failed, say) is made
+    again: a truncated ``walk.npz`` failed chmm's every trial and its reference
+    with "BadZipFile: File is not a zip file", naming no file, until deleted.
+    A write the disk refuses leaves no temporary file behind to fill it more.
     """
     if path is not None and path.is_file():
-        return load(path)
+        try:
+            return load(path)
+        except Exception as exc:  # noqa: BLE001 - the data is made from a seed: made again, it is the same
+            warnings.warn(f"the cached {path} could not be read ({type(exc).__name__}: {exc}); made again")
     value = make()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
-        save(value, tmp)
-        os.replace(tmp, path)
+        try:
+            save(value, tmp)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     return value
