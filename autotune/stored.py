@@ -83,9 +83,10 @@ def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
         opened = open_storage(storage, read_only=True)
         names = [n for n in optuna.get_all_study_names(opened) if EXPORT_MARK not in n]
     except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
-        if storage_kind(storage) == "sqlite":  # a file without Optuna's tables: nothing to report, nothing written
+        cause = exc.__cause__ or exc  # Optuna's wrapper blames "invalid data" whatever the driver said
+        if storage_kind(storage) == "sqlite" and "no such table" in str(cause):  # a file without Optuna's tables
             raise StorageError(f"{redact_storage(storage)} holds no studies; run `autotune search` first") from None
-        raise storage_failure(storage, exc) from None
+        raise storage_failure(storage, cause) from None  # a malformed file said "holds no studies" too
     if study_name is None and len(names) != 1:
         held = f"{len(names)} studies ({', '.join(sorted(names))})" if names else "no studies"
         raise StorageError(f"{redact_storage(storage)} holds {held}; name one with --study")

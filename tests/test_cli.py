@@ -502,6 +502,17 @@ def test_a_folder_read_only_to_the_user_is_one_line_before_anything_runs(tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_report_on_a_malformed_database_file_says_so_not_that_it_holds_no_studies(tmp_path):
+    # A study file cut short (3,000 bytes of one, this machine) read "holds no studies; run `autotune search`
+    # first": a search there would have said it is malformed.
+    from autotune.exceptions import StorageError
+    from autotune.stored import open_study
+
+    (tmp_path / "cut.db").write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x01\x01" + b"\xff" * 3000)
+    with pytest.raises(StorageError, match=r"cannot open storage sqlite:///.*cut\.db: DatabaseError: "):
+        open_study(f"sqlite:///{tmp_path / 'cut.db'}")
+
+
 def test_report_on_an_empty_database_file_writes_nothing(tmp_path):
     (tmp_path / "empty.db").write_bytes(b"")
     done = run_cli("report", "-w", "chmm", "-d", "cpu", "--storage", "sqlite:///empty.db", cwd=tmp_path, timeout=60)
