@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
+from autotune.cli_options import show_warning
 from autotune.console import Progress
 from autotune.exceptions import AutotuneError
 from autotune.settings import SearchSettings
@@ -28,6 +30,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     path, index, budget = Path(argv[0]), int(argv[1]), int(argv[2])
+    warnings.showwarning = show_warning  # one line, as the driver's (a journal's torn record was two)
     settings = SearchSettings.read(path, storage=os.environ.get(STORAGE_ENV))
     apply_cpu_pinning()
     stop_on_sigterm()

@@ -24,8 +24,8 @@ from autotune.limits import MAX_SECONDS, WHOLE, study_name_problem
 
 # WHOLE: the bounds of the whole-number options, autotune.limits' (a Tuner's arguments are held to the same).
 __all__ = ["WHOLE", "Count", "FilePath", "Seconds", "Size", "Storage", "StudyName", "device_option", "fail",
-           "library_call", "measure_options", "parse_gpus", "run_group", "say", "size_option", "studies_option",
-           "worker_plan", "workload_option", "writable_folder", "writable_studies"]
+           "library_call", "measure_options", "parse_gpus", "run_group", "say", "show_warning", "size_option",
+           "studies_option", "worker_plan", "workload_option", "writable_folder", "writable_studies"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
           "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
@@ -141,7 +141,7 @@ _PACKAGE = Path(__file__).resolve().parent
 _python_shows_warning = warnings.showwarning
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
                   line: str | None = None) -> None:
     """A warning of autotune's own is one line, as its errors are; another library's, as Python shows it."""
     if Path(filename).resolve().is_relative_to(_PACKAGE):
@@ -170,7 +170,7 @@ def _open_standard_streams() -> None:
 def run_group(group: click.Group, argv: list[str] | None) -> None:
     """Run the command line: click's usage errors become one line and exit status 2."""
     _open_standard_streams()
-    warnings.showwarning = _show_warning
+    warnings.showwarning = show_warning
     try:
         group.main(args=argv, prog_name="autotune", standalone_mode=False)
     except click.exceptions.Abort:

@@ -343,14 +343,14 @@ class BudgetLock:
 
 
 def _transient(exc: BaseException) -> bool:
-    """Errors of a storage that stopped answering (a server down, a network gone)."""
+    """Errors of a storage that stopped answering (a server down, a network gone, a journal's disk full)."""
     import optuna
     import sqlalchemy.exc
 
-    # Optuna's RDB storage wraps a driver's error in StorageInternalError: look at the cause too.
+    # Optuna's RDB storage wraps a driver's error in StorageInternalError: look at the cause too. An OSError is a
+    # journal file's (ConnectionError and TimeoutError among them): a full disk ended a worker in a traceback.
     for error in (exc, exc.__cause__, exc.__context__):
-        if isinstance(error, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError,
-                              ConnectionError, TimeoutError)):
+        if isinstance(error, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, OSError)):
             return True
     return isinstance(exc, optuna.exceptions.StorageInternalError)
 

@@ -455,6 +455,23 @@ def test_a_full_disk_under_a_sqlite_study_is_named_and_a_clean_stop(studies, mon
         assert queued[:3] == [({"work": 1000},), ({"work": 500},), ({"work": 500},)], queued
 
 
+def test_a_journal_on_a_full_disk_is_a_clean_stop_not_a_traceback():
+    # A journal search on a 700 KiB tmpfs (this machine): Optuna's append_logs raised "OSError: [Errno 28] No
+    # space left on device" through the worker, which ended in a traceback. A journal's OSError is the storage's.
+    from autotune.exceptions import StorageError
+    from autotune.storage import retrying
+
+    def append():
+        raise OSError(28, "No space left on device")
+
+    said = []
+    with pytest.raises(StorageError, match=r"lost the storage s.journal while recording a trial \(OSError: "
+                                           r"\[Errno 28\] No space left on device\), after 1 retries"):
+        retrying(append, "recording a trial", "s.journal", delays=(0,), on_retry=said.append)
+    assert said == ["storage not answering while recording a trial (OSError: [Errno 28] No space left on device); "
+                    "retry 1/1 in 0 s"]
+
+
 def test_a_trial_failed_by_a_full_disk_stops_the_search_and_is_measured_again_on_resume(studies):
     # numba's cache on a full disk (a 700 KiB tmpfs, this machine) failed a chmm trial "OSError: [Errno 28] No
     # space left on device": recorded as its config's error, the search went on failing, and a resumed study

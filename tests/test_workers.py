@@ -79,6 +79,28 @@ def test_unreachable_database_at_start_is_a_clear_error_without_the_password(tmp
     assert len(lines) == 1 and lines[0].count("cannot open storage") == 1, done.stderr  # said once, on one line
 
 
+def test_a_worker_says_autotune_s_warnings_in_one_line_as_the_driver_does(monkeypatch, capsys):
+    # A journal's torn record on a full disk: the worker printed "/.../storage.py:254: UserWarning: ..." and the
+    # source line, the driver "autotune: warning: ..." for the same record.
+    import warnings
+
+    import autotune.storage
+    from autotune import _worker
+    from autotune.exceptions import StorageError
+
+    def read(path, storage=None):
+        warnings.warn_explicit("s.journal: its last record was torn", UserWarning, autotune.storage.__file__, 254)
+        raise StorageError("lost the storage s.journal")
+
+    monkeypatch.setattr(_worker.SearchSettings, "read", read)
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # restored after the test
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with pytest.raises(StorageError):
+            _worker.main(["settings.json", "0", "5"])
+    assert capsys.readouterr().err == "autotune: warning: s.journal: its last record was torn\n"
+
+
 def test_workers_get_their_own_devices(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # set on a GPU machine, it renumbers the GPUs
     plans, warning = plan_workers(4, [0, 1, 2, 3])
