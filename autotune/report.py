@@ -247,9 +247,10 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
             continue
         check, config = t.user_attrs.get("check") or {}, t.user_attrs.get("config", t.params)
         why = never_measured(t)  # asked for, never measured: not a failure of its config
+        status = ("restricted" if "restricted" in t.user_attrs else "skipped") if why else t.state.name.lower()
         rows.append({
             "number": t.number,
-            "status": t.user_attrs.get("status", ("restricted" if "restricted" in t.user_attrs else "skipped") if why else t.state.name.lower()),
+            "status": "lost" if t.user_attrs.get("lost") else t.user_attrs.get("status", status),  # re-run on resume
             "role": t.user_attrs.get("role", ""),
             "repeat_of": t.user_attrs.get("duplicate_of"),
             "config": config,
@@ -257,8 +258,7 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
             "throughput": t.user_attrs.get("throughput"),
             "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
-            "check_error": check.get("error"),
-            "check_tolerance": check.get("tolerance"),
+            "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
             "error": t.user_attrs.get("error", f"{why}: never measured" if why else None),
             "busy_elsewhere": t.user_attrs.get("busy_elsewhere"),
         })
@@ -384,7 +384,7 @@ td, th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-al
 table.header td:first-child { font-weight: bold; }
 tr.status-incorrect td { background: #fde8e8; } tr.status-ok td { background: #fff; }
 tr.status-oom td, tr.status-timeout td, tr.status-crash td, tr.status-error td { background: #eee; }
-tr.status-restricted td, tr.status-skipped td { background: #eee; } p.empty, p.note { color: #555; font-style: italic; border-left: 4px solid #ccc; padding-left: 0.8em; }
+tr.status-restricted td, tr.status-skipped td, tr.status-lost td { background: #eee; } p.empty, p.note { color: #555; font-style: italic; border-left: 4px solid #ccc; padding-left: 0.8em; }
 """
 
 
