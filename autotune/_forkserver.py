@@ -188,20 +188,27 @@ class ForkServer:
         self.wait_ready()
         assert self._process is not None and self._process.stdin is not None and self._response_fd is not None
         result_path = Path(self._tmpdir.name) / f"result-{time.monotonic_ns()}.pickle"
-        _write_frame(self._process.stdin.fileno(), (function, args, str(result_path)))
-        kind, pid = _read_frame(self._response_fd)
-        assert kind == "started"
-        timed_out = False
+        pid, timed_out = None, False
         try:
+            _write_frame(self._process.stdin.fileno(), (function, args, str(result_path)))
+            kind, pid = _read_frame(self._response_fd)
+            assert kind == "started"
             ready, _, _ = select.select([self._response_fd], [], [], timeout)
             if not ready:
                 timed_out = True
                 kill_group(pid)
             kind, _, exitcode = _read_frame(self._response_fd)
-        except BaseException:
-            # Interrupted (Ctrl-C) mid-trial: kill the trial, drop this server, start afresh next time.
-            kill_group(pid)
-            self._forget()
+        except BaseException as exc:
+            # Interrupted (Ctrl-C) mid-trial, or the server died: kill the trial, drop this server, start afresh
+            # next time. A server killed mid-trial (the OOM killer's pick, say) ended the search "aborted", exit 130,
+            # its trial left running in the study: it is the trial's crash now, and the study goes on.
+            if pid is not None:
+                kill_group(pid)
+            server = self._process
+            self._forget()  # waits for it: its pipe closes a moment before it is gone
+            if isinstance(exc, (EOFError, BrokenPipeError)) and server is not None:
+                raise ServerDied(f"its fork server died{_from_signal(server.returncode)} while it ran; a new one "
+                                 "runs the next") from None
             raise
         kill_group(pid)  # anything the trial started and left behind goes with it
         outcome = None
@@ -236,6 +243,19 @@ class ForkServer:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+class ServerDied(RuntimeError):
+    """The fork server died (killed) while a call ran: its child went with it."""
+
+
+def _from_signal(returncode: int) -> str:
+    if returncode >= 0:
+        return f" (exit status {returncode})"
+    try:
+        return f" from {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f" from signal {-returncode}"
 
 
 def kill_group(pid: int) -> None:

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune._forkserver import ForkServer
+from autotune._forkserver import ForkServer, ServerDied
 from autotune.check import Check, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work
 from autotune.measure import Measurement, Measurer
@@ -400,9 +400,12 @@ class Runner:
             with contextlib.redirect_stdout(sys.stderr):
                 return TrialResult.from_dict(execute(request))
         started = time.perf_counter()
-        outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout)
-        wall = time.perf_counter() - started
         config = dict(request.config)
+        try:
+            outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout)
+        except ServerDied as exc:  # its trial's processes went with it: a crash, as the OOM killer's pick of the trial
+            return TrialResult("crash", config, error=f"process died: {exc}", wall_seconds=time.perf_counter() - started)
+        wall = time.perf_counter() - started
         if timed_out:
             return TrialResult("timeout", config, error=f"ran past the {timeout:g} s trial timeout; killed", wall_seconds=wall)
         if outcome is not None:

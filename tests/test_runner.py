@@ -391,6 +391,28 @@ def test_a_search_starts_its_fork_server_before_it_imports_the_workload_and_kill
     assert _servers_of_this_process() == before
 
 
+def test_a_fork_server_killed_mid_trial_is_that_trial_s_crash_and_the_next_trial_runs(tmp_path):
+    # SIGKILL to the fork server during a chmm search's second trial (this machine) ended the search "aborted",
+    # exit 130, with the trial left RUNNING in the study: an EOFError from the server's pipe became click's Abort.
+    workload = _steady_variant(tmp_path, "        seconds = config[\"work\"] / 50_000\n",
+                               "        seconds = config[\"work\"] / 50_000\n        import os, signal\n"
+                               "        if config['work'] == 2:\n            os.kill(os.getppid(), signal.SIGKILL)\n"
+                               "            time.sleep(30)\n")
+    runner = Runner("subprocess", timeout=60)
+    try:
+        runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                                purpose="reference"))
+        started = time.perf_counter()
+        killed = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 2}, str(tmp_path), FAST_MEASURER))
+        assert killed.status == "crash" and killed.error == (
+            "process died: its fork server died from SIGKILL while it ran; a new one runs the next"), killed.error
+        assert time.perf_counter() - started < 20  # its trial went with it, not waited for
+        after = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 3}, str(tmp_path), FAST_MEASURER))
+        assert after.status == "ok", after.error
+    finally:
+        runner.close()
+
+
 def test_a_refused_search_leaves_no_fork_server_behind(tmp_path):
     from autotune.exceptions import AutotuneError
     from autotune.settings import SearchSettings
