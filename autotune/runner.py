@@ -404,7 +404,8 @@ class Runner:
         try:
             outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout)
         except ServerDied as exc:  # its trial's processes went with it: a crash, as the OOM killer's pick of the trial
-            return TrialResult("crash", config, error=f"process died: {exc}", wall_seconds=time.perf_counter() - started)
+            return TrialResult("crash", config, error=f"process died: {exc}",
+                               wall_seconds=time.perf_counter() - started)
         wall = time.perf_counter() - started
         if timed_out:
             return TrialResult("timeout", config, error=f"ran past the {timeout:g} s trial timeout; killed", wall_seconds=wall)
