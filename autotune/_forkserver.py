@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from autotune.exceptions import AutotuneError
+
 _HEADER = struct.Struct("!Q")
 
 
@@ -120,7 +122,12 @@ def main() -> None:
     os.environ["_AUTOTUNE_FORKSERVER_PID"] = str(os.getpid())
     response_fd = int(sys.argv[1])
     for module in sys.argv[2:]:
-        __import__(module)
+        try:
+            __import__(module)
+        except BaseException as exc:  # noqa: BLE001 - said by the client in one line (a broken torch install)
+            words = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            _write_frame(response_fd, ("failed", f"importing {module}: {type(exc).__name__}: {words}"))
+            sys.exit(1)
     _write_frame(response_fd, ("ready", os.getpid()))
     _serve(sys.stdin.fileno(), response_fd)
 
@@ -177,9 +184,11 @@ class ForkServer:
         try:
             message = _read_frame(self._response_fd)
         except EOFError:
+            message = ("failed", "it exited (see the error above)")
+        if message[0] == "failed":  # was a RuntimeError's traceback after the server's own, 49 lines for one cause
             self._forget()
-            raise RuntimeError("the fork server failed to start (see the error above)") from None
-        assert message[0] == "ready"
+            raise ServerFailed(f"the fork server, which every trial forks from, failed to start: {message[1]}; "
+                               f"check that `{sys.executable} -c 'import torch'` works") from None
         self._ready = True
 
     def call(self, function: Callable[..., Any], args: tuple, timeout: float | None) -> tuple[Any, int | None, bool]:
@@ -243,6 +252,10 @@ class ForkServer:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+class ServerFailed(AutotuneError):
+    """The fork server could not start: importing torch or the workloads failed."""
 
 
 class ServerDied(RuntimeError):

@@ -391,6 +391,24 @@ def test_a_search_starts_its_fork_server_before_it_imports_the_workload_and_kill
     assert _servers_of_this_process() == before
 
 
+def test_a_fork_server_that_cannot_import_its_preload_is_one_line_naming_the_cause(tmp_path, monkeypatch):
+    # A broken torch install (a shim raising ImportError, this machine): `autotune run` printed the server's
+    # traceback and then its own, a RuntimeError "the fork server failed to start (see the error above)", exit 1.
+    from autotune._forkserver import ForkServer, ServerFailed
+
+    (tmp_path / "broken_preload.py").write_text("raise ImportError('libtorch_cpu.so: cannot open shared object')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    server = ForkServer(["broken_preload"])
+    try:
+        server.start()
+        with pytest.raises(ServerFailed, match=r"the fork server, which every trial forks from, failed to start: "
+                                               r"importing broken_preload: ImportError: libtorch_cpu.so: cannot open "
+                                               r"shared object; check that `.*python.* -c 'import torch'` works"):
+            server.wait_ready()
+    finally:
+        server.close()
+
+
 def test_a_fork_server_killed_mid_trial_is_that_trial_s_crash_and_the_next_trial_runs(tmp_path):
     # SIGKILL to the fork server during a chmm search's second trial (this machine) ended the search "aborted",
     # exit 130, with the trial left RUNNING in the study: an EOFError from the server's pipe became click's Abort.
