@@ -187,6 +187,8 @@ def run_group(group: click.Group, argv: list[str] | None) -> None:
         fail(exc.format_message())
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except AutotuneError as exc:  # one a command did not pass through library_call: `devices` with a broken torch
+        fail(str(exc))
     except OSError as exc:  # a path the system refuses: a name too long (a traceback from every command), a loop
         fail(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else f"{type(exc).__name__}: {exc}")
     sys.exit(0)

@@ -303,9 +303,14 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
     """
     devices: list[DetectedDevice] = []
     if "torch" in sys.modules or (use_torch and not _torch_sees_only_the_cpu()):
+        try:
+            import torch
+        except Exception as exc:  # noqa: BLE001 - a broken install: one line, not an ImportError's traceback
+            words = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise DeviceUnavailableError(f"torch cannot be imported ({type(exc).__name__}: {words}), and GPUs are "
+                                         f"found through it; check that `{sys.executable} -c 'import torch'` "
+                                         "works") from None
         devices += _cuda_devices_from_torch()
-        import torch
-
         mps = getattr(torch.backends, "mps", None)
         if mps is not None and mps.is_available():
             devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))

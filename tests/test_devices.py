@@ -197,3 +197,19 @@ def test_auto_finds_the_cpu_without_importing_a_cpu_only_torch():
 
     # The file, read, says what torch, imported, says.
     assert cpu_only == (torch.version.cuda is None and torch.version.hip is None and sys.platform != "darwin")
+
+
+def test_a_torch_that_cannot_be_imported_is_one_line_from_every_command_that_looks_for_gpus(monkeypatch, capsys):
+    # A broken torch install (a shim raising ImportError on this machine): `autotune devices` and `search -d auto`
+    # ended in the ImportError's traceback, exit 1.
+    from autotune.cli import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    with pytest.raises(DeviceUnavailableError, match=r"torch cannot be imported \(ModuleNotFoundError: .*\), and GPUs "
+                                                     r"are found through it; check that `.*-c 'import torch'` works"):
+        detect()
+    with pytest.raises(SystemExit) as exited:
+        main(["devices"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and len(lines) == 1 and lines[0].startswith("autotune: error: torch cannot be "
+                                                                            "imported"), lines
