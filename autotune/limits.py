@@ -27,7 +27,7 @@ MAX_SECONDS = 10**9
 #: the others are seconds.
 WHOLE = {"remeasure_top": (1, 2**62), "remeasure_rounds": (1, 2**62), "threads": (1, 2**62), "seed": (0, 2**32 - 1),
           "memory_budget_bytes": (1, 2**62), "memory_limit_bytes": (1, 2**62), "heartbeat": (1, MAX_SECONDS),
-          "grace_period": (2, MAX_SECONDS)}
+          "grace_period": (2, MAX_SECONDS), "n_trials": (1, 2**62)}
 
 
 def check_numbers(**given: Any) -> None:
@@ -52,7 +52,7 @@ def check_numbers(**given: Any) -> None:
         whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
         if name in WHOLE:
             low, high = WHOLE[name]
-            if value is None or whole and low <= value <= high:
+            if value is None and name != "n_trials" or whole and low <= value <= high:  # a search needs a count
                 continue
             wanted = f"a whole number of at least {low}" + (f", at most {high:,}" if high < 2**62 else "")
         else:

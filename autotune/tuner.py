@@ -169,8 +169,7 @@ class Tuner:
             measurer["race_below"] = best_throughput / RACE_FACTOR
         return TrialRequest(
             workload=self.trial_workload,  # as a trial's process finds it
-            size=self.size,
-            device=self.device.name,
+            size=self.size, device=self.device.name,
             torch_device=self.device.torch_device,
             config=config.to_dict(), reference=self.reference_config.to_dict(),  # names the reference's file
             cache_dir=str(self.cache_dir),
@@ -275,6 +274,7 @@ class Tuner:
 
         A config the study has measured already is a trial that reuses the earlier figures (``duplicate_of``)
         and does not count."""
+        check_numbers(n_trials=n_trials)  # as --trials: 0, -1 and 2.5 ran, "3" was a TypeError from inside
         started = time.perf_counter()
         study = self.open_study()
         so_far = len(counted(study.get_trials(deepcopy=False)))  # as the budget counts: no repeats, restricted asks

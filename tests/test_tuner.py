@@ -1006,6 +1006,22 @@ def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(stu
     assert not studies.exists()
 
 
+@pytest.mark.parametrize("n_trials", [0, -1, 2.5, "3", True, None])
+def test_a_search_of_no_whole_count_of_trials_is_refused_as_the_option_is(studies, n_trials):
+    # --trials takes a whole number of at least 1; from Python 0 and -1 ran a search that exported nothing, 2.5
+    # and True ran, "3" and None were TypeErrors from inside.
+    from autotune.exceptions import AutotuneError
+
+    tuner = Tuner("chmm", "cpu", "tiny")
+    try:
+        with pytest.raises(AutotuneError, match=rf"^n_trials must be a whole number of at least 1, not "
+                                                rf"{re.escape(repr(n_trials))}$"):
+            tuner.search(n_trials)
+    finally:
+        tuner.close()
+    assert not studies.exists()
+
+
 def _registered_module(folder: Path, module_name: str, workload_name: str, monkeypatch):
     """A module beside no script of the test's, holding a workload registered by its name, as a user's is."""
     import importlib.util
