@@ -1,12 +1,10 @@
 """Search spaces, declared in YAML files rather than coded.
 
-A space file (``search_spaces/<workload>.yaml``) lists the knobs of a
-workload, the ``baseline`` its users run today and the ``defaults`` used when
-nothing is tuned. Each parameter is a set of choices or an int/float range,
-may be active only under a ``condition`` (see :mod:`autotune.conditions`),
-and may need device capabilities (``requires``), either for the whole
-parameter or per choice. The README's "Adding a workload" gives the format,
-with an example of every field.
+A space file (``search_spaces/<workload>.yaml``) lists the knobs of a workload, the ``baseline`` its users
+run today and the ``defaults`` used when nothing is tuned. Each parameter is a set of choices or an int/float
+range, may be active only under a ``condition`` (see :mod:`autotune.conditions`), and may need device
+capabilities (``requires``), either for the whole parameter or per choice. The README's "Adding a workload"
+gives the format, with an example of every field.
 """
 
 from __future__ import annotations
@@ -264,6 +262,8 @@ class SearchSpace:
 
     def validate(self, values: Mapping[str, Any], what: str = "config") -> Config:
         """Check every key and value against the space; returns the completed config."""
+        if not isinstance(values, Mapping):  # Tuner.run_config(5): "'int' object has no attribute 'items'"
+            raise TypeError(f"{what} must be a mapping of knob names to values, not {type(values).__name__}")
         for name, value in values.items():
             if name not in self.parameters:
                 raise UnknownNameError(f"parameter in {what}", name, self.parameters)
@@ -433,8 +433,7 @@ class SearchSpace:
                 # What the knob needs of a device, then what each value needs (numba: cpu, numba).
                 "requires": "; ".join([", ".join(sorted(p.requires))] * bool(p.requires) + [
                     f"{choice}: {', '.join(sorted(needs))}" for choice, needs in p.choice_requires.items()]),
-                "help": p.help,
-                "probe": p.probe,
+                "help": p.help, "probe": p.probe,
             }
             for p in self.parameters.values()
         ]

@@ -21,7 +21,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.config import Config, config_path, default_storage, studies_dir
 from autotune.devices import DetectedDevice, resolve_device
@@ -172,8 +172,7 @@ class Tuner:
             size=self.size, device=self.device.name,
             torch_device=self.device.torch_device,
             config=config.to_dict(), reference=self.reference_config.to_dict(),  # names the reference's file
-            cache_dir=str(self.cache_dir),
-            measurer=measurer,
+            cache_dir=str(self.cache_dir), measurer=measurer,
             threads=self.threads,
             purpose=purpose,
             memory_limit_bytes=self.memory_limit_bytes if purpose == "trial" else None,
@@ -213,8 +212,9 @@ class Tuner:
                 f"the reference config of {self.workload.name!r} failed ({result.status}): {result.error}"
             )
 
-    def run_config(self, config: Config) -> TrialResult:
-        """Measure and check one config (reference cached first)."""
+    def run_config(self, config: Mapping[str, Any]) -> TrialResult:
+        """Measure and check one config the space allows (the knobs it leaves out at their defaults)."""
+        config = self.space.allowed(config)  # a value it refuses ran ("KeyError: 'bogus'"), a dict failed inside
         self.ensure_reference()
         return self.runner.run(self.request(config))
 

@@ -1022,6 +1022,29 @@ def test_a_search_of_no_whole_count_of_trials_is_refused_as_the_option_is(studie
     assert not studies.exists()
 
 
+def test_run_config_measures_only_a_config_the_space_allows(studies):
+    # Tuner.run_config ran Config({"dtype": "bogus"}) (its trial an error, "KeyError: 'bogus'"), failed inside on a
+    # dict ("'dict' object has no attribute 'to_dict'") and on 5; `autotune run` checks its --set, Python did not.
+    from autotune.config import Config
+    from autotune.exceptions import InvalidConfigError, UnknownNameError
+
+    tuner = Tuner("chmm", "cpu", "tiny")
+    try:
+        for config, error, said in [
+            (Config({"dtype": "bogus"}), InvalidConfigError, "config: dtype=bogus is not allowed on device 'cpu'"),
+            ({"nope": 1}, UnknownNameError, "unknown parameter in config 'nope'"),
+            ({"messages": "numba", "dtype": "bfloat16"}, InvalidConfigError, "the config breaks the space's constraint"),
+            (5, TypeError, "config must be a mapping of knob names to values, not int"),
+        ]:
+            with pytest.raises(error, match=re.escape(said)):
+                tuner.run_config(config)
+        assert not studies.exists()  # refused before the reference
+        result = tuner.run_config({"dtype": "float32", "messages": "loop"})  # the others at their defaults
+        assert result.status == "ok" and result.config == {**tuner.space.defaults.to_dict(), "dtype": "float32"}
+    finally:
+        tuner.close()
+
+
 def _registered_module(folder: Path, module_name: str, workload_name: str, monkeypatch):
     """A module beside no script of the test's, holding a workload registered by its name, as a user's is."""
     import importlib.util
