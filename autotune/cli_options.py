@@ -142,7 +142,7 @@ _python_shows_warning = warnings.showwarning
 
 
 def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
-                  line: str | None = None) -> None:
+                 line: str | None = None) -> None:
     """A warning of autotune's own is one line, as its errors are; another library's, as Python shows it."""
     if Path(filename).resolve().is_relative_to(_PACKAGE):
         tell(f"autotune: warning: {message}")
