@@ -424,6 +424,7 @@ def target_from_file(space: "SearchSpace", path: Path) -> Config:
 def explain_workload(tuner: Any, target: Config, rounds: int,
                      on_progress: Callable[[int, int, str], None] = lambda done, total, what: None) -> tuple[dict[str, Any], Path]:
     """Explain ``target`` of ``tuner``'s workload against its baseline; store the explanation beside the export."""
+    from autotune.runner import unless_lost
     from autotune.selection import REMEASURE_MIN_RUNS
 
     if target.key == tuner.space.baseline.key:  # before the reference is computed: nothing to do
@@ -436,11 +437,10 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
         result = tuner.runner.run(tuner.request(config, min_runs=REMEASURE_MIN_RUNS, warm_seconds=settled.get(config.key)))
         if result.status == "ok" and result.median_seconds:
             settled.setdefault(config.key, result.median_seconds)
-        return result
+        return unless_lost(result)  # a full disk failed it, not its config: it would have ruled the fix "failed"
 
     doc = explain(tuner.space, tuner.space.baseline, target, run, rounds, on_progress)
-    doc.update(workload=tuner.workload.name, device=tuner.device.name, size=tuner.size,
-               study=tuner.study_name)
+    doc.update(workload=tuner.workload.name, device=tuner.device.name, size=tuner.size, study=tuner.study_name)
     path = explain_path(tuner.studies, tuner.workload.name, tuner.device.name, tuner.size)
     try:
         return doc, write_json(doc, path)

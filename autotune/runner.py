@@ -41,6 +41,7 @@ from typing import Any
 from autotune._forkserver import ForkServer, ServerDied
 from autotune.check import Check, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work
+from autotune.exceptions import DiskFullError
 from autotune.measure import Measurement, Measurer
 
 __all__ = ["STATUSES", "TRIAL_TIMEOUT", "Runner", "TrialRequest", "TrialResult"]
@@ -179,6 +180,14 @@ def _is_disk_full(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def unless_lost(result: TrialResult) -> TrialResult:
+    """``result``, or :class:`DiskFullError` where the machine failed it (a full disk), not its config: a
+    re-measurement read it as the winner's failure (and exported another), an explanation as its fix's."""
+    if result.lost:
+        raise DiskFullError(f"{result.error}: no config is judged from it; free space, then run the command again")
+    return result
 
 
 def _peak_memory(torch_device: str) -> int:

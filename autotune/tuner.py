@@ -29,7 +29,7 @@ from autotune.environment import beside_other_work, busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
-from autotune.runner import Runner, TrialRequest, TrialResult
+from autotune.runner import Runner, TrialRequest, TrialResult, unless_lost
 from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
@@ -365,7 +365,7 @@ class Tuner:
             request = self.request(candidate.config, min_runs=REMEASURE_MIN_RUNS, warm_seconds=candidate.warm_seconds)
             if candidate.role == "baseline":
                 request.measurer["min_runs"] = baseline_runs
-            return self.runner.run(request)
+            return unless_lost(self.runner.run(request))  # a full disk's failure is no candidate's
 
         remeasure(candidates, run, self.remeasure_rounds, self.on_stage)
 

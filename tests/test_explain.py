@@ -427,6 +427,29 @@ def test_an_explanation_that_cannot_be_stored_is_one_line_and_leaves_no_file(spa
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
+def test_a_config_a_full_disk_failed_stops_the_explanation_rather_than_rule_its_fix_failed(space, tmp_path):
+    # A run whose write the disk refused (numba's cache) is lost, not its config's error (autotune.runner): an
+    # explanation read it as the fix's failure and stored "failed" where there was room for the file.
+    from types import SimpleNamespace
+
+    from autotune.exceptions import DiskFullError
+    from autotune.explain import explain_workload
+
+    timed = fake_run(space)
+    target = space.validate({"kernel": "fast", "tile": 2, "batch": 16, "noop": True, "unsafe": False,
+                             "wide": False}, "test")
+
+    def run(request):
+        result = timed(space.validate(request.config, "test"))
+        if request.config == target.to_dict():
+            result.status, result.lost, result.error = "error", True, "OSError: [Errno 28] No space left on device"
+        return result
+
+    with pytest.raises(DiskFullError, match=r"^OSError: \[Errno 28\] No space left on device: no config is judged"):
+        explain_workload(_tuner(space, SimpleNamespace(run=run), tmp_path), target, rounds=1)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
 def test_later_rounds_know_each_configs_median_so_an_agreeing_first_run_skips_the_warm_up(space, tmp_path):
     from autotune.explain import explain_workload
 

@@ -506,6 +506,33 @@ def test_a_trial_failed_by_a_full_disk_stops_the_search_and_is_measured_again_on
     assert result.baseline is not None and result.export_path is not None
 
 
+def test_a_re_measurement_a_full_disk_failed_stops_rather_than_export_another_winner(studies, monkeypatch):
+    # A winner's re-measurement that the disk failed (lost, autotune.runner) read as the winner's failure: the
+    # next candidate would have been exported in its place.
+    from autotune.config import Config
+    from autotune.exceptions import DiskFullError
+    from autotune.selection import Candidate
+
+    tuner = Tuner(STEADY, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0)
+    try:
+        tuner.ensure_reference()
+        real_run = tuner.runner.run
+
+        def run(request, timeout=None):
+            result = real_run(request, timeout)
+            if request.config == {"work": 7}:  # the winner's
+                result.status, result.lost, result.error = "error", True, "OSError: [Errno 28] No space left"
+            return result
+
+        monkeypatch.setattr(tuner.runner, "run", run)
+        candidates = [Candidate(Config({"work": 1000}), 0, "baseline"), Candidate(Config({"work": 7}), 1, "candidate"),
+                      Candidate(Config({"work": 9}), 2, "candidate")]
+        with pytest.raises(DiskFullError, match=r"^OSError: \[Errno 28\] No space left: no config is judged"):
+            tuner.remeasure(candidates)
+    finally:
+        tuner.close()
+
+
 def test_a_search_started_with_its_output_streams_closed_still_measures_and_exports(tmp_path):
     # `autotune search ... >&- 2>&-` (a supervisor that closes them): the study's lock file took the closed
     # stderr's number, the fork server wrote its trials' output there, and every trial crashed: no trial, no export,
