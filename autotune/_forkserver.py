@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from autotune.exceptions import AutotuneError
+from autotune.exceptions import AutotuneError, said
 
 _HEADER = struct.Struct("!Q")
 
@@ -125,8 +125,7 @@ def main() -> None:
         try:
             __import__(module)
         except BaseException as exc:  # noqa: BLE001 - said by the client in one line (a broken torch install)
-            words = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            _write_frame(response_fd, ("failed", f"importing {module}: {type(exc).__name__}: {words}"))
+            _write_frame(response_fd, ("failed", f"importing {module}: {said(exc)}"))
             sys.exit(1)
     _write_frame(response_fd, ("ready", os.getpid()))
     _serve(sys.stdin.fileno(), response_fd)

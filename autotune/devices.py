@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from autotune.exceptions import DeviceUnavailableError, UnknownNameError
+from autotune.exceptions import DeviceUnavailableError, UnknownNameError, said
 
 __all__ = [
     "CAPABILITIES",
@@ -306,8 +306,7 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
         try:
             import torch
         except Exception as exc:  # noqa: BLE001 - a broken install: one line, not an ImportError's traceback
-            words = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise DeviceUnavailableError(f"torch cannot be imported ({type(exc).__name__}: {words}), and GPUs are "
+            raise DeviceUnavailableError(f"torch cannot be imported ({said(exc)}), and GPUs are "
                                          f"found through it; check that `{sys.executable} -c 'import torch'` "
                                          "works") from None
         devices += _cuda_devices_from_torch()

@@ -19,6 +19,7 @@ __all__ = [
     "SearchSpaceError",
     "StorageError",
     "UnknownNameError",
+    "said",
 ]
 
 
@@ -63,3 +64,9 @@ class DiskFullError(AutotuneError):
 
 class StorageError(AutotuneError):
     """The study storage cannot be opened or used."""
+
+
+def said(exc: BaseException) -> str:
+    """``Type: first line of its message``: how a one-line error names another error it stems from."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__

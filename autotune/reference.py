@@ -11,6 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
+from autotune.exceptions import said
+
 __all__ = ["save"]
 
 
@@ -34,10 +36,9 @@ def save(workload: Any, reference: Any, path: Path) -> None:
         tmp.unlink(missing_ok=True)
         held = _not_plain(reference)
         if not held and not saved:  # plain data the disk did not take
-            words = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise OSError(f"{name}'s reference output ({_mib(_tensor_bytes(reference))} of tensors) could not be "
                           f"written to {path.parent} ({_mib(_free_bytes(path.parent))} free there): "
-                          f"{type(exc).__name__}: {words}") from None
+                          f"{said(exc)}") from None
         raise TypeError(f"{name}'s reference output holds {held or 'a value torch cannot load'}, which a reference "
                         "file cannot: plain tensor data only (tensors, numbers, strings, and lists, tuples and dicts "
                         "of them); return tensors, or convert the output in to_reference()") from None

@@ -41,7 +41,7 @@ from typing import Any
 from autotune._forkserver import ForkServer, ServerDied
 from autotune.check import Check, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work
-from autotune.exceptions import DiskFullError
+from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
 
 __all__ = ["STATUSES", "TRIAL_TIMEOUT", "Runner", "TrialRequest", "TrialResult"]
@@ -257,8 +257,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
             raise
         result.status = "oom" if _is_out_of_memory(exc, request.torch_device) else "error"
         result.lost = _is_disk_full(exc) or None
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        result.error = f"{type(exc).__name__}: {message}"[:500]
+        result.error = said(exc)[:500]
         result.traceback = "".join(traceback.format_exception(exc))[-4000:]
     result.wall_seconds = time.perf_counter() - started
     return result.to_dict()
