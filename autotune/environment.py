@@ -13,10 +13,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUSY_CORES", "OtherWork", "beside_other_work", "busy_cores", "fingerprint"]
+__all__ = ["BUSY_CORES", "SPEED_VARIABLES", "OtherWork", "beside_other_work", "busy_cores", "fingerprint"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
+
+
+#: Variables that change how fast torch or numba runs, or what a knob does, recorded with a measurement where
+#: set: CUDA_LAUNCH_BLOCKING=1 makes every kernel launch wait (what overlaps work measures nothing),
+#: NVIDIA_TF32_OVERRIDE=0 turns TF32 off whatever the tf32 knob says, ATEN_CPU_CAPABILITY=default drops torch's
+#: AVX2/AVX-512 CPU kernels. (Two that silently turn a knob's value into another fail its trial instead:
+#: TORCH_COMPILE_DISABLE in workloads._torch, NUMBA_DISABLE_JIT in workloads.chmm.)
+SPEED_VARIABLES = ("ATEN_CPU_CAPABILITY", "CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNCH_BLOCKING", "DNNL_MAX_CPU_ISA",
+                   "MKL_NUM_THREADS", "NUMBA_DISABLE_JIT", "NUMBA_OPT", "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS",
+                   "ONEDNN_MAX_CPU_ISA", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+                   "TORCH_COMPILE_DISABLE", "TORCHINDUCTOR_FREEZING", "TORCHINDUCTOR_MAX_AUTOTUNE")
 
 
 def beside_other_work(cores: float | None) -> bool:
@@ -57,6 +68,9 @@ def fingerprint(torch_device: str = "cpu") -> dict[str, Any]:
         cuda=torch.version.cuda,
         cpu_threads=torch.get_num_threads(),
     )
+    variables = {name: os.environ[name] for name in SPEED_VARIABLES if name in os.environ}
+    if variables:
+        info["variables"] = variables
     if torch_device.startswith("cuda") and torch.cuda.is_available():
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)

@@ -267,3 +267,17 @@ def test_other_work_counts_only_the_cores_this_process_may_run_on():
     finally:
         os.sched_setaffinity(0, allowed)
     assert on_other < 0.3 and on_mine >= 0.7, (on_other, on_mine)
+
+
+def test_the_fingerprint_records_the_variables_that_change_how_fast_torch_runs(monkeypatch):
+    # CUDA_LAUNCH_BLOCKING=1, NVIDIA_TF32_OVERRIDE=0 or ATEN_CPU_CAPABILITY=default change every figure (or what
+    # a knob does), and an export said nothing of them: its figures read as the machine's own.
+    from autotune.environment import SPEED_VARIABLES, fingerprint
+
+    for name in SPEED_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert "variables" not in fingerprint()
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    monkeypatch.setenv("HOME", "/elsewhere")  # not one of them
+    assert fingerprint()["variables"] == {"ATEN_CPU_CAPABILITY": "default", "CUDA_LAUNCH_BLOCKING": "1"}
