@@ -119,6 +119,23 @@ def test_a_compile_mode_under_torch_compile_disable_fails_rather_than_run_eager(
     with pytest.raises(RuntimeError, match="compile=default cannot be measured: TORCH_COMPILE_DISABLE=1 is set"):
         workload.build(config)
     assert callable(workload.build(space.validate({**dict(config), "compile": "none"})))  # eager is eager
+    # TORCHINDUCTOR_MAX_AUTOTUNE=1 turns "default" into max-autotune's autotuning: refused likewise.
+    import torch._inductor.config
+
+    monkeypatch.setattr(torch._dynamo.config, "disable", False)
+    monkeypatch.setattr(torch._inductor.config, "max_autotune", True)
+    with pytest.raises(RuntimeError, match="compile=default cannot be measured: TORCHINDUCTOR_MAX_AUTOTUNE is set"):
+        workload.build(config)
+
+
+def test_tf32_under_nvidia_tf32_override_fails_rather_than_run_fp32(monkeypatch):
+    # NVIDIA_TF32_OVERRIDE=0 keeps cuBLAS and cuDNN in fp32 whatever torch asks: tf32=True was measured as fp32.
+    # Refused before any CUDA call, so it is checked here with a CUDA profile's config on the CPU.
+    space = load_space("lsd").for_device(PROFILES["h100"]).for_size(LsdWorkload.sizes["tiny"], "tiny")
+    config = space.validate({**dict(space.defaults), "precision": "fp32", "tf32": True})
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    with pytest.raises(RuntimeError, match="tf32=True cannot be measured: NVIDIA_TF32_OVERRIDE=0 is set"):
+        LsdWorkload("tiny", "cuda", None).build(config)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])

@@ -70,6 +70,14 @@ def maybe_compile(module: Callable[..., T], mode: str) -> Callable[..., T]:
     if torch._dynamo.config.disable:
         raise RuntimeError(f"compile={mode} cannot be measured: TORCH_COMPILE_DISABLE=1 is set, and under it "
                            "torch.compile returns the model uncompiled; unset it to tune torch.compile")
+    import torch._inductor.config as inductor
+
+    # TORCHINDUCTOR_MAX_AUTOTUNE(_GEMM, _POINTWISE)=1 makes the modes that do not autotune do so: "default" would
+    # be measured (and exported) as max-autotune's kernels.
+    if mode in ("default", "reduce-overhead") and (inductor.max_autotune or inductor.max_autotune_gemm
+                                                    or inductor.max_autotune_pointwise):
+        raise RuntimeError(f"compile={mode} cannot be measured: TORCHINDUCTOR_MAX_AUTOTUNE is set, and under it "
+                           f"{mode} autotunes as max-autotune does; unset it to tune the compile modes")
     return torch.compile(module, mode=mode)
 
 

@@ -25,6 +25,7 @@ backend or a wrong memory layout moves the latents past it.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -248,6 +249,10 @@ class LsdWorkload(Workload):
         p = self.params
         device = torch.device(self.device)
         if device.type == "cuda":
+            if config["tf32"] and os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
+                # The driver then keeps TF32 off whatever torch asks: tf32=True would be measured as fp32.
+                raise RuntimeError("tf32=True cannot be measured: NVIDIA_TF32_OVERRIDE=0 is set, and under it cuBLAS "
+                                   "and cuDNN run fp32 whatever torch asks; unset it to tune tf32")
             # Process-wide switches; each trial runs in a fresh process.
             torch.backends.cudnn.benchmark = bool(config["cudnn_benchmark"])
             torch.backends.cuda.matmul.allow_tf32 = bool(config["tf32"])
