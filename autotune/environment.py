@@ -21,9 +21,9 @@ BUSY_CORES = 0.5
 
 #: Variables that change how fast torch or numba runs, or what a knob does, recorded with a measurement where
 #: set: CUDA_LAUNCH_BLOCKING=1 makes every kernel launch wait (what overlaps work measures nothing),
-#: NVIDIA_TF32_OVERRIDE=0 turns TF32 off whatever the tf32 knob says, ATEN_CPU_CAPABILITY=default drops torch's
-#: AVX2/AVX-512 CPU kernels. (Two that silently turn a knob's value into another fail its trial instead:
-#: TORCH_COMPILE_DISABLE in workloads._torch, NUMBA_DISABLE_JIT in workloads.chmm.)
+#: ATEN_CPU_CAPABILITY=default drops torch's AVX2/AVX-512 CPU kernels. Where one turns a built-in knob's value
+#: into another (TORCH_COMPILE_DISABLE, TORCHINDUCTOR_MAX_AUTOTUNE, NUMBA_DISABLE_JIT, NVIDIA_TF32_OVERRIDE),
+#: that trial fails instead, saying so (workloads._torch, workloads.chmm, workloads.lsd).
 SPEED_VARIABLES = ("ATEN_CPU_CAPABILITY", "CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNCH_BLOCKING", "DNNL_MAX_CPU_ISA",
                    "MKL_NUM_THREADS", "NUMBA_DISABLE_JIT", "NUMBA_OPT", "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS",
                    "ONEDNN_MAX_CPU_ISA", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
