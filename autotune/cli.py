@@ -257,7 +257,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
                    "[default: sqlite:///<studies>/autotune.db].")
 @click.option("--study", "study_name", type=StudyName(), default=None, help="Study name [default: <workload>-<device>-<size>].")
 @studies_option
-@click.option("--output", "-o", type=FilePath(), default=None,
+@click.option("--output", "-o", type=FilePath(dash="/dev/stdout"), default=None,
               help="HTML file to write [default: <studies>/<workload>/<device>-<size>-report.html].")
 def report(workload: str, device: str, size: str | None, storage: str | None, study_name: str | None,
            studies: Path | None, output: Path | None) -> None:

@@ -59,14 +59,20 @@ class Count(click.IntRange):
 
 class FilePath(click.Path):
     """A file's path (``Path``): an empty one names none, where ``Path("")`` is this folder ("Is a directory"); a
-    ``~`` is the home folder, as a shell makes it (none expands one after "=": ``-o=~/r.html`` wrote a folder "~")."""
+    ``~`` is the home folder, as a shell makes it (none expands one after "=": ``-o=~/r.html`` wrote a folder "~").
+    ``-`` is ``dash`` (``/dev/stdout`` for a file written), or refused: ``report -o -`` wrote a file named "-"."""
 
-    def __init__(self) -> None:
+    def __init__(self, dash: str | None = None) -> None:
         super().__init__(dir_okay=False, path_type=Path)
+        self.dash = dash
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail(f"{value!r} names no file; give a file's path", param, ctx)
+        if value == "-":
+            if self.dash is None:
+                self.fail("'-' names no file here (standard input is not read); give a file's path", param, ctx)
+            return Path(self.dash)
         return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
 
 

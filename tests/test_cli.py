@@ -275,6 +275,12 @@ def test_search_then_best(tmp_path):
     piped = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-o", "/dev/stdout", cwd=tmp_path)
     assert piped.returncode == 0 and piped.stdout.startswith("<!DOCTYPE html>"), piped.stderr
     assert piped.stdout.rstrip().endswith("</html>") and "Report written to /dev/stdout" in piped.stderr
+    dash = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-o", "-", cwd=tmp_path)  # wrote a file "-"
+    assert dash.returncode == 0 and dash.stdout.startswith("<!DOCTYPE html>"), dash.stderr
+    assert dash.stdout.rstrip().endswith("</html>")
+    assert not (tmp_path / "-").exists()
+    stdin = run_cli("explain", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--config", "-", cwd=tmp_path)
+    assert stdin.returncode == 2 and "'-' names no file here (standard input is not read)" in stdin.stderr
     # The report names the winner as `best` does: the knobs with no effect without a value that does nothing.
     assert f"exported as: {best_line.split('): ', 1)[1]}; check passed" in page
     missing = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--study", "nope", cwd=tmp_path)
