@@ -113,14 +113,14 @@ class Storage(click.ParamType):
     name = "url"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        if not value.strip():
+        if not value.strip() or value.strip() == "-":  # "-" made a journal file named "-"
             self.fail(f"{value!r} names no storage; give an SQLAlchemy URL or a journal file's path, or leave the "
                       "option out for the default", param, ctx)
         return value
 
 
 def _studies_folder(ctx: Any, param: Any, value: str | None) -> Path | None:
-    if value is not None and not value.strip():  # Path("") is ".": the studies were written into this folder
+    if value is not None and value.strip() in ("", "-"):  # Path("") is ".": the studies were written into this folder
         raise click.BadParameter(f"{value!r} names no folder; give one (. for this one), or leave the option out "
                                  "for the default", ctx, param)
     return Path(value).expanduser() if value is not None else None

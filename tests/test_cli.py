@@ -51,6 +51,9 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["simulate", "--study", "x", "--storage", ""], "Invalid value for '--storage': '' names no storage"),
         (["search", "--workload", "chmm", "--studies", ""], "Invalid value for '--studies': '' names no folder"),
         (["best", "--workload", "chmm", "--studies", ""], "Invalid value for '--studies': '' names no folder"),
+        # "-" made a journal file, or a studies folder, named "-".
+        (["search", "--workload", "chmm", "--storage", "-"], "Invalid value for '--storage': '-' names no storage"),
+        (["search", "--workload", "chmm", "--studies", "-"], "Invalid value for '--studies': '-' names no folder"),
         (["search", "--workload", "chmm", "--memory-budget", "lots"], "is not a size"),
         (["search", "--bogus"], "No such option"),
         (["run", "--workload", "chmm", "--set", "dtype=float8"], "dtype='float8' is not allowed; choose one of: float64"),
