@@ -272,14 +272,15 @@ def report(workload: str, device: str, size: str | None, storage: str | None, st
       autotune report --workload chmm --device cpu
       autotune report -w chmm -d h100 -s full -o chmm-h100.html
     """
+    from autotune.export import written_through
     from autotune.report import report as write_report
     if output is None:
         writable_studies(studies, "write the report elsewhere with -o FILE")  # it goes beside the export
-    elif output.is_file() or not output.exists():  # a device or a pipe (/dev/stdout) is written through
+    elif not written_through(output):  # a device or a pipe (/dev/stdout) is written through
         writable_folder(output.parent, "--output's folder")
     path = library_call(write_report, workload, device, size, storage=storage, study_name=study_name,
                          studies=studies, output=output)
-    click.echo(f"Report written to {path}", err=not path.is_file())  # not into a page sent to /dev/stdout
+    click.echo(f"Report written to {path}", err=written_through(path))  # not into a page sent to /dev/stdout
 
 
 # -- best -------------------------------------------------------------------------------

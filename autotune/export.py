@@ -17,7 +17,8 @@ from typing import Any, Mapping
 from autotune.exceptions import InvalidConfigError
 from autotune.strict import load_json
 
-__all__ = ["SCHEMA_VERSION", "ExportDocument", "is_number", "read_document", "read_json", "write_atomically", "write_json"]
+__all__ = ["SCHEMA_VERSION", "ExportDocument", "is_number", "read_document", "read_json", "write_atomically", "write_json",
+           "written_through"]
 
 #: Version of the exported JSON layout; bumped when a field changes meaning.
 SCHEMA_VERSION = 1
@@ -110,12 +111,11 @@ def write_atomically(text: str, path: Path) -> Path:
     """Write ``text`` to ``path`` atomically: a reader never sees half a file, and a failed write (a full disk, a
     folder read-only to this user) leaves none behind.
 
-    A symbolic link keeps pointing where it did: its file is the one replaced. A path that is no regular file (a
-    device or a pipe, ``/dev/stdout``) is written through: replacing it, as root, put a file where ``/dev/full``
-    was.
+    A symbolic link keeps pointing where it did: its file is the one replaced. A stream (:func:`written_through`)
+    is written through: replacing it, as root, put a file where ``/dev/full`` was.
     """
-    if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8") as handle:
+    if written_through(path):  # appended: `-o /dev/stdout >> log` kept what the log held
+        with open(path, "a", encoding="utf-8") as handle:
             handle.write(text)
         return path
     target = path.resolve() if path.is_symlink() else path
@@ -128,6 +128,13 @@ def write_atomically(text: str, path: Path) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def written_through(path: Path) -> bool:
+    """A device or a pipe, or a stream's name (``/dev/stdout``, ``/proc/self/fd/1``) whatever it points to: such
+    a path is written, never replaced. ``-o /dev/stdout > page.html`` replaced page.html (the link's file), which
+    another user's folder (or ``>>``) does not allow: "--output's folder /dev cannot be written" first."""
+    return str(path).startswith(("/dev/", "/proc/")) or path.exists() and not path.is_file()
 
 
 def write_json(data: Mapping[str, Any], path: Path) -> Path:

@@ -4,6 +4,8 @@ import dataclasses
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -282,6 +284,17 @@ def test_search_then_best(tmp_path):
     assert dash.returncode == 0 and dash.stdout.startswith("<!DOCTYPE html>"), dash.stderr
     assert dash.stdout.rstrip().endswith("</html>")
     assert not (tmp_path / "-").exists()
+    # Into a file the shell opened (`-o - >> log`): written through fd 1, so the log keeps its lines, and no folder
+    # but the log's need be writable (a user's `-o /dev/stdout > page.html` was "--output's folder /dev cannot be
+    # written"; as root the page replaced the file, and `>>` lost what it held).
+    log = tmp_path / "log.txt"
+    log.write_text("earlier\n")
+    with open(log, "a") as handle:
+        appended = subprocess.run([sys.executable, "-m", "autotune", "report", "-w", "chmm", "-d", "cpu", "-s", "tiny",
+                                   "-o", "-"], cwd=tmp_path, stdout=handle, stderr=subprocess.PIPE, text=True,
+                                  timeout=120)
+    assert appended.returncode == 0 and "Report written to /dev/stdout" in appended.stderr, appended.stderr
+    assert log.read_text().startswith("earlier\n<!DOCTYPE html>") and log.read_text().rstrip().endswith("</html>")
     stdin = run_cli("explain", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--config", "-", cwd=tmp_path)
     assert stdin.returncode == 2 and "'-' names no file here (standard input is not read)" in stdin.stderr
     # The report names the winner as `best` does: the knobs with no effect without a value that does nothing.
