@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -131,10 +132,12 @@ def write_atomically(text: str, path: Path) -> Path:
 
 
 def written_through(path: Path) -> bool:
-    """A device or a pipe, or a stream's name (``/dev/stdout``, ``/proc/self/fd/1``) whatever it points to: such
-    a path is written, never replaced. ``-o /dev/stdout > page.html`` replaced page.html (the link's file), which
-    another user's folder (or ``>>``) does not allow: "--output's folder /dev cannot be written" first."""
-    return str(path).startswith(("/dev/", "/proc/")) or path.exists() and not path.is_file()
+    """A device or a pipe, or an open stream's name (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``) whatever
+    it points to: such a path is written, never replaced. ``-o /dev/stdout > page.html`` replaced page.html (the
+    link's file), which another user's folder (or ``>>``) does not allow: "--output's folder /dev cannot be
+    written" first. A file under ``/dev/shm`` is a file."""
+    stream = re.fullmatch(r"/dev/(stdout|stderr|fd/\d+)|/proc/[^/]+/fd/\d+", str(path)) is not None
+    return stream or path.exists() and not path.is_file()
 
 
 def write_json(data: Mapping[str, Any], path: Path) -> Path:

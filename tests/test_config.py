@@ -3,6 +3,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -79,6 +80,18 @@ def test_a_link_or_a_pipe_written_to_stays_what_it_was(tmp_path):
     assert write_atomically("new", link) == link
     assert link.is_symlink() and (tmp_path / "real.json").read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "pipe", "real.json"]
+
+
+def test_an_open_stream_s_name_is_written_through_and_a_file_under_dev_shm_is_a_file():
+    # `-o /dev/stdout > page.html` replaced page.html by rename (a user's run: "--output's folder /dev cannot be
+    # written"; `>>` lost the log's lines). A stream's name is written through whatever it points to; a report in
+    # /dev/shm (a tmpfs of files) is replaced atomically as any file is.
+    from autotune.export import written_through
+
+    for stream in ("/dev/stdout", "/dev/stderr", "/dev/fd/1", "/proc/self/fd/1", "/proc/4242/fd/3", "/dev/null"):
+        assert written_through(Path(stream)), stream
+    for file in ("/dev/shm/report.html", "/tmp/report.html", "dev/stdout", "/proc/self/status.html"):
+        assert not written_through(Path(file)), file
 
 
 def test_a_write_leaves_another_writers_temporary_file_alone(tmp_path):
