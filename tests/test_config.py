@@ -82,6 +82,25 @@ def test_a_link_or_a_pipe_written_to_stays_what_it_was(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "pipe", "real.json"]
 
 
+@pytest.mark.parametrize("value", [" ", "-"])
+def test_an_autotune_studies_that_names_no_folder_is_refused_as_the_option_is(tmp_path, monkeypatch, value):
+    # --studies refuses " " and "-"; $AUTOTUNE_STUDIES took them: a search made a folder named " " or "-", and
+    # load_config looked in " /chmm/cpu-tiny.json". ("" is unset, the default, as a shell's empty variable is.)
+    from autotune.exceptions import AutotuneError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AUTOTUNE_STUDIES", value)
+    with pytest.raises(AutotuneError, match=re.escape(f"$AUTOTUNE_STUDIES={value!r} names no folder")):
+        load_config("chmm", device="cpu")
+    done = run_cli("search", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-n", "1", cwd=tmp_path,
+                   env={"AUTOTUNE_STUDIES": value}, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"autotune: error: $AUTOTUNE_STUDIES={value!r} names no folder; set it to one (. for this one), or unset it"]
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("AUTOTUNE_STUDIES", "")
+    assert load_config("chmm", device="cpu").source == "defaults"  # no export in ./studies here
+
+
 def test_an_open_stream_s_name_is_written_through_and_a_file_under_dev_shm_is_a_file():
     # `-o /dev/stdout > page.html` replaced page.html by rename (a user's run: "--output's folder /dev cannot be
     # written"; `>>` lost the log's lines). A stream's name is written through whatever it points to; a report in
