@@ -8,6 +8,7 @@ word; a wait longer than the system can take (``--trial-timeout 1e300``) was an 
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Any
 
 from autotune.exceptions import AutotuneError
@@ -37,15 +38,17 @@ def check_numbers(**given: Any) -> None:
         if name == "measurer":
             _check_measurer(value)
             continue
-        if name in ("study_name", "storage"):  # the options refuse "" too: it silently became the default
-            if value is None:
+        if name in ("study_name", "storage", "studies"):  # the options refuse "" too: it silently became the default
+            if value is None or name == "studies" and isinstance(value, os.PathLike):
                 continue
             if not isinstance(value, str):
-                problem: str | None = "it is no string"
+                problem: str | None = "it is no string" if name != "studies" else "it is no path (a str or a Path)"
             elif name == "study_name":
                 problem = study_name_problem(value)
+            elif value.strip() in ("", "-"):  # studies="" was this folder, " " or "-" a folder of that name
+                problem = "it names no folder" if name == "studies" else "it names no storage"
             else:
-                problem = None if value.strip() else "it names no storage"
+                problem = None
             if problem:
                 raise AutotuneError(f"{name} {value!r} is refused: {problem}")
             continue

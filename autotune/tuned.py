@@ -19,6 +19,7 @@ from autotune.config import Config, studies_dir
 from autotune.devices import filed_under
 from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
 from autotune.export import ExportDocument, read_document
+from autotune.limits import check_numbers
 from autotune.parameters import canonical_values
 from autotune.registry import declared_version, space_path, workload_facts
 from autotune.space import SearchSpace
@@ -208,6 +209,7 @@ def load_config(
     facts = workload_facts(workload)
     if size is not None:  # a size it lacks ("huge", "") is that error, not "no tuned config" nor another file
         facts.size_named(size)
+    check_numbers(studies=studies)  # "" was this folder, " " or "-" a folder of that name, as from the Tuner
     root = Path(studies) if studies is not None else studies_dir()
     folders = [root / facts.name]  # as search exports it: a plug-in's entry point may name it otherwise
     presets = _presets_root()

@@ -113,7 +113,7 @@ class Tuner:
     ) -> None:
         # As the command line's options allow (from Python, remeasure_rounds=0 found no winner without a word).
         check_numbers(remeasure_top=remeasure_top, remeasure_rounds=remeasure_rounds, threads=threads, seed=seed,
-                      memory_budget_bytes=memory_budget_bytes, memory_limit_bytes=memory_limit_bytes,
+                      memory_budget_bytes=memory_budget_bytes, memory_limit_bytes=memory_limit_bytes, studies=studies,
                       heartbeat=heartbeat, grace_period=grace_period, trial_timeout=trial_timeout,
                       time_budget=time_budget, measurer=measurer, study_name=study_name, storage=storage)
         self.workload_spec = workload

@@ -99,6 +99,8 @@ def test_an_autotune_studies_that_names_no_folder_is_refused_as_the_option_is(tm
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv("AUTOTUNE_STUDIES", "")
     assert load_config("chmm", device="cpu").source == "defaults"  # no export in ./studies here
+    with pytest.raises(AutotuneError, match=re.escape(f"studies {value!r} is refused: it names no folder")):
+        load_config("chmm", device="cpu", studies=value)  # as the argument, too
 
 
 def test_an_open_stream_s_name_is_written_through_and_a_file_under_dev_shm_is_a_file():

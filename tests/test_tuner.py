@@ -995,6 +995,10 @@ def test_a_memory_limit_on_a_gpu_is_refused_not_dropped(studies, monkeypatch):
     ({"study_name": ""}, "study_name '' is refused: it needs a character other than a space"),
     ({"study_name": "a@export-b"}, "study_name 'a@export-b' is refused: '@export-' marks autotune's own studies"),
     ({"storage": " "}, "storage ' ' is refused: it names no storage"),
+    # --studies refuses these: "" was the working directory, " " and "-" folders of those names.
+    ({"studies": ""}, "studies '' is refused: it names no folder"),
+    ({"studies": "-"}, "studies '-' is refused: it names no folder"),
+    ({"studies": 5}, "studies 5 is refused: it is no path (a str or a Path)"),
 ])
 def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(studies, given, said):
     # From Python these were taken: remeasure_rounds=0 and a negative budget found no winner, threads=1.5 failed
