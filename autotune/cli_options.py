@@ -20,7 +20,7 @@ import click
 from autotune.console import tell, to_devnull
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
-from autotune.limits import MAX_SECONDS, WHOLE, study_name_problem
+from autotune.limits import MAX_SECONDS, WHOLE, names_nothing, study_name_problem
 
 # WHOLE: the bounds of the whole-number options, autotune.limits' (a Tuner's arguments are held to the same).
 __all__ = ["WHOLE", "Count", "FilePath", "Seconds", "Size", "Storage", "StudyName", "device_option", "fail",
@@ -113,14 +113,14 @@ class Storage(click.ParamType):
     name = "url"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        if not value.strip() or value.strip() == "-":  # "-" made a journal file named "-"
+        if names_nothing(value):  # "-" made a journal file named "-"
             self.fail(f"{value!r} names no storage; give an SQLAlchemy URL or a journal file's path, or leave the "
                       "option out for the default", param, ctx)
         return value
 
 
 def _studies_folder(ctx: Any, param: Any, value: str | None) -> Path | None:
-    if value is not None and value.strip() in ("", "-"):  # Path("") is ".": the studies were written into this folder
+    if value is not None and names_nothing(value):  # Path("") is ".": the studies were written into this folder
         raise click.BadParameter(f"{value!r} names no folder; give one (. for this one), or leave the option out "
                                  "for the default", ctx, param)
     return Path(value).expanduser() if value is not None else None

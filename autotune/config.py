@@ -14,6 +14,7 @@ from typing import Any, Collection, Iterator, Mapping
 
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import SCHEMA_VERSION, ExportDocument, write_json
+from autotune.limits import names_nothing
 
 __all__ = ["SCHEMA_VERSION", "Config", "config_path", "default_storage", "no_effect", "studies_dir", "write_tuned_config"]
 
@@ -96,7 +97,7 @@ def no_effect(unused: Collection[str]) -> str:
 def studies_dir() -> Path:
     """Where studies and exported configs live: ``$AUTOTUNE_STUDIES`` or ``./studies`` (also where it is "")."""
     value = os.environ.get("AUTOTUNE_STUDIES")
-    if value and value.strip() in ("", "-"):  # as --studies refuses: a folder named " " or "-" was made, silently
+    if value and names_nothing(value):  # as --studies refuses: a folder named " " or "-" was made, silently
         raise AutotuneError(f"$AUTOTUNE_STUDIES={value!r} names no folder; set it to one (. for this one), or unset "
                             "it")
     return Path(value or _DEFAULT_STUDIES).expanduser()  # a quoted "~/studies" too

@@ -13,7 +13,8 @@ from typing import Any
 
 from autotune.exceptions import AutotuneError
 
-__all__ = ["EXPORT_MARK", "MAX_SECONDS", "WHOLE", "check_limits", "check_numbers", "study_name_problem"]
+__all__ = ["EXPORT_MARK", "MAX_SECONDS", "WHOLE", "check_limits", "check_numbers", "names_nothing",
+           "study_name_problem"]
 
 #: Studies of this name pattern were made by earlier versions to elect a shared study's exporter; they are not
 #: results, and are left out of a storage's study names (so no search may make one).
@@ -45,7 +46,7 @@ def check_numbers(**given: Any) -> None:
                 problem: str | None = "it is no string" if name != "studies" else "it is no path (a str or a Path)"
             elif name == "study_name":
                 problem = study_name_problem(value)
-            elif value.strip() in ("", "-"):  # studies="" was this folder, " " or "-" a folder of that name
+            elif names_nothing(value):  # studies="" was this folder, " " or "-" a folder of that name
                 problem = "it names no folder" if name == "studies" else "it names no storage"
             else:
                 problem = None
@@ -64,6 +65,11 @@ def check_numbers(**given: Any) -> None:
                 continue
             wanted = f"a number of seconds over 0, at most {MAX_SECONDS:,}"
         raise AutotuneError(f"{name} must be {wanted}, not {value!r}")
+
+
+def names_nothing(text: str) -> bool:
+    """A path or storage given as "", blanks or "-": the default, this folder, or a file named "-", silently."""
+    return text.strip() in ("", "-")
 
 
 def study_name_problem(name: str) -> str | None:

@@ -27,7 +27,7 @@ from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
 from autotune.export import write_atomically
 from autotune.stored import open_stored_study
-from autotune.trials import feasible, never_measured, outcomes, status_counts
+from autotune.trials import ended, feasible, never_measured, outcomes, status_counts
 
 if TYPE_CHECKING:
     import optuna
@@ -62,7 +62,7 @@ def _described(config: dict[str, Any], space: "SearchSpace | None") -> str:
 
 def _get_header_info(study: "optuna.Study", document: dict[str, Any] | None) -> dict[str, Any]:
     trials = _trials(study)
-    counts = {**dict.fromkeys(STATUSES, 0), **status_counts(study.get_trials(deepcopy=False))}  # lost: as search says
+    counts = {**dict.fromkeys(STATUSES, 0), **status_counts(trials)}  # lost apart, as search says
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     tuning = sum(t.user_attrs.get("wall_seconds") or 0.0 for t in trials)
@@ -250,7 +250,7 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
         status = ("restricted" if "restricted" in t.user_attrs else "skipped") if why else t.state.name.lower()
         rows.append({
             "number": t.number,
-            "status": "lost" if t.user_attrs.get("lost") else t.user_attrs.get("status", status),  # re-run on resume
+            "status": ended(t, status),  # a lost one is re-run on resume
             "role": t.user_attrs.get("role", ""),
             "repeat_of": t.user_attrs.get("duplicate_of"),
             "config": config,

@@ -19,7 +19,7 @@ from autotune.environment import beside_other_work
 from autotune.measure import Measurement
 from autotune.parameters import show
 from autotune.runner import TrialResult
-from autotune.trials import feasible, outcomes
+from autotune.trials import ended, feasible, outcomes
 
 if TYPE_CHECKING:
     import optuna
@@ -334,9 +334,7 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
             found.append(
                 ChoiceOutcome(
                     param.name, value, len(mine), best.user_attrs["throughput"] if best else None,
-                    # A trial a stop or a full disk cut short is "lost" (re-run on resume): no outcome of the value.
-                    dict(Counter("lost" if t.user_attrs.get("lost") else t.user_attrs.get("status", "unknown")
-                                 for t in mine)),
+                    dict(Counter(ended(t) for t in mine)),  # a lost trial is no outcome of the value
                     bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
                     over_budget=bool(correct) and not fits,
                     lost_remeasure=best is not None and best.number in lost and best.user_attrs["throughput"] > beaten,

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from autotune.space import SearchSpace
 
 __all__ = [
-    "TrialRecord", "best_throughput", "counted", "feasible", "in_flight", "is_repeat", "measured_configs", "never_measured",
-    "outcomes",
+    "TrialRecord", "best_throughput", "counted", "ended", "feasible", "in_flight", "is_repeat", "measured_configs",
+    "never_measured", "outcomes",
     "result_of", "retried", "status_counts", "to_attrs",
 ]
 
@@ -114,10 +114,15 @@ def counted(trials: list["FrozenTrial"]) -> list["FrozenTrial"]:
     return [t for t in outcomes(trials) if "status" in t.user_attrs and not t.user_attrs.get("lost")]
 
 
+def ended(trial: "FrozenTrial", unknown: str = "unknown") -> str:
+    """How a trial ended: its status, or "lost" where a stop or a full disk cut it short (re-run on resume), which
+    is no outcome of its config."""
+    return "lost" if trial.user_attrs.get("lost") else trial.user_attrs.get("status", unknown)
+
+
 def status_counts(trials: list["FrozenTrial"]) -> dict[str, int]:
     """How the study's outcomes ended; an interrupted trial is "lost" (re-run on resume), not its config's error."""
-    tally = Counter("lost" if t.user_attrs.get("lost") else t.user_attrs.get("status", "unknown")
-                    for t in outcomes(trials))
+    tally = Counter(ended(t) for t in outcomes(trials))
     return {status: tally[status] for status in (*STATUSES, "lost") if tally.get(status)}
 
 
