@@ -13,6 +13,7 @@ import itertools
 import math
 import random
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
 from autotune.conditions import Condition, name_problem
@@ -74,6 +75,8 @@ class Parameter:
             return next((choice for choice in self.choices if _same(value, choice)), value)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not self.allows(value):
             return value
+        if self.step is not None and not self.log:  # the grid's value in decimal: 0.9, not Optuna's 0.8999999999999999
+            value = _decimal(self.low) + round((value - self.low) / self.step) * _decimal(self.step)
         return int(value) if self.type == "int" else float(value)
 
     def allows(self, value: Any) -> bool:
@@ -272,6 +275,11 @@ def canonical_values(parameters: Mapping[str, Parameter], values: Mapping[str, A
     return {name: parameters[name].canonical(v) if name in parameters else v for name, v in values.items()}
 
 
+def _decimal(number: Any) -> Decimal:
+    """``number`` as written (``0.3``, not the binary float's 0.299999...): grid arithmetic, as Optuna's own."""
+    return Decimal(repr(number))
+
+
 def show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -402,6 +410,11 @@ def _numeric(name: str, kind: str, spec: dict, where: str, fail: Fail, condition
             raise fail(f"{where}.step", f"must be a positive {'integer' if kind == 'int' else 'number'}, got {step!r}")
         if log and not (kind == "int" and step == 1):
             raise fail(f"{where}.step", "cannot be combined with log: true")
+        span, grid = _decimal(high) - _decimal(low), _decimal(step)
+        if span % grid:  # Optuna would narrow the range to the grid's end without a word to the file's author
+            top = show(_decimal(low) + span // grid * grid)
+            raise fail(f"{where}.high", f"{high} is not on the grid of step {step} from low {low}: the grid ends at "
+                       f"{top}; write high: {top}, or a step that divides high - low")
     return Parameter(name, kind, (), low, high, step, log, condition, requires, {}, str(spec.get("help", "")))
 
 

@@ -254,8 +254,9 @@ class SearchSpace:
         seen: dict[str, Any] = {}  # what conditions see: inactive parameters are null
         result: dict[str, Any] = {}
         for name in self.parameters:  # declared order: conditions only read earlier parameters
-            if self.is_active(name, seen):
-                seen[name] = result[name] = values.get(name, self._defaults[name])
+            if self.is_active(name, seen):  # a range's value as spelled: a clamped float's 0 is 0.0, one config
+                value, param = values.get(name, self._defaults[name]), self.parameters[name]
+                seen[name] = result[name] = value if param.choices else param.canonical(value)
             else:
                 seen[name], result[name] = None, self._defaults[name]
         return Config(result)

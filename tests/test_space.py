@@ -612,3 +612,37 @@ def test_a_space_file_may_merge_an_anchor_and_override_its_keys(tmp_path):
                     "  b:\n    <<: *knob\n    high: 4\ndefaults: {a: 5, b: 2}\nbaseline: {a: 9, b: 4}\n")
     space = SearchSpace.from_file(path)
     assert (space.parameters["a"].high, space.parameters["b"].high) == (9, 4)
+
+
+def test_a_range_whose_high_is_off_its_step_grid_is_refused():
+    # Optuna narrows such a range to the last value on the grid, warning in two lines at every ask of a
+    # search: the space file's high was never measured, and --set of it was refused.
+    for kind, low, high, step, top in (("int", 16, 100, 32, 80), ("float", 0, 1, 0.3, 0.9)):
+        data = {"schema_version": 1, "parameters": {"x": {"type": kind, "low": low, "high": high, "step": step}},
+                "defaults": {"x": low}, "baseline": {}}
+        with pytest.raises(SearchSpaceError, match=re.escape(
+                f"parameters.x.high: {high} is not on the grid of step {step} from low {low}: the grid ends at "
+                f"{top}; write high: {top}, or a step that divides high - low")):
+            SearchSpace.from_dict(data)
+    assert space().parameters["lr"].values() is None  # 0.1 to 1.0 by 0.1: on its grid, read in decimal
+
+
+def test_a_stepped_or_clamped_value_is_the_grid_value_the_space_spells():
+    # Optuna's 0.8999999999999999 for the grid's 0.9 reached the workload and every view; a neighbour move
+    # clamped to a float range's low of 0 gave the int 0, a config other than 0.0: measured again as new.
+    import random
+
+    s = SearchSpace.from_dict({"schema_version": 1, "parameters": {
+        "frac": {"type": "float", "low": 0, "high": 0.9, "step": 0.3}, "scale": {"type": "float", "low": 0, "high": 1},
+        "block": {"type": "int", "low": 16, "high": 80, "step": 32}},
+        "defaults": {"frac": 0.3, "scale": 0, "block": 48}, "baseline": {}})
+    assert s.complete({"frac": 0.8999999999999999})["frac"] == 0.9
+    assert s.allowed({"frac": 0.6000000000000001}).key == s.allowed({"frac": 0.6}).key
+    rng = random.Random(0)
+    for _ in range(200):
+        for config in (s.neighbour(s.defaults, rng), s.sample(rng)):
+            assert [type(config[n]) for n in ("frac", "scale", "block")] == [float, float, int], config
+            assert config["frac"] in (0.0, 0.3, 0.6, 0.9) and config["block"] in (16, 48, 80), config
+    study = optuna.create_study()
+    values = {s.suggest(study.ask())["frac"] for _ in range(40)}
+    assert values <= {0.0, 0.3, 0.6, 0.9} and len(values) > 1
