@@ -60,7 +60,8 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                 known, busy = measured_configs(trials), in_flight(tuner.space, trials)
                 left = [c for c in every if c.key not in known] if len(known) + len(busy) >= len(every) else every
                 if not left:
-                    tuner.on_stage(f"all {len(every)} allowed configs of the space are measured: no new trials")
+                    tuner.on_stage(f"all {len(every)} allowed configs of the space are measured: no new trials"
+                                   if len(every) > 1 else "the space's one allowed config is measured: no new trials")
                     break
                 if left is not every and all(c.key in busy for c in left):
                     # The rest are other workers' trials now: wait, as one may die and its retry needs a worker.

@@ -145,12 +145,17 @@ class Parameter:
         return self.type == "categorical" and len(self.choices) == 1
 
     def values(self) -> Sequence[Any] | None:
-        """Every value, in order, where they can be listed (choices, an int range); None for a float range."""
+        """Every value, in order, where they can be listed (choices, an int range, a float range's grid or its one
+        value); None for a float range of any value, or a grid of more than 10,000."""
         if self.type == "categorical":
             return self.choices
         if self.type == "int":
             return range(int(self.low), int(self.high) + 1, 1 if self.log else int(self.step or 1))  # type: ignore[arg-type]
-        return None
+        if self.low != self.high and (self.step is None or self.log):
+            return None
+        low, step = _decimal(self.low), _decimal(self.step or 1)
+        count = int((_decimal(self.high) - low) / step) + 1  # the grid ends at high (parse_parameter checks it)
+        return [float(low + k * step) for k in range(count)] if count <= 10_000 else None
 
     def draw(self, rng: random.Random) -> Any:
         """A value drawn at random: uniform, or log-uniform on a log range, on the step grid."""

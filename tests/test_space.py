@@ -624,7 +624,7 @@ def test_a_range_whose_high_is_off_its_step_grid_is_refused():
                 f"parameters.x.high: {high} is not on the grid of step {step} from low {low}: the grid ends at "
                 f"{top}; write high: {top}, or a step that divides high - low")):
             SearchSpace.from_dict(data)
-    assert space().parameters["lr"].values() is None  # 0.1 to 1.0 by 0.1: on its grid, read in decimal
+    assert space().parameters["lr"].values() == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]  # read in decimal
 
 
 def test_a_stepped_or_clamped_value_is_the_grid_value_the_space_spells():
@@ -646,3 +646,16 @@ def test_a_stepped_or_clamped_value_is_the_grid_value_the_space_spells():
     study = optuna.create_study()
     values = {s.suggest(study.ask())["frac"] for _ in range(40)}
     assert values <= {0.0, 0.3, 0.6, 0.9} and len(values) > 1
+
+
+def test_a_float_range_of_a_grid_or_one_value_is_listed_so_a_search_ends_once_all_are_measured():
+    # Listed, a space's configs are drawn to the last and the search ends; a float range of one value
+    # (low == high) left a one-config space recording repeats until it gave up.
+    s = SearchSpace.from_dict({"schema_version": 1, "parameters": {
+        "frac": {"type": "float", "low": 0, "high": 0.9, "step": 0.3}, "scale": {"type": "float", "low": 2, "high": 2}},
+        "defaults": {"frac": 0.3, "scale": 2}, "baseline": {}})
+    assert sorted(c["frac"] for c in s.every_config()) == [0.0, 0.3, 0.6, 0.9]
+    assert {type(c["scale"]) for c in s.every_config()} == {float}
+    fine = {"schema_version": 1, "parameters": {"x": {"type": "float", "low": 0, "high": 1, "step": 1e-5}},
+            "defaults": {"x": 0}, "baseline": {}}
+    assert SearchSpace.from_dict(fine).every_config() == []  # 100,001 values: not listed

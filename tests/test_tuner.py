@@ -1107,3 +1107,23 @@ def test_a_workload_named_by_its_module_and_class_is_found():
     # A name that is no module ("chmm:small", a size after the name) is an unknown workload, as it was.
     with pytest.raises(AutotuneError, match="^unknown workload 'chmm:small'; valid: chmm, "):
         get_workload_class("chmm:small")
+
+
+def test_a_space_of_one_config_a_float_range_of_one_value_ends_once_it_is_measured():
+    # Its float knob left it unlisted: a search recorded repeats of its one config until it gave up.
+    import autotune.loop as loop
+    from autotune.shared_study import NoLock, TrialBudget
+
+    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {"scale": {"type": "float", "low": 2, "high": 2}},
+                                   "defaults": {"scale": 2}, "baseline": {}})
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    config = space.suggest(trial)
+    for key, value in {"status": "ok", "config": config.to_dict(), "config_key": config.key, "throughput": 1.0}.items():
+        trial.set_user_attr(key, value)
+    study.tell(trial, 1.0)
+    tuner = _Worker(space)
+    records = loop.run_trials(tuner, study, TrialBudget(study, 10, NoLock(), None, None, None, shared=True),
+                              every=space.every_config())
+    assert records == [] and len(study.trials) == 1
+    assert tuner.said == ["the space's one allowed config is measured: no new trials"]
