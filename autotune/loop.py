@@ -10,6 +10,7 @@ it as lost, so it counts toward no budget and a resumed search re-runs it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -44,6 +45,23 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                poll_seconds: float = 2.0, every: list[Config] | None = None) -> list[TrialRecord]:
     """Run trials from ``budget`` until it is done, a stop is asked for, the time budget is spent, or each of
     ``every`` allowed config (where the space is small enough to list them: ``Tuner.configs``) is measured."""
+    with _one_blas_thread():
+        return _run_trials(tuner, study, budget, retry, poll_seconds, every)
+
+
+def _one_blas_thread() -> Any:
+    """The sampler's arithmetic (the linear model's solves) on one BLAS thread while trials are timed: after each
+    call OpenBLAS's threads spin about 0.1 s of a core (0.11 s of an idle process's CPU after a 300x300 solve,
+    none on one thread; this CPU), taken from the trial timed next and read as other work on an idle machine."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a checkout run without installing it (the GPU machine's PYTHONPATH): threads as they are
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry: Retry | None,
+                poll_seconds: float, every: list[Config] | None) -> list[TrialRecord]:
     guard: Retry = retry or (lambda action, what: action())
     # Workers on one study draw different fresh configs after a repeat.
     rng = random.Random(None if tuner.seed is None else tuner.seed + (os.getpid() if budget.shared else 0))
