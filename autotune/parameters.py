@@ -408,6 +408,10 @@ def _numeric(name: str, kind: str, spec: dict, where: str, fail: Fail, condition
             raise fail(f"{where}.{key}", f"must be a finite {'integer' if kind == 'int' else 'number'}, got {value!r}")
     if low > high:  # type: ignore[operator]
         raise fail(where, f"low must not exceed high, but got low={low} and high={high}")
+    if kind == "int" and max(-low, high) > 2**53:  # type: ignore[operator]
+        raise fail(where, f"an int range must lie within -2**53 and 2**53 ({2**53}): a study stores a value as a "
+                   f"float, which holds no other integer exactly beyond (2**60 - 1 reads back as 2**60); got "
+                   f"low={low} and high={high}")
     if log and low <= 0:  # type: ignore[operator]
         raise fail(f"{where}.low", f"must be > 0 on a log scale, got {low}")
     if step is not None:

@@ -659,3 +659,17 @@ def test_a_float_range_of_a_grid_or_one_value_is_listed_so_a_search_ends_once_al
     fine = {"schema_version": 1, "parameters": {"x": {"type": "float", "low": 0, "high": 1, "step": 1e-5}},
             "defaults": {"x": 0}, "baseline": {}}
     assert SearchSpace.from_dict(fine).every_config() == []  # 100,001 values: not listed
+
+
+def test_an_int_range_beyond_what_a_study_stores_exactly_is_refused():
+    # A study stores an int as a float: 2**60 - 1 came back as 2**60, another value; and listing a range of
+    # more than 2**63 values was an OverflowError from every search.
+    for low, high in ((1, 2**60), (-(2**54), 0)):
+        data = {"schema_version": 1, "parameters": {"x": {"type": "int", "low": low, "high": high}},
+                "defaults": {"x": 0 if low < 0 else 1}, "baseline": {}}
+        with pytest.raises(SearchSpaceError, match=re.escape(
+                "parameters.x: an int range must lie within -2**53 and 2**53 (9007199254740992): a study stores "
+                "a value as a float, which holds no other integer exactly beyond")):
+            SearchSpace.from_dict(data)
+    data["parameters"]["x"] = {"type": "int", "low": 1, "high": 2**53, "log": True}
+    assert SearchSpace.from_dict({**data, "defaults": {"x": 2}}).every_config() == []
