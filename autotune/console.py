@@ -304,9 +304,9 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
     if result.throughput is not None:
         lines += [
             f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
-            f"over {len(result.times)} runs, spread ±{100 * (result.relative_spread or 0):.1f}%"
+            f"over {plural(len(result.times), 'run')}, spread ±{100 * (result.relative_spread or 0):.1f}%"
             f"{', noisy' if result.noisy else ''}); first run {result.warmup_seconds:.3g} s",
-            f"  peak memory  {format_bytes(result.peak_memory_bytes)}, {result.threads} threads",
+            f"  peak memory  {format_bytes(result.peak_memory_bytes)}, {plural(result.threads, 'thread')}",
             f"  check        {check_line(result.check)}",
         ]
         if result.beside_other_work:

@@ -438,6 +438,11 @@ def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     assert "beside" not in lines[1]
     assert "other processes kept 1.3" in run_text(result(1.3), Config(x=1), "w", "cpu", "tiny")
     assert "other processes" not in run_text(result(None), Config(x=1), "w", "cpu", "tiny")
+    # "over 1 runs", "1 threads": a run cut short, or measured with --threads 1
+    one = dataclasses.replace(result(None), times=[0.1], threads=1)
+    assert "over 1 run, spread" in run_text(one, Config(x=1), "w", "cpu", "tiny")
+    assert ", 1 thread\n" in run_text(one, Config(x=1), "w", "cpu", "tiny")
+    assert ", 2 threads\n" in run_text(dataclasses.replace(one, threads=2), Config(x=1), "w", "cpu", "tiny")
 
     baseline = Candidate(Config(x=0), 0, "baseline", [result(0.1), result(1.1), result(0.1)])
     best = Candidate(Config(x=1), 1, "candidate", [result(0.1), result(0.1), result(1.9)])
