@@ -302,7 +302,7 @@ def parse_parameter(name: str, spec: Any, earlier: set[str], fail: Fail) -> Para
         raise fail(where, "must be a mapping with 'choices' or 'low'/'high'")
     unknown = set(spec) - _PARAM_KEYS
     if unknown:
-        raise fail(f"{where}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_PARAM_KEYS))}")
+        raise fail(f"{where}.{sorted(unknown, key=str)[0]}", f"unknown key; allowed: {', '.join(sorted(_PARAM_KEYS))}")
     kind = spec.get("type", "categorical" if "choices" in spec else None)
     if kind not in _TYPES:
         raise fail(f"{where}.type", f"must be one of {', '.join(_TYPES)}, got {kind!r}")
