@@ -59,7 +59,8 @@ def test_baseline_is_defaults_overridden():
         (["parameters", "kernel", "choices"], ["a", "a"], "must not repeat"),
         (["parameters", "kernel", "type"], "enum", "parameters.kernel.type"),
         (["parameters", "kernel", "colour"], "red", "parameters.kernel.colour"),
-        (["parameters", "kernel", 1], "red", "parameters.kernel.1: unknown key"),  # was a TypeError: 1 < 'choices'
+        (["parameters", "kernel"], {"choices": ["a"], 1: "x", "zz": "y"}, "parameters.kernel.1: unknown key"),  # was
+        # a TypeError: 1 < 'zz'
         (["parameters", "chunk", "low"], 0, "log scale"),
         (["parameters", "chunk", "high"], 8, "low must not exceed high"),
         (["parameters", "chunk", "low"], "small", "parameters.chunk.low"),
