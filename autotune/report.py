@@ -38,7 +38,7 @@ __all__ = ["ReportInfo", "build_report", "write_report"]
 
 # Colours per status, shared by every figure and the table.
 STATUS_COLOURS = {"ok": "#1f77b4", "incorrect": "#d62728", "oom": "#9467bd", "timeout": "#8c564b", "crash": "#e377c2",
-                  "error": "#7f7f7f"}
+                  "error": "#7f7f7f", "lost": "#c7c7c7"}
 
 
 def _trials(study: "optuna.Study") -> list["optuna.trial.FrozenTrial"]:
@@ -141,7 +141,7 @@ def _get_history_info(study: "optuna.Study", space: "SearchSpace | None" = None)
     best_number, best_value, best = [], [], None
     budget = study.user_attrs.get("memory_budget_bytes")  # the latest search's: what may win is judged by it
     for t in sorted(_trials(study), key=lambda t: t.number):
-        status = t.user_attrs.get("status", "error")
+        status = ended(t, "error")  # a lost one apart from the errors, as the table and the header say
         throughput = t.user_attrs.get("throughput")
         bucket = points.setdefault(status, {"number": [], "throughput": [], "text": []})
         bucket["number"].append(t.number)
@@ -160,7 +160,7 @@ def _get_history_info(study: "optuna.Study", space: "SearchSpace | None" = None)
 def _hover(t: "optuna.trial.FrozenTrial", space: "SearchSpace | None" = None) -> str:
     config = t.user_attrs.get("config", t.params)
     inactive = _inactive(config, space)
-    lines = [f"trial #{t.number}: {t.user_attrs.get('status')}"]
+    lines = [f"trial #{t.number}: {ended(t)}"]
     lines += [f"{k}={v}" for k, v in config.items() if k not in inactive]
     lines += [no_effect(inactive)] if inactive else []
     if t.user_attrs.get("error"):
@@ -171,7 +171,7 @@ def _hover(t: "optuna.trial.FrozenTrial", space: "SearchSpace | None" = None) ->
 def _draw_history(info: dict[str, Any], unit: str) -> "go.Figure":
     fig = go.Figure()
     symbols = {"ok": "circle", "incorrect": "x", "oom": "triangle-up", "timeout": "hourglass",
-               "crash": "star", "error": "diamond"}
+               "crash": "star", "error": "diamond", "lost": "circle-open"}
     for status, data in info["points"].items():
         fig.add_trace(go.Scatter(
             x=data["number"], y=data["throughput"], mode="markers", name=status, text=data["text"],

@@ -109,6 +109,9 @@ def test_header_counts_a_trial_a_stop_cut_short_as_lost_as_search_does():
     assert info["counts"] == {"ok": 3, "incorrect": 1, "oom": 0, "timeout": 0, "crash": 1, "error": 0, "lost": 1}
     row = _get_table_info(study)[-1]  # the trial table says so too
     assert row["status"] == "lost" and row["error"] == "interrupted before the trial finished"
+    points = _get_history_info(study)["points"]  # and the history, which drew it among the errors
+    assert points["lost"]["number"] == [trial.number] and "error" not in points
+    assert points["lost"]["text"][0].startswith(f"trial #{trial.number}: lost<br>")
 
 
 def test_the_tuning_time_of_a_short_search_is_not_rounded_to_nothing():
