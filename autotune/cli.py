@@ -21,7 +21,7 @@ from autotune.cli_options import (
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
     Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, simulation_table, tell,
-    workload_text,
+    warnings_only, workload_text,
 )
 from autotune.samplers import DEFAULT, SAMPLERS
 from autotune.storage import STORAGE_ENV
@@ -341,7 +341,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
     writable_studies(studies)
     settings = SearchSettings(workload, device, size, studies=str(studies) if studies is not None else None,
                               isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
-    tuner = library_call(settings.tuner)
+    tuner = library_call(settings.tuner, on_stage=warnings_only)  # other work busy before it is timed, say
     base = tuner.space.baseline if from_baseline else tuner.space.defaults
     config = library_call(tuner.space.parse_assignments, assignments, base)
     try:

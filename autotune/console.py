@@ -19,7 +19,7 @@ from autotune.exceptions import SearchSpaceError
 from autotune.selection import quiet_everywhere
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
-           "simulation_table", "tell", "to_devnull", "workload_text"]
+           "simulation_table", "tell", "to_devnull", "warnings_only", "workload_text"]
 
 
 def tell(line: str) -> None:
@@ -52,6 +52,12 @@ def rate(value: float | None, unit: str | None) -> str:
     if value is None or not math.isfinite(value):
         return "-"
     return f"{value:,.0f} {unit or 'items'}/s" if value >= 100 else f"{value:.3g} {unit or 'items'}/s"
+
+
+def warnings_only(message: str) -> None:
+    """A stage message of a command that shows no progress (`autotune run`): its warnings alone, on stderr."""
+    if message.startswith("warning: "):
+        tell(f"autotune: {message}")
 
 
 def plural(n: int, noun: str) -> str:

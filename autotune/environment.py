@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUSY_CORES", "SPEED_VARIABLES", "OtherWork", "beside_other_work", "busy_cores", "fingerprint"]
+__all__ = ["BUSY_CORES", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work", "busy_cores", "fingerprint",
+           "knob_variables"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
@@ -28,6 +29,42 @@ SPEED_VARIABLES = ("ATEN_CPU_CAPABILITY", "CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNC
                    "MKL_NUM_THREADS", "NUMBA_DISABLE_JIT", "NUMBA_OPT", "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS",
                    "ONEDNN_MAX_CPU_ISA", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
                    "TORCH_COMPILE_DISABLE", "TORCHINDUCTOR_FREEZING", "TORCHINDUCTOR_MAX_AUTOTUNE")
+
+
+def knob_variables() -> list[str]:
+    """The variables set under which a knob's value runs as another without a word, each with what it does.
+
+    Read as torch, inductor, numba and the CUDA libraries read them. A built-in workload fails such a trial,
+    saying why (workloads._torch, workloads.chmm, workloads.lsd); of another workload autotune cannot tell which
+    knob a variable touches, so a search says so before it times anything (:func:`before_timing`).
+    """
+    env, found = os.environ, []
+    if env.get("TORCH_COMPILE_DISABLE") == "1":
+        found.append("TORCH_COMPILE_DISABLE=1 (torch.compile returns the model uncompiled)")
+    found += [f"{name}=1 (torch.compile's default and reduce-overhead modes autotune as max-autotune does)"
+              for name in ("TORCHINDUCTOR_MAX_AUTOTUNE", "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM",
+                           "TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE") if env.get(name) == "1"]
+    if env.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0"):
+        found.append(f"NUMBA_DISABLE_JIT={env['NUMBA_DISABLE_JIT']} (numba runs its kernels in the interpreter)")
+    if env.get("NVIDIA_TF32_OVERRIDE") == "0":
+        found.append("NVIDIA_TF32_OVERRIDE=0 (cuBLAS and cuDNN run fp32 where TF32 is asked for)")
+    return found
+
+
+def before_timing(busy: float | None, builtin: bool) -> list[str]:
+    """The warnings to give before configs are timed: ``busy`` cores kept busy by other work (None: not read),
+    and a variable of :func:`knob_variables` set where the workload is not a built-in (``builtin``)."""
+    said = []
+    if beside_other_work(busy):
+        said.append(f"other processes keep {busy:.1f} of this machine's {os.cpu_count()} cores busy; timings taken "
+                    "beside them are wrong. Run alone, or give every job --threads that add up to the cores")
+    variables = [] if builtin else knob_variables()
+    if variables:
+        said.append(f"{'; '.join(variables)} {'is' if len(variables) == 1 else 'are'} set: a knob of this workload "
+                    "that compiles, runs numba or asks for TF32 may run as another of its values and be measured and "
+                    "exported as the value asked for; unset it to tune such a knob (a built-in workload's trial "
+                    "fails instead)")
+    return said
 
 
 def beside_other_work(cores: float | None) -> bool:

@@ -16,7 +16,6 @@ One search is:
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.config import Config, config_path, default_storage, studies_dir
 from autotune.devices import DetectedDevice, resolve_device
-from autotune.environment import beside_other_work, busy_cores
+from autotune.environment import before_timing, busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
@@ -42,7 +41,7 @@ from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_
                               storage_kind, user_storage)
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
-from autotune.registry import WorkloadFacts, cache_folder, trial_spec, workload_facts
+from autotune.registry import BUILTINS, WorkloadFacts, cache_folder, trial_spec, workload_facts
 
 if TYPE_CHECKING:
     import optuna
@@ -187,13 +186,12 @@ class Tuner:
 
         Every command that times configs calls it first, so it is also where a busy CPU is reported.
         """
+        busy = None
         if self.device.torch_device == "cpu":
             self.runner.wait_ready()  # a fork server still importing torch is no other work
             busy = busy_cores()
-            if beside_other_work(busy):
-                self.on_stage(f"warning: other processes keep {busy:.1f} of this machine's {os.cpu_count()} cores "
-                              "busy; timings taken beside them are wrong. Run alone, or give every job --threads "
-                              "that add up to the cores")
+        for warning in before_timing(busy, builtin=self.workload_spec in BUILTINS):
+            self.on_stage(f"warning: {warning}")
         request = self.request(self.reference_config, "reference")
         timeout = max(self.runner.timeout * 4, 600)  # a reference's run, or its load, is no trial: no trial timeout
         if request.reference_path.is_file():

@@ -631,3 +631,14 @@ def test_output_that_cannot_be_written_is_one_line_or_none_and_exit_1(tmp_path):
                                stderr=subprocess.PIPE, text=True)
     listing.stdout.close()  # gone before the first line
     assert listing.wait(timeout=120) == 1 and listing.stderr.read() == ""
+
+
+def test_run_says_before_timing_a_variable_that_may_turn_a_knob_of_the_user_s_workload_into_another(tmp_path):
+    # TORCH_COMPILE_DISABLE=1: a compile knob of the user's measured eager, said nowhere (`run` showed no stage
+    # warning at all: other work busy before it timed was not said either).
+    steady = Path(BROKEN.split(":")[0]).parent / "steady.py"
+    done = run_cli("run", "-w", f"{steady}:SteadyWorkload", "-d", "cpu", "--set", "work=1", "--min-time", "0.02",
+                   "--studies", "st", cwd=tmp_path, env={"TORCH_COMPILE_DISABLE": "1"}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith("autotune: warning: TORCH_COMPILE_DISABLE=1 (torch.compile returns the model "
+                               "uncompiled) is set: a knob of this workload") for line in done.stderr.splitlines())

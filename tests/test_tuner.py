@@ -1152,3 +1152,26 @@ def test_the_sampler_s_arithmetic_runs_on_one_blas_thread_so_none_spins_beside_a
                         every=space.every_config())
         after = max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
     assert seen == [1, 1] and after == 2
+
+
+def test_a_variable_that_turns_a_knob_value_into_another_is_said_before_a_workload_of_the_user_s_is_timed(
+        monkeypatch):
+    # A built-in's trial fails under TORCH_COMPILE_DISABLE=1 (its compile modes would run eager); a workload of
+    # the user's compiled nothing, measured eager and exported as compiled, without a word.
+    from autotune.environment import before_timing, knob_variables
+
+    for name in ("TORCH_COMPILE_DISABLE", "TORCHINDUCTOR_MAX_AUTOTUNE", "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM",
+                 "TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE", "NUMBA_DISABLE_JIT", "NVIDIA_TF32_OVERRIDE"):
+        monkeypatch.delenv(name, raising=False)
+    assert knob_variables() == [] and before_timing(None, builtin=False) == []
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    monkeypatch.setenv("NUMBA_DISABLE_JIT", "0")  # off, as numba reads it
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "1")  # allows TF32
+    [said] = before_timing(None, builtin=False)
+    assert said.startswith("TORCH_COMPILE_DISABLE=1 (torch.compile returns the model uncompiled) is set: a knob of "
+                           "this workload that compiles")
+    assert before_timing(None, builtin=True) == []  # its trials fail, saying so
+    monkeypatch.setenv("NUMBA_DISABLE_JIT", "1")
+    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM", "1")
+    assert len(knob_variables()) == 3 and " are set: " in before_timing(None, builtin=False)[0]
+    assert [line[:22] for line in before_timing(1.7, builtin=True)] == ["other processes keep 1"]
