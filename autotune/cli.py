@@ -107,7 +107,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     from autotune.storage import storage_kind
 
     writable_studies(studies)
-    gpu_list, n_workers = worker_plan(workers, gpus, storage, workload, device)
+    gpu_list, n_workers = worker_plan(workers, gpus, storage, workload, studies)
     kind = storage_kind(storage) if storage else "sqlite"
     settings = SearchSettings(
         workload, device, size, storage=storage, study_name=study_name, sampler=sampler, quiet=quiet,

@@ -214,8 +214,10 @@ def parse_gpus(gpus: str | None) -> list[int] | None:
 
 
 def worker_plan(workers: int | None, gpus: str | None, storage: str | None, workload: str,
-                device: str) -> tuple[list[int] | None, int]:
+                studies: Path | None) -> tuple[list[int] | None, int]:
     """``--gpus`` as indices and the number of workers ``search`` starts, or one line and exit status 2."""
+    from autotune.config import studies_dir
+    from autotune.registry import workload_facts
     from autotune.storage import storage_kind
 
     gpu_list = parse_gpus(gpus)
@@ -223,9 +225,10 @@ def worker_plan(workers: int | None, gpus: str | None, storage: str | None, work
         fail(f"--workers {workers} and --gpus {gpus} disagree: --gpus starts one worker per GPU ({len(gpu_list)})")
     n_workers = len(gpu_list) if gpu_list else (workers or 1)
     if n_workers > 1 and (storage_kind(storage) if storage else "sqlite") == "sqlite":
+        journal = Path(studies or studies_dir()) / f"{workload_facts(workload).name}.journal"  # beside its exports
         fail(f"{n_workers} workers cannot share an SQLite study (it locks under concurrent writers); use a journal "
-             f"file, e.g. --storage studies/{workload.rpartition(':')[2].lower()}.journal (one machine), or a "
-             f"database server, e.g. --storage postgresql://user:password@host/db (several machines)")
+             f"file, e.g. --storage {journal} (one machine), or a database server, e.g. --storage "
+             "postgresql://user:password@host/db (several machines)")
     return gpu_list, n_workers
 
 

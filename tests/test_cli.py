@@ -642,3 +642,13 @@ def test_run_says_before_timing_a_variable_that_may_turn_a_knob_of_the_user_s_wo
     assert done.returncode == 0, done.stderr
     assert any(line.startswith("autotune: warning: TORCH_COMPILE_DISABLE=1 (torch.compile returns the model "
                                "uncompiled) is set: a knob of this workload") for line in done.stderr.splitlines())
+
+
+def test_workers_on_sqlite_are_refused_with_a_journal_in_the_studies_folder_named_for_the_workload(tmp_path):
+    # It said "--storage studies/steadyworkload.journal": the class's name lowered, and ./studies whatever
+    # --studies said, so the study and its exports parted.
+    steady = Path(BROKEN.split(":")[0]).parent / "steady.py"
+    done = run_cli("search", "-w", f"{steady}:SteadyWorkload", "-d", "cpu", "--workers", "2", "--studies", "mine",
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "use a journal file, e.g. --storage mine/steady.journal (one machine)" in done.stderr
+    assert not (tmp_path / "mine").exists()
