@@ -230,6 +230,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         # Set explicitly, never inherited: the count is part of what was measured.
         torch.set_num_threads(request.threads or cpu_threads())
         result.threads = torch.get_num_threads()
+        _hold_thread_pools(result.threads)
         torch.manual_seed(0)
         np.random.seed(0)
         workload = get_workload_class(request.workload)(request.size, request.torch_device, request.cache_dir)
@@ -261,6 +262,16 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         result.traceback = "".join(traceback.format_exception(exc))[-4000:]
     result.wall_seconds = time.perf_counter() - started
     return result.to_dict()
+
+
+def _hold_thread_pools(threads: int) -> None:
+    """numpy's BLAS and any other OpenMP pool in the trial to ``threads``, as torch's: torch's count alone left a
+    workload's numpy products on every core (--threads 1 ran an 800x800 product at 123 a second, 116 at 2)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a checkout run without installing it (the GPU machine's PYTHONPATH): torch's count alone
+        return
+    threadpool_limits(threads)  # held until the trial's process ends
 
 
 def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -> None:

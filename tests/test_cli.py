@@ -652,3 +652,32 @@ def test_workers_on_sqlite_are_refused_with_a_journal_in_the_studies_folder_name
                    cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "use a journal file, e.g. --storage mine/steady.journal (one machine)" in done.stderr
     assert not (tmp_path / "mine").exists()
+
+
+def test_threads_holds_the_trial_s_numpy_blas_as_it_holds_torch(tmp_path):
+    # --threads 1 set torch's count alone: a workload's numpy products ran on every core's BLAS thread (123
+    # products/s of an 800x800 product at "1 thread", 116 at 2: this CPU), so two searches given a core each
+    # shared both.
+    pytest.importorskip("threadpoolctl")
+    (tmp_path / "blas.py").write_text(
+        "import sys\n"
+        "from autotune.check import Check\n"
+        "from autotune.workload import Workload\n\n\n"
+        "class BlasWorkload(Workload):\n"
+        "    name, unit, sizes = 'blas', 'items', {'tiny': {}, 'small': {}, 'full': {}}\n\n"
+        "    def build(self, config):\n"
+        "        import threadpoolctl, torch\n"
+        "        counts = [i['num_threads'] for i in threadpoolctl.threadpool_info() if i['user_api'] == 'blas']\n"
+        "        print('BLAS THREADS', counts, file=sys.stderr)\n"
+        "        return lambda: torch.zeros(1)\n\n"
+        "    def items_per_run(self, config):\n"
+        "        return 1\n\n"
+        "    def check(self, output, reference, config):\n"
+        "        return Check.from_metrics({'value': (0.0, 0.0)})\n")
+    (tmp_path / "blas.yaml").write_text("schema_version: 1\nparameters:\n  x: {choices: [a, b]}\n"
+                                        "defaults: {x: a}\nbaseline: {}\n")
+    done = run_cli("run", "-w", "blas.py:BlasWorkload", "-d", "cpu", "--threads", "1", "--min-time", "0.01",
+                   "--studies", "st", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    counts = [line for line in done.stderr.splitlines() if line.startswith("BLAS THREADS")]
+    assert counts and all(line == "BLAS THREADS [1]" for line in counts), done.stderr
