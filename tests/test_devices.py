@@ -213,3 +213,30 @@ def test_a_torch_that_cannot_be_imported_is_one_line_from_every_command_that_loo
     lines = capsys.readouterr().err.strip().splitlines()
     assert exited.value.code == 2 and len(lines) == 1 and lines[0].startswith("autotune: error: torch cannot be "
                                                                             "imported"), lines
+
+
+@pytest.mark.parametrize("layout, expected", [
+    # cgroup v2, a container's own tree (cgroupns): its cpu.max at the root of the mount
+    ({"proc": "0::/\n", "cpu.max": "150000 100000\n"}, 1.5),
+    # v2 without a namespace: the job's folder, a tighter parent above it
+    ({"proc": "0::/ci/job\n", "ci/job/cpu.max": "max 100000\n", "ci/cpu.max": "100000 100000\n"}, 1.0),
+    # v1 (cpu and cpuacct mounted together), beside the v2 tree of a hybrid host
+    ({"proc": "2:cpu,cpuacct:/docker/abc\n0::/\n", "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "200000\n",
+      "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n"}, 2.0),
+    ({"proc": "1:cpu:/\n0::/\n", "cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+    ({"proc": "0::/\n"}, None),  # no file: the root has no quota
+])
+def test_a_cgroup_cpu_quota_caps_the_threads_a_trial_gets(tmp_path, monkeypatch, layout, expected):
+    # A 1-CPU quota on 2 cores: 2 threads timed an 800x800 product at 121 a second (the median run, between
+    # the periods the quota held them), where 1 thread sustains 63; torch was given every core.
+    import autotune.devices as devices
+
+    for name, text in layout.items():
+        path = tmp_path / ("self-cgroup" if name == "proc" else name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    monkeypatch.setattr(devices, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(devices, "PROC_CGROUP", tmp_path / "self-cgroup")
+    assert devices.cgroup_cpu_quota() == expected
+    monkeypatch.setattr(devices.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert devices.cpu_threads() == (8 if expected is None else max(1, int(expected)))
