@@ -216,7 +216,7 @@ class ForkServer:
             self._forget()  # waits for it: its pipe closes a moment before it is gone
             if isinstance(exc, (EOFError, BrokenPipeError)) and server is not None:
                 raise ServerDied(f"its fork server died{_from_signal(server.returncode)} while it ran; a new one "
-                                 "runs the next") from None
+                                 "runs the next", -server.returncode) from None
             raise
         kill_group(pid)  # anything the trial started and left behind goes with it
         outcome = None
@@ -258,7 +258,11 @@ class ServerFailed(AutotuneError):
 
 
 class ServerDied(RuntimeError):
-    """The fork server died (killed) while a call ran: its child went with it."""
+    """The fork server died (killed) while a call ran: its child went with it. ``signum``: the signal that killed it."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
 
 
 def _from_signal(returncode: int) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BUSY_CORES", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work", "busy_cores", "fingerprint",
-           "knob_variables"]
+           "knob_variables", "oom_kills"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
@@ -65,6 +65,19 @@ def before_timing(busy: float | None, builtin: bool) -> list[str]:
                     "exported as the value asked for; unset it to tune such a knob (a built-in workload's trial "
                     "fails instead)")
     return said
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has killed since boot (``/proc/vmstat``: a cgroup's limit, a
+    container's ``-m``, counts too); None where it is not said. A trial SIGKILLed while it rose ran out of memory."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def beside_other_work(cores: float | None) -> bool:

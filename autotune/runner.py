@@ -40,7 +40,7 @@ from typing import Any
 
 from autotune._forkserver import ForkServer, ServerDied
 from autotune.check import Check, share_of_tolerance
-from autotune.environment import OtherWork, beside_other_work
+from autotune.environment import OtherWork, beside_other_work, oom_kills
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
 
@@ -274,6 +274,16 @@ def _hold_thread_pools(threads: int) -> None:
     threadpool_limits(threads)  # held until the trial's process ends
 
 
+def _died(config: dict[str, Any], error: str, signum: int, kills: int | None, started: float) -> TrialResult:
+    """``crash``, or ``oom`` where SIGKILL came as the kernel's OOM killer killed (its count was ``kills``): over a
+    container's memory limit a trial read "crash", no word of memory nor a constraint the sampler learns from."""
+    wall = time.perf_counter() - started
+    if signum == signal.SIGKILL and kills is not None and (oom_kills() or 0) > kills:
+        return TrialResult("oom", config, error="process killed by the kernel's OOM killer (out of memory: the "
+                           "machine's, or its cgroup's limit)", wall_seconds=wall)
+    return TrialResult("crash", config, error=error, wall_seconds=wall)
+
+
 def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -> None:
     """One run of the reference config, its output saved as the reference file (:func:`autotune.reference.save`)."""
     from autotune.reference import save
@@ -418,13 +428,11 @@ class Runner:
             # As a trial's child does (autotune._forkserver): stdout is where --json writes.
             with contextlib.redirect_stdout(sys.stderr):
                 return TrialResult.from_dict(execute(request))
-        started = time.perf_counter()
-        config = dict(request.config)
+        started, config, kills = time.perf_counter(), dict(request.config), oom_kills()
         try:
             outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout)
-        except ServerDied as exc:  # its trial's processes went with it: a crash, as the OOM killer's pick of the trial
-            return TrialResult("crash", config, error=f"process died: {exc}",
-                               wall_seconds=time.perf_counter() - started)
+        except ServerDied as exc:  # its trial's processes went with it: a crash, or the OOM killer's pick
+            return _died(config, f"process died: {exc}", exc.signum, kills, started)
         wall = time.perf_counter() - started
         if timed_out:
             return TrialResult("timeout", config, error=f"ran past the {timeout:g} s trial timeout; killed", wall_seconds=wall)
@@ -433,7 +441,7 @@ class Runner:
             result.wall_seconds = wall
             return result
         if exitcode is not None and exitcode < 0:
-            return TrialResult("crash", config, error=f"process died from {_signal_name(-exitcode)}", wall_seconds=wall)
+            return _died(config, f"process died from {_signal_name(-exitcode)}", -exitcode, kills, started)
         return TrialResult("crash", config, error=f"process exited with status {exitcode} without a result", wall_seconds=wall)
 
     def close(self) -> None:

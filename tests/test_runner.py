@@ -455,3 +455,29 @@ def test_the_busy_core_check_waits_for_the_fork_server_it_started(tmp_path, monk
     finally:
         tuner.close()
     assert ready_when_looked == [True]
+
+
+@pytest.mark.parametrize("kills, status, error", [
+    ((3, 4), "oom", "process killed by the kernel's OOM killer (out of memory: the machine's, or its cgroup's limit)"),
+    ((3, 3), "crash", "process died from SIGKILL"),
+    ((None, None), "crash", "process died from SIGKILL"),  # no /proc/vmstat: not known
+])
+def test_a_trial_the_kernel_s_oom_killer_took_is_oom_not_a_crash(tmp_path, monkeypatch, kills, status, error):
+    # Over a container's memory limit (a 1,200 MiB cgroup, this machine) the kernel SIGKILLed a trial that
+    # filled it: "crash: process died from SIGKILL", where --memory-limit's own refusal is "oom", a constraint
+    # the sampler learns from. /proc/vmstat's oom_kill rose by one with it.
+    import autotune.runner as runner_module
+
+    workload = _steady_variant(tmp_path, "        seconds = config[\"work\"] / 50_000\n",
+                               "        seconds = config[\"work\"] / 50_000\n        import os, signal\n"
+                               "        if config['work'] == 2:\n            os.kill(os.getpid(), signal.SIGKILL)\n")
+    read = iter(kills)
+    runner = Runner("subprocess", timeout=60)
+    try:
+        runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                                purpose="reference"))
+        monkeypatch.setattr(runner_module, "oom_kills", lambda: next(read))
+        killed = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 2}, str(tmp_path), FAST_MEASURER))
+    finally:
+        runner.close()
+    assert (killed.status, killed.error) == (status, error)
