@@ -56,8 +56,10 @@ def before_timing(busy: float | None, builtin: bool) -> list[str]:
     and a variable of :func:`knob_variables` set where the workload is not a built-in (``builtin``)."""
     said = []
     if beside_other_work(busy):
-        said.append(f"other processes keep {busy:.1f} of this machine's {os.cpu_count()} cores busy; timings taken "
-                    "beside them are wrong. Run alone, or give every job --threads that add up to the cores")
+        cores = len(_own_cpus() or ()) or os.cpu_count() or 1
+        said.append(f"other processes keep {busy:.1f} of the {cores} core{'s' * (cores != 1)} this process may use "
+                    "busy; timings taken beside them are wrong. Run alone, or give every job --threads that add up to "
+                    "the cores")
     variables = [] if builtin else knob_variables()
     if variables:
         said.append(f"{'; '.join(variables)} {'is' if len(variables) == 1 else 'are'} set: a knob of this workload "
@@ -139,21 +141,30 @@ def fingerprint(torch_device: str = "cpu") -> dict[str, Any]:
 
 
 def busy_cores(seconds: float = 0.1) -> float | None:
-    """How many cores every process together kept busy over ``seconds`` (this one sleeps meanwhile).
+    """How many of the cores this process may use every process together kept busy over ``seconds`` (this one
+    sleeps meanwhile).
 
     Read from ``/proc/stat``; None where it is absent (not Linux). Timing beside other work is wrong:
     on 2 shared cores, an explain run read a config 70x slower than alone (README, "What each fix bought").
+    Cores outside its affinity are no trial's: pinned to cpu0 beside a busy loop on cpu1, a run was warned
+    of "1.0 of this machine's 2 cores busy" and timed a product as fast as alone (63 and 63.7 a second).
     """
+    cpus = _own_cpus()
     try:
-        total_before, idle_before = _cpu_jiffies()
+        total_before, idle_before = _cpu_jiffies(cpus)
         time.sleep(seconds)
-        total_after, idle_after = _cpu_jiffies()
+        total_after, idle_after = _cpu_jiffies(cpus)
     except (OSError, ValueError, IndexError):
         return None
     total = total_after - total_before
     if total <= 0:
         return None
-    return (1 - (idle_after - idle_before) / total) * (os.cpu_count() or 1)
+    return (1 - (idle_after - idle_before) / total) * (len(cpus) if cpus else os.cpu_count() or 1)
+
+
+def _own_cpus() -> set[int] | None:
+    """The cores this process may run on (None where the OS does not say: every core)."""
+    return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -201,7 +212,7 @@ class OtherWork:
 
     def __init__(self) -> None:
         self.group = os.getpgrp()
-        self.cpus = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+        self.cpus = _own_cpus() or set()
         self.start = self._sample()
 
     def _sample(self) -> tuple[int, int, int] | None:

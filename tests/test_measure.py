@@ -281,3 +281,20 @@ def test_the_fingerprint_records_the_variables_that_change_how_fast_torch_runs(m
     monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
     monkeypatch.setenv("HOME", "/elsewhere")  # not one of them
     assert fingerprint()["variables"] == {"ATEN_CPU_CAPABILITY": "default", "CUDA_LAUNCH_BLOCKING": "1"}
+
+
+def test_the_busy_check_before_timing_reads_the_cores_this_process_may_use_alone(monkeypatch):
+    # Pinned to cpu0 (taskset -c 0) beside a busy loop pinned to cpu1, a run warned "other processes keep 1.0 of
+    # this machine's 2 cores busy; timings taken beside them are wrong", and its product ran as fast as alone
+    # (63 and 63.7 a second): the loop's core was never the trial's.
+    import autotune.environment as environment
+
+    asked = []
+    samples = iter([(1000, 500), (1100, 600)])  # over the window: the cores asked for were idle throughout
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(environment, "_cpu_jiffies", lambda cpus=None: (asked.append(cpus), next(samples))[1])
+    assert environment.busy_cores(0.0) == 0.0 and asked == [{0}, {0}]
+    samples = iter([(1000, 500), (1100, 550)])  # half busy: half of the one core
+    assert environment.busy_cores(0.0) == 0.5
+    said = environment.before_timing(1.0, builtin=True)
+    assert said[0].startswith("other processes keep 1.0 of the 1 core this process may use busy;"), said
