@@ -19,7 +19,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from autotune.stopping import whole_step
-from autotune.storage import DEFAULT_GRACE_PERIOD, pid_alive, worker_identity
+from autotune.storage import DEFAULT_GRACE_PERIOD, owner_alive, storage_kind, worker_identity
 from autotune.trials import counted
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class TrialBudget:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             fail_stale_trials(self.study)
-        fail_abandoned_trials(self.study, self.grace_period)
+        fail_abandoned_trials(self.study, self.grace_period, one_machine=_one_machine(self.storage))
 
     def _take(self) -> "optuna.Trial | None | bool":
         self._release_dead()
@@ -157,14 +157,25 @@ class TrialBudget:
         return (done, self.budget) if self.shared else (done - self.start, self.budget - self.start)
 
 
-def fail_abandoned_trials(study: "optuna.Study", grace_period: int | None) -> None:
+def _one_machine(storage: Any) -> bool:
+    """Whether ``storage`` (an Optuna storage object) is a file for one machine: SQLite, a journal file."""
+    url = getattr(storage, "url", None)
+    return url is None or storage_kind(str(url)) != "server"
+
+
+def fail_abandoned_trials(study: "optuna.Study", grace_period: int | None, one_machine: bool = False) -> None:
     """Fail (and queue once more) running trials that nobody will finish, on every storage.
 
-    Two kinds: a trial claimed by a process on this host that is gone (a
+    Three kinds: a trial claimed by a process on this host that is gone (a
     journal file or SQLite has no heartbeats, and a dead process is plain
-    to see), and a trial taken but never claimed, a grace period after it
-    started (its process died between taking and claiming it, on any
-    host). Heartbeats find the rest on server databases.
+    to see, told from a later one given its pid by its start), a trial taken
+    but never claimed, a grace period after it started (its process died
+    between taking and claiming it, on any host), and, in a file for
+    ``one_machine``, a trial claimed by another host: no other host shares
+    such a file, so a host name that changed left it (a container of the
+    job killed and started anew, a renamed laptop); every later search
+    waited for it without a word. Heartbeats find the rest on server
+    databases.
     """
     import optuna
     from optuna.trial import TrialState
@@ -175,7 +186,7 @@ def fail_abandoned_trials(study: "optuna.Study", grace_period: int | None) -> No
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("claimed")
         if owner:
-            if owner.get("host") != me["host"] or pid_alive(int(owner["pid"])):
+            if owner_alive(owner) if owner.get("host") == me["host"] else not one_machine:
                 continue
         elif t.datetime_start is None or now - t.datetime_start.replace(tzinfo=None) < grace:
             continue
@@ -211,7 +222,7 @@ def release_dead_owners(study: "optuna.Study") -> None:
     me = worker_identity()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("claimed") or {}
-        if owner.get("host") == me["host"] and "pid" in owner and not pid_alive(int(owner["pid"])):
+        if owner.get("host") == me["host"] and "pid" in owner and not owner_alive(owner):
             release_trial(study, t._trial_id)
 
 
@@ -256,7 +267,7 @@ def exported(study: "optuna.Study", budget: int, grace_period: int | None = None
     if owner.get("finished") or "pid" not in owner:
         return True
     if owner.get("host") == worker_identity()["host"]:
-        return pid_alive(int(owner["pid"]))
+        return owner_alive(owner)
     # The hosts' clocks must agree within the grace period, as for Optuna's own heartbeats.
     return "beat" not in owner or time.time() - float(owner["beat"]) <= (grace_period or DEFAULT_GRACE_PERIOD)
 

@@ -42,6 +42,8 @@ __all__ = [
     "check_heartbeat",
     "mend_torn_tail",
     "open_storage",
+    "owner_alive",
+    "process_start",
     "redact_storage",
     "retrying",
     "storage_failure",
@@ -279,8 +281,27 @@ def _created_once(make: Callable[[], T], attempts: int = 4) -> T:
 
 
 def worker_identity() -> dict[str, Any]:
-    """Who runs a trial: recorded on it so that a dead worker's trial can be found."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    """Who runs a trial: recorded on it so that a dead worker's trial can be found (its start tells it from a later
+    process given the same pid)."""
+    started = process_start(os.getpid())
+    return {"host": socket.gethostname(), "pid": os.getpid(), **({"started": started} if started else {})}
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started, as this boot of the kernel counts it ("BOOT-ID:TICKS"); None where ``/proc``
+    does not say. A container restarted gives its first process the pid its last one had (1, say)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        with open(f"/proc/{pid}/stat") as stat:
+            return f"{boot}:{stat.read().rsplit(')', 1)[1].split()[19]}"
+    except (OSError, IndexError):
+        return None
+
+
+def owner_alive(owner: dict[str, Any]) -> bool:
+    """Whether the process a :func:`worker_identity` of this host names still runs: its pid, started when it was."""
+    pid = int(owner["pid"])
+    return pid_alive(pid) and ("started" not in owner or process_start(pid) in (None, owner["started"]))
 
 
 def pid_alive(pid: int) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.storage import open_storage
+from autotune.storage import open_storage, worker_identity
 from autotune.tuner import Tuner
 from tests.conftest import BROKEN, FAST_MEASURER, run_cli, stop_when_said, tagged_processes
 
@@ -545,3 +545,42 @@ def test_a_search_started_with_its_output_streams_closed_still_measures_and_expo
     assert (tmp_path / "studies" / "steady" / "cpu-tiny.json").is_file()
     study = optuna.load_study(study_name="steady-cpu-tiny", storage=f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}")
     assert [t.user_attrs.get("status") for t in study.trials] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("claim, one_machine, failed", [
+    ({"host": "dead-container-1234", "pid": 1}, True, True),  # a file for one machine: nobody else holds it
+    ({"host": "dead-container-1234", "pid": 1}, False, False),  # a server database: its heartbeat decides
+    ("a later process given my pid", True, True),
+    ("me", True, False),
+])
+def test_a_trial_a_changed_host_name_or_a_reused_pid_left_running_blocks_no_search(claim, one_machine, failed):
+    # A SQLite study holding a running trial claimed by another host name (a container of the job killed and run
+    # anew, a renamed laptop) made every later search wait for it, silently, for ever; so did one claimed by this
+    # host's pid when a restarted container gave its new process the dead one's pid (1, say).
+    from autotune.shared_study import fail_abandoned_trials
+
+    me = worker_identity()
+    if claim == "me":
+        claim = me
+    elif claim == "a later process given my pid":
+        claim = {**me, "started": "another-boot:12345"}
+    study = optuna.create_study()
+    trial = study.ask()
+    trial.set_user_attr("claimed", claim)
+    fail_abandoned_trials(study, grace_period=60, one_machine=one_machine)
+    state = study.get_trials(deepcopy=False)[trial.number].state
+    assert (state == optuna.trial.TrialState.FAIL) == failed
+    if failed:  # queued once more, as any abandoned trial
+        assert study.get_trials(deepcopy=False)[-1].state == optuna.trial.TrialState.WAITING
+
+
+def test_a_search_on_a_study_file_goes_on_past_a_trial_another_host_name_left_running(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(study_name="left", storage=storage, direction="maximize")
+    study.ask().set_user_attr("claimed", {"host": "dead-container-1234", "pid": 1})
+    done = run_cli("search", "-w", STEADY, "-d", "cpu", "-n", "2", "--storage", storage, "--study", "left",
+                   "--min-time", "0.05", "--remeasure-rounds", "1", cwd=tmp_path,
+                   env={"AUTOTUNE_STUDIES": str(tmp_path / "studies")}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    trials = optuna.load_study(study_name="left", storage=storage).get_trials(deepcopy=False)
+    assert not any(t.state == optuna.trial.TrialState.RUNNING for t in trials)
