@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUSY_CORES", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work", "busy_cores", "fingerprint",
-           "knob_variables", "oom_kills"]
+__all__ = ["BUSY_CORES", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work", "busy_cores",
+           "fingerprint", "knob_variables", "oom_kills"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5

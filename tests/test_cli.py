@@ -650,7 +650,8 @@ def test_workers_on_sqlite_are_refused_with_a_journal_in_the_studies_folder_name
     steady = Path(BROKEN.split(":")[0]).parent / "steady.py"
     done = run_cli("search", "-w", f"{steady}:SteadyWorkload", "-d", "cpu", "--workers", "2", "--studies", "mine",
                    cwd=tmp_path, timeout=120)
-    assert done.returncode == 2 and "use a journal file, e.g. --storage mine/steady.journal (one machine)" in done.stderr
+    assert done.returncode == 2
+    assert "use a journal file, e.g. --storage mine/steady.journal (one machine)" in done.stderr
     assert not (tmp_path / "mine").exists()
 
 

@@ -1148,8 +1148,8 @@ def test_the_sampler_s_arithmetic_runs_on_one_blas_thread_so_none_spins_beside_a
 
     study = optuna.create_study(direction="maximize")
     with threadpoolctl.threadpool_limits(2, user_api="blas"):  # as on a machine of two cores or more
-        loop.run_trials(_Worker(space, Runner()), study, TrialBudget(study, 2, NoLock(), None, None, None, shared=False),
-                        every=space.every_config())
+        budget = TrialBudget(study, 2, NoLock(), None, None, None, shared=False)
+        loop.run_trials(_Worker(space, Runner()), study, budget, every=space.every_config())
         after = max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
     assert seen == [1, 1] and after == 2
 
