@@ -86,7 +86,7 @@ def claim_budget(study: "optuna.Study", lock: Any, n_trials: int, firsts: list[t
         done = len(counted(study.get_trials(deepcopy=False)))
         budget = study.user_attrs.get("trial_budget")
         # A budget reached but not exported (its exporter stopped or died) is resumed: to the export, not to more.
-        if budget is None or (done >= budget and exported(study, budget, grace_period)):
+        if budget is None or (done >= budget and exported(study, budget, grace_period, _file_lock(lock))):
             budget = done + n_trials
             study.set_user_attr("trial_budget", budget)
         enqueue_first(study, firsts)
@@ -244,22 +244,30 @@ def elect_exporter(study: "optuna.Study", lock: Any, budget: int, grace_period: 
     marks it exported and is elected; every other process finds the mark.
     """
     with lock.held():
-        if exported(study, budget, grace_period):
+        if exported(study, budget, grace_period, _file_lock(lock)):
             return False
         study.set_user_attr(EXPORTED, budget)
         study.set_user_attr(EXPORTER, worker_identity())
         return True
 
 
-def exported(study: "optuna.Study", budget: int, grace_period: int | None = None) -> bool:
+def _file_lock(lock: Any) -> bool:
+    """Whether ``lock`` is the budget lock of a study file for one machine (SQLite, a journal file)."""
+    return getattr(lock, "kind", "server") != "server"
+
+
+def exported(study: "optuna.Study", budget: int, grace_period: int | None = None, one_machine: bool = False) -> bool:
     """Whether ``budget`` is exported, or being exported by a process that may be alive.
 
     An exporter that a stop or an error interrupted gives the budget back
     (:func:`exporting`); one that died on this host (SIGKILL, a crash) is
-    seen to be gone, as a dead worker's trial is; one on another host that
-    beats (a database server's heartbeat) is gone once its last beat is
-    ``grace_period`` seconds old, as a worker's trial is. One that does not
-    beat, or marked before exporters were recorded, is trusted.
+    seen to be gone, as a dead worker's trial is; so is one on another host
+    in a file for ``one_machine``, which no other host shares (a host name
+    that changed marked it: see :func:`fail_abandoned_trials`); one on
+    another host that beats (a database server's heartbeat) is gone once
+    its last beat is ``grace_period`` seconds old, as a worker's trial is.
+    One that does not beat, or marked before exporters were recorded, is
+    trusted.
     """
     if study.user_attrs.get(EXPORTED) != budget:
         return False
@@ -268,6 +276,8 @@ def exported(study: "optuna.Study", budget: int, grace_period: int | None = None
         return True
     if owner.get("host") == worker_identity()["host"]:
         return owner_alive(owner)
+    if one_machine:
+        return False
     # The hosts' clocks must agree within the grace period, as for Optuna's own heartbeats.
     return "beat" not in owner or time.time() - float(owner["beat"]) <= (grace_period or DEFAULT_GRACE_PERIOD)
 

@@ -447,6 +447,24 @@ def test_an_exporter_on_another_host_is_gone_once_its_beat_is_a_grace_period_old
     assert threading.active_count() == threads  # the beat's thread is gone
 
 
+def test_an_exporter_another_host_name_marked_in_a_study_file_is_gone(tmp_path):
+    # In a file for one machine (a journal, SQLite) no other host exports: a host name that changed (a container
+    # of the job killed in its re-measurement and started anew) marked it, and the budget it never exported was
+    # taken as exported, so the next run measured --trials more configs before it exported.
+    from autotune.shared_study import EXPORTED, EXPORTER, NoLock, claim_budget, elect_exporter, exported
+
+    class FileLock(NoLock):
+        kind = "journal"
+
+    study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "s.journal")))
+    study.set_user_attr("trial_budget", 0)
+    study.set_user_attr(EXPORTED, 0)
+    study.set_user_attr(EXPORTER, {"host": "dead-container-1234", "pid": 1})
+    assert exported(study, 0) and not exported(study, 0, one_machine=True)
+    assert claim_budget(study, FileLock(), 5, []) == 0  # resumed to its export, not to 5 more configs
+    assert elect_exporter(study, FileLock(), 0)
+
+
 def test_the_elected_exporter_gives_the_budget_back_when_its_export_is_interrupted(tmp_path, monkeypatch):
     from autotune.shared_study import EXPORTED, EXPORTER
     from autotune.tuner import Tuner
