@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from autotune.devices import cpu_threads
+
 if TYPE_CHECKING:
     from autotune.devices import DeviceProfile
 
@@ -73,7 +75,9 @@ def plan_workers(workers: int, gpus: list[int] | None, cpus: list[int] | None = 
     """One plan per worker, and a warning when workers must share devices (their timings then interfere)."""
     if gpus:
         return [WorkerPlan(i, gpu_environment(g), f"GPU {g}") for i, g in enumerate(gpus)], None
-    cpus = cpus if cpus is not None else _available_cpus()
+    # As many cores as a cgroup's CPU quota allows (cpu_threads): workers pinned to all the machine's would each
+    # take the quota's threads, and the quota would hold them for part of every period.
+    cpus = cpus if cpus is not None else _available_cpus()[:cpu_threads()]
     if workers <= 1:
         return [WorkerPlan(0, {}, "every core")], None
     if len(cpus) < workers:

@@ -111,6 +111,19 @@ def test_workers_get_their_own_devices(monkeypatch):
     assert all(CPUS_ENV not in p.env for p in plans) and "share them" in warning
 
 
+def test_workers_under_a_cpu_quota_share_its_cores_not_the_machine_s(monkeypatch):
+    # A 4-CPU quota on 8 cores: two workers were pinned to 4 cores each, and each trial took 4 threads (the
+    # quota's), 8 in all, so the quota held them for half of every period.
+    import autotune.workers as workers
+
+    monkeypatch.setattr(workers, "_available_cpus", lambda: list(range(8)))
+    monkeypatch.setattr(workers, "cpu_threads", lambda: 4)
+    plans, warning = plan_workers(2, None)
+    assert [p.env[CPUS_ENV] for p in plans] == ["0,1", "2,3"] and warning is None
+    plans, warning = plan_workers(6, None)
+    assert "6 workers on 4 cores share them" in warning
+
+
 def test_passwords_are_masked():
     assert redact_storage("postgresql://u:pw@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert redact_storage("studies/x.journal") == "studies/x.journal"
