@@ -320,7 +320,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         checks.append(check)
         return check.passed
 
-    measurer = Measurer(**request.measurer, other_work=OtherWork)
+    measurer = Measurer(**request.measurer, other_work=lambda: OtherWork(result.threads))  # beyond its idle cores
     measurement = measurer.measure(run, items, workload.synchronize, on_output)
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()

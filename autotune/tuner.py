@@ -190,7 +190,7 @@ class Tuner:
         if self.device.torch_device == "cpu":
             self.runner.wait_ready()  # a fork server still importing torch is no other work
             busy = busy_cores()
-        for warning in before_timing(busy, builtin=self.workload_spec in BUILTINS):
+        for warning in before_timing(busy, builtin=self.workload_spec in BUILTINS, threads=self.threads):
             self.on_stage(f"warning: {warning}")
         request = self.request(self.reference_config, "reference")
         timeout = max(self.runner.timeout * 4, 600)  # a reference's run, or its load, is no trial: no trial timeout
