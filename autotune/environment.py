@@ -7,14 +7,16 @@ the machine while a config is timed says so too (:class:`OtherWork`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 __all__ = ["BUSY_CORES", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work", "busy_cores",
-           "fingerprint", "knob_variables", "oom_kills"]
+           "fingerprint", "knob_variables", "oom_kills", "thread_pools"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
@@ -74,6 +76,20 @@ def before_timing(busy: float | None, builtin: bool, threads: int | None = None)
                     "exported as the value asked for; unset it to tune such a knob (a built-in workload's trial "
                     "fails instead)")
     return said
+
+
+def thread_pools(threads: int, user_api: str | None = None) -> Any:
+    """numpy's BLAS and every OpenMP pool of this process (``user_api="blas"``: BLAS alone) held to ``threads``:
+    a context manager, or held until the process ends where it is left open. Nothing where threadpoolctl is not
+    installed (a checkout run without installing it: the GPU machine's PYTHONPATH). Its warning of two OpenMP
+    libraries loaded at once is no trial's to print."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return threadpool_limits(threads, user_api=user_api)
 
 
 def oom_kills() -> int | None:

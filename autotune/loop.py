@@ -10,13 +10,13 @@ it as lost, so it counts toward no budget and a resumed search re-runs it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.config import Config
+from autotune.environment import thread_pools
 from autotune.exceptions import DiskFullError
 from autotune.runner import TrialResult
 from autotune.shared_study import DONE, FIRST_ROLES, WAIT, Heartbeat, TrialBudget, release_own_trials
@@ -45,19 +45,11 @@ def run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry
                poll_seconds: float = 2.0, every: list[Config] | None = None) -> list[TrialRecord]:
     """Run trials from ``budget`` until it is done, a stop is asked for, the time budget is spent, or each of
     ``every`` allowed config (where the space is small enough to list them: ``Tuner.configs``) is measured."""
-    with _one_blas_thread():
+    # The sampler's arithmetic (the linear model's solves) on one BLAS thread while trials are timed: after each
+    # call OpenBLAS's threads spin about 0.1 s of a core (0.11 s of an idle process's CPU after a 300x300 solve,
+    # none on one thread; this CPU), taken from the trial timed next and read as other work on an idle machine.
+    with thread_pools(1, "blas"):
         return _run_trials(tuner, study, budget, retry, poll_seconds, every)
-
-
-def _one_blas_thread() -> Any:
-    """The sampler's arithmetic (the linear model's solves) on one BLAS thread while trials are timed: after each
-    call OpenBLAS's threads spin about 0.1 s of a core (0.11 s of an idle process's CPU after a 300x300 solve,
-    none on one thread; this CPU), taken from the trial timed next and read as other work on an idle machine."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # a checkout run without installing it (the GPU machine's PYTHONPATH): threads as they are
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
 
 
 def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retry: Retry | None,

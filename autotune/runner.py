@@ -40,7 +40,7 @@ from typing import Any
 
 from autotune._forkserver import ForkServer, ServerDied
 from autotune.check import Check, share_of_tolerance
-from autotune.environment import OtherWork, beside_other_work, oom_kills
+from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
 
@@ -230,7 +230,9 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         # Set explicitly, never inherited: the count is part of what was measured.
         torch.set_num_threads(request.threads or cpu_threads())
         result.threads = torch.get_num_threads()
-        _hold_thread_pools(result.threads)
+        # numpy's BLAS and any other OpenMP pool too: torch's count alone left a workload's numpy products on
+        # every core (--threads 1 ran an 800x800 product at 123 a second, 116 at 2). Held until the process ends.
+        thread_pools(result.threads)
         torch.manual_seed(0)
         np.random.seed(0)
         workload = get_workload_class(request.workload)(request.size, request.torch_device, request.cache_dir)
@@ -262,16 +264,6 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         result.traceback = "".join(traceback.format_exception(exc))[-4000:]
     result.wall_seconds = time.perf_counter() - started
     return result.to_dict()
-
-
-def _hold_thread_pools(threads: int) -> None:
-    """numpy's BLAS and any other OpenMP pool in the trial to ``threads``, as torch's: torch's count alone left a
-    workload's numpy products on every core (--threads 1 ran an 800x800 product at 123 a second, 116 at 2)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # a checkout run without installing it (the GPU machine's PYTHONPATH): torch's count alone
-        return
-    threadpool_limits(threads)  # held until the trial's process ends
 
 
 def _died(config: dict[str, Any], error: str, signum: int, kills: int | None, started: float) -> TrialResult:

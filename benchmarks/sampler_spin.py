@@ -4,7 +4,8 @@ After a BLAS call OpenBLAS keeps its threads spinning, a tenth of a second of a 
 follows. The search's sampler (the linear model's solves) runs in the search's process just before each trial:
 a trial that uses every core then shares one with a spinning thread. A child process stands in for the trial:
 after each solve of the parent's it times 15 runs of a matrix product on two threads (about 1 ms each). Rounds
-alternate the parent's solve as numpy runs it (threads spinning after) and under ``autotune.loop``'s limit.
+alternate the parent's solve as numpy runs it (threads spinning after) and under the search's limit
+(``autotune.environment.thread_pools``, as ``autotune.loop`` holds it).
 
 Example::
 
@@ -38,7 +39,7 @@ for line in sys.stdin:
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
-    from autotune.loop import _one_blas_thread
+    from autotune.environment import thread_pools
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20, help="rounds of each way (default 20)")
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             for way, held in runs.items():
                 time.sleep(0.4)  # the last round's threads asleep
-                with _one_blas_thread() if way == "one BLAS thread" else contextlib.nullcontext():
+                with thread_pools(1, "blas") if way == "one BLAS thread" else contextlib.nullcontext():
                     np.linalg.solve(matrix @ matrix.T + np.eye(300), np.ones(300))
                 child.stdin.write("go\n")
                 child.stdin.flush()

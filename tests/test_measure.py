@@ -316,3 +316,30 @@ def test_other_work_on_the_cores_a_trial_leaves_idle_is_none_of_its(monkeypatch)
     assert said.startswith("other processes keep 1.7 of the 2 cores this process may use busy, more than the 1 "
                            "a trial's 1 thread leaves idle;"), said
     assert environment.before_timing(1.0, builtin=True)[0].startswith("other processes keep 1.0 of the 2 cores")
+
+
+def test_thread_pools_hold_and_restore_and_say_nothing_of_the_libraries(monkeypatch):
+    # threadpoolctl warns, in two lines, where two OpenMP libraries are loaded at once (Intel's and LLVM's): a
+    # trial would print it every time it held its pools.
+    import warnings
+
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from autotune.environment import thread_pools
+
+    def blas():
+        return max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
+
+    real = threadpoolctl.threadpool_limits
+
+    def noisy(*args, **kwargs):
+        warnings.warn("Found Intel OpenMP ('libiomp') and LLVM OpenMP ('libomp') loaded at the same time",
+                      RuntimeWarning)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", noisy)
+    with real(2, user_api="blas"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with thread_pools(1, "blas"):
+                assert blas() == 1
+        assert blas() == 2
