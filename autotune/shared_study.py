@@ -186,7 +186,12 @@ def fail_abandoned_trials(study: "optuna.Study", grace_period: int | None, one_m
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("claimed")
         if owner:
-            if owner_alive(owner) if owner.get("host") == me["host"] else not one_machine:
+            # In a file for one machine a claim's start (boot id, ticks) is checked whatever host name it gives:
+            # a host renamed mid-search still runs its trials. Without one, another host's claim is gone.
+            if owner.get("host") == me["host"] or (one_machine and "started" in owner):
+                if owner_alive(owner):
+                    continue
+            elif not one_machine:
                 continue
         elif t.datetime_start is None or now - t.datetime_start.replace(tzinfo=None) < grace:
             continue
@@ -274,7 +279,7 @@ def exported(study: "optuna.Study", budget: int, grace_period: int | None = None
     owner = study.user_attrs.get(EXPORTER) or {}
     if owner.get("finished") or "pid" not in owner:
         return True
-    if owner.get("host") == worker_identity()["host"]:
+    if owner.get("host") == worker_identity()["host"] or (one_machine and "started" in owner):
         return owner_alive(owner)
     if one_machine:
         return False

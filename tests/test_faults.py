@@ -552,6 +552,8 @@ def test_a_search_started_with_its_output_streams_closed_still_measures_and_expo
     ({"host": "dead-container-1234", "pid": 1}, False, False),  # a server database: its heartbeat decides
     ("a later process given my pid", True, True),
     ("me", True, False),
+    ("me, under the host name I had", True, False),  # a laptop renamed mid-search: its trial still runs
+    ("a dead container, started", True, True),  # its boot id and ticks match no process here
 ])
 def test_a_trial_a_changed_host_name_or_a_reused_pid_left_running_blocks_no_search(claim, one_machine, failed):
     # A SQLite study holding a running trial claimed by another host name (a container of the job killed and run
@@ -564,6 +566,10 @@ def test_a_trial_a_changed_host_name_or_a_reused_pid_left_running_blocks_no_sear
         claim = me
     elif claim == "a later process given my pid":
         claim = {**me, "started": "another-boot:12345"}
+    elif claim == "me, under the host name I had":
+        claim = {**me, "host": "old-name"}
+    elif claim == "a dead container, started":
+        claim = {"host": "dead-container-1234", "pid": 1, "started": "another-boot:12345"}
     study = optuna.create_study()
     trial = study.ask()
     trial.set_user_attr("claimed", claim)
