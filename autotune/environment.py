@@ -55,14 +55,17 @@ def knob_variables() -> list[str]:
 
 def before_timing(busy: float | None, builtin: bool, threads: int | None = None) -> list[str]:
     """The warnings to give before configs are timed: ``busy`` cores kept busy by other work (None: not read)
-    beyond those a trial of ``threads`` (None: every core) leaves idle, and a variable of :func:`knob_variables`
-    set where the workload is not a built-in (``builtin``).
+    beyond those a trial of ``threads`` (None: the count a trial takes, ``cpu_threads()``) leaves idle, and a
+    variable of :func:`knob_variables` set where the workload is not a built-in (``builtin``).
 
     With --threads 1 on 2 cores beside a busy loop, as the advice below has it, a product ran at 59.9 a second
     against 61.3 alone: the loop's core was one the trial left idle."""
+    from autotune.devices import cpu_threads
+
     said = []
     cores = len(_own_cpus() or ()) or os.cpu_count() or 1
-    spare = max(0, cores - threads) if threads else 0
+    threads = threads or cpu_threads()  # under a CPU quota fewer than the cores: the rest are left idle
+    spare = max(0, cores - threads)
     if busy is not None and beside_other_work(busy - spare):
         idle = (f", more than the {spare} a trial's {threads} thread{'s' * (threads != 1)} "
                 f"leave{'s' * (threads == 1)} idle")

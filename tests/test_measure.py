@@ -343,3 +343,17 @@ def test_thread_pools_hold_and_restore_and_say_nothing_of_the_libraries(monkeypa
             with thread_pools(1, "blas"):
                 assert blas() == 1
         assert blas() == 2
+
+
+def test_the_busy_check_counts_the_threads_a_trial_gets_by_default_under_a_cpu_quota(monkeypatch):
+    # Without --threads a trial takes cpu_threads(): under a 1-CPU quota on 2 cores, one thread. The check before
+    # timing took "every core", warned of a loop on the core the trial leaves idle, while the trial's own
+    # measurement (OtherWork given its real count) did not.
+    import autotune.devices as devices
+    from autotune import environment
+
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(devices, "cgroup_cpu_quota", lambda: 1.0)
+    assert environment.before_timing(1.0, builtin=True) == []
+    assert environment.before_timing(1.7, builtin=True)[0].startswith(
+        "other processes keep 1.7 of the 2 cores this process may use busy, more than the 1 a trial's 1 thread")
