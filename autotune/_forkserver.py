@@ -265,13 +265,16 @@ class ServerDied(RuntimeError):
         self.signum = signum
 
 
-def _from_signal(returncode: int) -> str:
-    if returncode >= 0:
-        return f" (exit status {returncode})"
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; ``signal 99`` for a number no signal has."""
     try:
-        return f" from {signal.Signals(-returncode).name}"
+        return signal.Signals(number).name
     except ValueError:
-        return f" from signal {-returncode}"
+        return f"signal {number}"
+
+
+def _from_signal(returncode: int) -> str:
+    return f" (exit status {returncode})" if returncode >= 0 else f" from {signal_name(-returncode)}"
 
 
 def kill_group(pid: int) -> None:

@@ -65,7 +65,7 @@ def before_timing(busy: float | None, builtin: bool, threads: int | None = None)
     said = []
     cores = len(_own_cpus() or ()) or os.cpu_count() or 1
     threads = threads or cpu_threads()  # under a CPU quota fewer than the cores: the rest are left idle
-    spare = max(0, cores - threads)
+    spare = _idle_cores(cores, threads)
     if busy is not None and beside_other_work(busy - spare):
         idle = (f", more than the {spare} a trial's {threads} thread{'s' * (threads != 1)} "
                 f"leave{'s' * (threads == 1)} idle")
@@ -188,6 +188,11 @@ def busy_cores(seconds: float = 0.1) -> float | None:
     return (1 - (idle_after - idle_before) / total) * (len(cpus) if cpus else os.cpu_count() or 1)
 
 
+def _idle_cores(cores: int, threads: int | None) -> int:
+    """The cores a trial of ``threads`` (None: every core) leaves idle of ``cores``."""
+    return max(0, cores - threads) if threads else 0
+
+
 def _own_cpus() -> set[int] | None:
     """The cores this process may run on (None where the OS does not say: every core)."""
     return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
@@ -241,7 +246,7 @@ class OtherWork:
         self.cpus = _own_cpus() or set()
         # Cores a trial of fewer threads leaves idle are no trial's: there other work takes nothing from it (see
         # before_timing). Busy beyond them is what counts.
-        self.spare = max(0, len(self.cpus) - threads) if threads else 0
+        self.spare = _idle_cores(len(self.cpus), threads)
         self.start = self._sample()
 
     def _sample(self) -> tuple[int, int, int] | None:

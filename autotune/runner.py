@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune._forkserver import ForkServer, ServerDied
+from autotune._forkserver import ForkServer, ServerDied, signal_name
 from autotune.check import Check, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
@@ -359,13 +359,6 @@ def _run_in_child(request: TrialRequest) -> dict[str, Any]:
 # -- in the tuner -----------------------------------------------------------------
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 class Runner:
     """Runs trial requests, each in a fresh child process (``isolation="subprocess"``).
 
@@ -433,7 +426,7 @@ class Runner:
             result.wall_seconds = wall
             return result
         if exitcode is not None and exitcode < 0:
-            return _died(config, f"process died from {_signal_name(-exitcode)}", -exitcode, kills, started)
+            return _died(config, f"process died from {signal_name(-exitcode)}", -exitcode, kills, started)
         return TrialResult("crash", config, error=f"process exited with status {exitcode} without a result", wall_seconds=wall)
 
     def close(self) -> None:

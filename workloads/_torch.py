@@ -15,6 +15,8 @@ from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence, T
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from autotune.exceptions import said
+
 __all__ = ["AUTOCAST", "SDPA_BACKENDS", "attention_backend", "autocast", "cached", "data_loader", "maybe_compile",
            "own_gradients", "restart"]
 
@@ -127,7 +129,7 @@ def cached(path: Path | None, make: Callable[[], T], save: Callable[[T, Path], N
         try:
             return load(path)
         except Exception as exc:  # noqa: BLE001 - the data is made from a seed: made again, it is the same
-            warnings.warn(f"the cached {path} could not be read ({type(exc).__name__}: {exc}); made again")
+            warnings.warn(f"the cached {path} could not be read ({said(exc)}); made again")
     value = make()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
