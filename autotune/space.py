@@ -318,11 +318,11 @@ class SearchSpace:
         for name in given:
             # An inactive knob would run as its default under the name asked for: refuse it.
             if not active[name]:
-                condition = self.parameters[name].condition
-                raise InvalidConfigError(
-                    f"--set {name}={_show(values[name])} has no effect here: {name} applies only when "
-                    f"{condition.text if condition else 'active'}; set that too"
-                )
+                condition, names = self.parameters[name].condition, sorted(self.parameters[name].condition.names)
+                here = " ".join(f"{n}={_show(config[n])}" if active[n] else f"{n} inactive" for n in names)
+                raise InvalidConfigError(f"--set {name}={_show(values[name])} has no effect here: {name} applies only "
+                                         f"when {condition.text}, and here {here}; leave {name} out, or set "
+                                         f"{' and '.join(names)} so that it applies")
         return self._within_constraints(config, f"--set {' '.join(assignments)}")
 
     def _choose(self, draw: Callable[[Parameter, str], Any]) -> Config:

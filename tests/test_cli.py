@@ -71,7 +71,8 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["best", "--workload", "chmm", "--device", "cuda-nvidia-l4"], "no tuned config for workload 'chmm' on device 'cuda-nvidia-l4'"),
         (["report", "--workload", "chmm", "--device", "cuda-nvidia-l4"], "no study storage at"),
         (["run", "--workload", "chmm", "--set", "messages=loop", "--set", "chunk_size=128"],
-         "chunk_size=128 has no effect here: chunk_size applies only when messages in ['scan', 'chained']"),
+         "chunk_size=128 has no effect here: chunk_size applies only when messages in ['scan', 'chained'], and here "
+         "messages=loop; leave chunk_size out, or set messages so that it applies"),
         (["run", "--workload", "chmm", "--set", "messages=numba", "--set", "dtype=float16"],
          "--set messages=numba dtype=float16: the config breaks the space's constraint \"messages != 'numba' or dtype"),
         (["run", "--workload", "chmm", "--set", "messages=chained"],

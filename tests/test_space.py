@@ -201,6 +201,24 @@ def test_conditional_parameter_sampled_only_when_active():
     assert seen_kernels == {"loop", "scan"}
 
 
+def test_a_set_knob_without_effect_says_what_its_condition_sees():
+    # Before: "...applies only when recurrence == 'loop'; set that too", said to a user who had set recurrence
+    # (to chunked, as ten's H200 preset has it, while copying the preset's inactive input_proj).
+    data = copy.deepcopy(SPACE)
+    data["parameters"]["tile"] = {"choices": [8, 16], "condition": "chunk > 64 and kernel == 'scan'"}
+    data["defaults"]["tile"] = 8
+    data["parameters"]["unroll"] = {"choices": [1, 2], "condition": "tile == 16"}  # under a knob that may be inactive
+    data["defaults"]["unroll"] = 1
+    s = space(data).for_device(PROFILES["cpu"])
+    with pytest.raises(InvalidConfigError) as error:
+        s.parse_assignments(["kernel=scan", "chunk=32", "tile=16"])
+    assert str(error.value) == ("--set tile=16 has no effect here: tile applies only when chunk > 64 and kernel == "
+                                "'scan', and here chunk=32 kernel=scan; leave tile out, or set chunk and kernel so "
+                                "that it applies")
+    with pytest.raises(InvalidConfigError, match="and here tile inactive; leave unroll out, or set tile so that"):
+        s.parse_assignments(["unroll=2"])
+
+
 def test_equal_runs_give_equal_configs():
     s = space()
     assert s.complete({"kernel": "loop", "chunk": 999}) == s.complete({"kernel": "loop"})
