@@ -31,6 +31,7 @@ from functools import cached_property
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterator, Mapping
 
+from autotune.config import show
 from autotune.exceptions import SearchSpaceError
 from autotune.export import is_number
 
@@ -390,9 +391,7 @@ def values_named(space: Any) -> Any:
     return space
 
 
-def size_read(names: Collection[str], size_parameters: Collection[str], facts: Mapping[str, Any],
-              show: Callable[[Any], str]) -> str:
-    """What a constraint reading ``names`` read of the size, said after it: `` (global_batch is 8 at this size)``.
-    ``show`` is ``parameters.show``, passed in: ``parameters`` imports this module."""
+def size_read(names: Collection[str], size_parameters: Collection[str], facts: Mapping[str, Any]) -> str:
+    """What a constraint reading ``names`` read of the size, said after it: `` (global_batch is 8 at this size)``."""
     read = [f"{name} is {show(facts[name])}" for name in size_parameters if name in names]
     return f" ({', '.join(read)} at this size)" if read else ""

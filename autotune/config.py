@@ -16,7 +16,8 @@ from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import SCHEMA_VERSION, ExportDocument, write_json
 from autotune.limits import names_nothing
 
-__all__ = ["SCHEMA_VERSION", "Config", "config_path", "default_storage", "no_effect", "studies_dir", "write_tuned_config"]
+__all__ = ["SCHEMA_VERSION", "Config", "as_asked", "config_path", "default_storage", "no_effect", "show", "studies_dir",
+           "write_tuned_config"]
 
 _DEFAULT_STUDIES = "studies"
 
@@ -89,9 +90,35 @@ class Config(Mapping[str, Any]):
         return pairs + (f" {no_effect(unused)}" if unused else "")
 
 
+def show(value: Any) -> str:
+    """A knob's value as a user writes it (YAML's, --set's): true, null, float16."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
 def no_effect(unused: Collection[str]) -> str:
     """How a config's inactive knobs are named wherever it is shown: "(no effect under these: a, b)"."""
     return f"(no effect under these: {', '.join(sorted(unused))})"
+
+
+def as_asked(space: Any, values: Mapping[str, Any], config: Config, what: str, named: Collection[str] = ()) -> Config:
+    """``config`` (``space``'s completion of ``values``) where it runs each knob of ``values`` as asked, else an
+    error: a knob inactive there holds its default, and one of ``named`` (``--set``) would do nothing. A value asked
+    for is never silently replaced: ``{"recurrence": "chunked", "input_proj": "batched"}`` (ten) was explained, and
+    run by ``Tuner.run_config``, as per_step."""
+    active = space.active(config)
+    for name, value in values.items():
+        if not active.get(name, True) and (name in named or value != config[name]):
+            condition = space.parameters[name].condition  # inactive: it has one
+            names = sorted(condition.names)
+            here = " ".join(f"{n}={show(config[n])}" if active[n] else f"{n} inactive" for n in names)
+            raise InvalidConfigError(f"{what}{name}={show(value)} has no effect here: {name} applies only when "
+                                     f"{condition.text}, and here {here}; leave {name} out, or set "
+                                     f"{' and '.join(names)} so that it applies")
+    return config
 
 
 def studies_dir() -> Path:

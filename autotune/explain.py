@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from autotune.config import Config
+from autotune.config import Config, as_asked, show
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import read_json, write_json
-from autotune.parameters import show
 from autotune.selection import keep_whole_rounds, loaded_rounds, next_round, quiet_everywhere, quiet_rounds
 
 if TYPE_CHECKING:
@@ -418,7 +417,8 @@ def target_from_file(space: "SearchSpace", path: Path) -> Config:
     if not isinstance(data, dict):
         raise InvalidConfigError(f"--config {path}: must hold a JSON object of knob values, or an exported config")
     # A guide's fixes; filled from the defaults, {"dtype": "float64"} explained four fixes the user never named.
-    return space.allowed({**space.baseline.to_dict(), **data}, f"--config {path}")
+    config = space.allowed({**space.baseline.to_dict(), **data}, f"--config {path}")
+    return as_asked(space, data, config, f"--config {path}: ")
 
 
 def explain_workload(tuner: Any, target: Config, rounds: int,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping
 
+from autotune.config import show
 from autotune.console import plural, rate
-from autotune.parameters import show
 
 __all__ = ["claims_html", "draw_waterfall", "explain_text", "get_explain_info", "interval_text"]
 

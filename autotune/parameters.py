@@ -17,13 +17,14 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
 from autotune.conditions import Condition, name_problem
+from autotune.config import show
 from autotune.devices import CAPABILITIES
 from autotune.exceptions import InvalidConfigError, SearchSpaceError
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["Claim", "Parameter", "asked_name", "canonical_values", "knob_of", "parse_parameter", "show", "split_by"]
+__all__ = ["Claim", "Parameter", "asked_name", "canonical_values", "knob_of", "parse_parameter", "split_by"]
 
 _TYPES = ("categorical", "int", "float")
 _PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help", "claims", "probe"}
@@ -284,13 +285,6 @@ def _decimal(number: Any) -> Decimal:
     """``number`` as written (``0.3``, not the binary float's 0.299999...): grid arithmetic, as Optuna's own."""
     return Decimal(repr(number))
 
-
-def show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
 
 
 def parse_parameter(name: str, spec: Any, earlier: set[str], fail: Fail) -> Parameter:

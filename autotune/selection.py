@@ -17,7 +17,6 @@ from autotune.conditions import size_read
 from autotune.config import Config
 from autotune.environment import beside_other_work
 from autotune.measure import Measurement
-from autotune.parameters import show
 from autotune.runner import TrialResult
 from autotune.trials import ended, feasible, outcomes
 
@@ -351,5 +350,5 @@ def _ruled_out(space: "SearchSpace", name: str, value: Any) -> str | None:
     known = (set(space.facts) - set(space.parameters)) | {name}  # a knob hides a capability of its name (compile)
     for constraint in space.constraints:
         if name in constraint.names and constraint.names <= known and not constraint.evaluate({**space.facts, name: value}):
-            return constraint.text + size_read(constraint.names, space.size_parameters, space.facts, show)
+            return constraint.text + size_read(constraint.names, space.size_parameters, space.facts)
     return None

@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 import yaml
 
 from autotune.conditions import parse_constraints, size_read, values_named
-from autotune.config import Config
+from autotune.config import Config, as_asked, show as _show
 from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
-from autotune.parameters import (Parameter, asked_name, canonical_values, knob_of, parse_parameter, show as _show,
-                                 split_by)
+from autotune.parameters import Parameter, asked_name, canonical_values, knob_of, parse_parameter, split_by
 from autotune.registry import space_path, workload_facts
 from autotune.strict import load_yaml
 
@@ -295,7 +294,7 @@ class SearchSpace:
         if broken is not None:  # a search never measures it; run, it would fail or mislead
             read = next(c.names for c in self.constraints if c.text == broken)  # and what it read of the size
             raise InvalidConfigError(f"{what}: the config breaks the space's constraint \"{broken}\""
-                                     + size_read(read, self.size_parameters, self.facts, _show))
+                                     + size_read(read, self.size_parameters, self.facts))
         return config
 
     def parse_assignments(self, assignments: Iterable[str], base: Mapping[str, Any] | None = None) -> Config:
@@ -314,15 +313,7 @@ class SearchSpace:
             values[name] = self.parameters[name].parse(text.strip())
             given.append(name)
         config = self.validate(values, "--set")
-        active = self.active(config)
-        for name in given:
-            # An inactive knob would run as its default under the name asked for: refuse it.
-            if not active[name]:
-                condition, names = self.parameters[name].condition, sorted(self.parameters[name].condition.names)
-                here = " ".join(f"{n}={_show(config[n])}" if active[n] else f"{n} inactive" for n in names)
-                raise InvalidConfigError(f"--set {name}={_show(values[name])} has no effect here: {name} applies only "
-                                         f"when {condition.text}, and here {here}; leave {name} out, or set "
-                                         f"{' and '.join(names)} so that it applies")
+        as_asked(self, {name: values[name] for name in given}, config, "--set ", named=given)
         return self._within_constraints(config, f"--set {' '.join(assignments)}")
 
     def _choose(self, draw: Callable[[Parameter, str], Any]) -> Config:

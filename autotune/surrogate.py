@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import optuna
 
-from autotune.config import Config
-from autotune.parameters import knob_of, show
+from autotune.config import Config, show
+from autotune.parameters import knob_of
 
 if TYPE_CHECKING:
     from autotune.space import SearchSpace

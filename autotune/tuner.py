@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from autotune.config import Config, config_path, default_storage, studies_dir
+from autotune.config import Config, as_asked, config_path, default_storage, studies_dir
 from autotune.devices import DetectedDevice, resolve_device
 from autotune.environment import before_timing, busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
@@ -212,7 +212,8 @@ class Tuner:
 
     def run_config(self, config: Mapping[str, Any]) -> TrialResult:
         """Measure and check one config the space allows (the knobs it leaves out at their defaults)."""
-        config = self.space.allowed(config)  # a value it refuses ran ("KeyError: 'bogus'"), a dict failed inside
+        # A value it refuses ran ("KeyError: 'bogus'"), and one it would run as another (an inactive knob's) ran so.
+        config = as_asked(self.space, config, self.space.allowed(config), "")
         self.ensure_reference()
         return self.runner.run(self.request(config))
 

@@ -612,6 +612,15 @@ def test_a_mapping_of_knob_values_moves_those_knobs_from_the_baseline_and_no_oth
     target = target_from_file(space, tmp_path / "fix.json")
     assert target == space.complete({**space.baseline.to_dict(), "dtype": "float64"})
     assert [fix.knob for fix in plan(space, space.baseline, target)] == ["dtype"]
+    # A knob the target leaves inactive would be explained as its default: {"chunk_size": 128} under the baseline's
+    # loop was explained, silently, as 64 (ten's {"recurrence": "chunked", "input_proj": "batched"} as per_step).
+    (tmp_path / "inactive.json").write_text(json.dumps({"dtype": "float64", "chunk_size": 128}))
+    with pytest.raises(InvalidConfigError, match=r"inactive.json: chunk_size=128 has no effect here: .* and here "
+                                                 r"messages=loop; leave chunk_size out, or set messages so that"):
+        target_from_file(space, tmp_path / "inactive.json")
+    default = space.defaults["chunk_size"]
+    (tmp_path / "inactive.json").write_text(json.dumps({"dtype": "float64", "chunk_size": default}))
+    assert target_from_file(space, tmp_path / "inactive.json") == target  # as it runs: nothing replaced
     # An exported config states every knob: taken as it is.
     export = {"schema_version": 1, "workload": "chmm", "config": space.defaults.to_dict()}
     (tmp_path / "export.json").write_text(json.dumps(export))

@@ -1039,6 +1039,10 @@ def test_run_config_measures_only_a_config_the_space_allows(studies):
             ({"nope": 1}, UnknownNameError, "unknown parameter in config 'nope'"),
             ({"messages": "numba", "dtype": "bfloat16"}, InvalidConfigError, "the config breaks the space's constraint"),
             (5, TypeError, "config must be a mapping of knob names to values, not int"),
+            # It ran as chunk_size=64, its default under the loop: a value asked for, silently replaced.
+            ({"messages": "loop", "chunk_size": 128}, InvalidConfigError, "chunk_size=128 has no effect here: "
+             "chunk_size applies only when messages in ['scan', 'chained'], and here messages=loop; leave chunk_size "
+             "out, or set messages so that it applies"),
         ]:
             with pytest.raises(error, match=re.escape(said)):
                 tuner.run_config(config)
