@@ -31,7 +31,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from autotune.exceptions import StorageError
+from autotune.exceptions import AutotuneError, StorageError
 from autotune.limits import MAX_SECONDS
 
 __all__ = [
@@ -326,14 +326,63 @@ class BudgetLock:
         self.storage, self.study_name = storage, study_name
         self.kind = storage_kind(storage)
         self._engine = None
-        if self.kind == "journal":
-            self._path: Path | None = Path(f"{storage}.budget.lock")
-        elif self.kind == "sqlite":
-            self._path = Path(storage[len("sqlite:///"):] + ".budget.lock")
-        else:
-            self._path = None
-        # A 63-bit key per study for pg_advisory_lock.
+        file = {"journal": storage, "sqlite": storage[len("sqlite:///"):]}.get(self.kind)
+        self._path, self._search_path = (None, None) if file is None else (Path(f"{file}.budget.lock"),
+                                                                          Path(f"{file}.search.lock"))
+        # A 63-bit key per study for pg_advisory_lock (and its record in the search lock's file: 62 bits, an off_t).
         self._key = int.from_bytes(hashlib.sha256(f"autotune:{study_name}".encode()).digest()[:8], "big") >> 1
+        self._search_key = int.from_bytes(hashlib.sha256(f"autotune-search:{study_name}".encode()).digest()[:8],
+                                          "big") >> 2
+
+    def _server(self) -> Any:
+        """The engine of this lock's PostgreSQL server, made once."""
+        import sqlalchemy
+
+        if self._engine is None:
+            self._engine = sqlalchemy.create_engine(with_installed_driver(self.storage), pool_pre_ping=True)
+        return self._engine
+
+    @contextlib.contextmanager
+    def searching(self, shared: bool = False) -> Iterator[None]:
+        """Held for a whole search, or ``shared`` by the processes that run workers on the study; a second search
+        of the study while it is held is refused before it writes anything. Two searches at once each re-measured
+        and exported, the last one's winner kept (a config 43x slower than the other's, chmm at tiny), and timed
+        their configs beside each other's. A record lock (the kernel drops it when its holder dies) or a
+        PostgreSQL session's advisory lock; other servers take none."""
+        busy = AutotuneError(f"study {self.study_name!r} in {redact_storage(self.storage)} is being searched by "
+                             "another autotune process now; two at once would time their configs beside each "
+                             "other's, and each export its own winner: wait for it to end, or share the study as "
+                             "workers (--workers, on a journal file or PostgreSQL)")
+        if self._search_path is not None:
+            self._search_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self._search_path, "a+") as handle:
+                try:
+                    fcntl.lockf(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB, 1,
+                                self._search_key)
+                except (BlockingIOError, PermissionError):
+                    raise busy from None
+                yield  # closing the file releases it
+            return
+        if not self.storage.startswith("postgresql"):
+            yield
+            return
+        import sqlalchemy
+
+        kind = "_shared" * shared
+        try:
+            connection = self._server().connect()
+        except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
+            raise storage_failure(self.storage, exc) from None
+        with connection:  # the session holds the lock until it closes, or is unlocked
+            if not connection.execute(sqlalchemy.text(f"SELECT pg_try_advisory_lock{kind}(:key)"),
+                                      {"key": self._search_key}).scalar():
+                raise busy
+            try:
+                yield
+            finally:
+                with contextlib.suppress(Exception):  # a server gone has dropped it: the storage's own error is said
+                    connection.execute(sqlalchemy.text(f"SELECT pg_advisory_unlock{kind}(:key)"),
+                                       {"key": self._search_key})
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -353,9 +402,7 @@ class BudgetLock:
             return
         import sqlalchemy
 
-        if self._engine is None:
-            self._engine = sqlalchemy.create_engine(with_installed_driver(self.storage), pool_pre_ping=True)
-        with self._engine.connect() as connection:
+        with self._server().connect() as connection:
             connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": self._key})
             try:
                 yield

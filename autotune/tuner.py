@@ -16,6 +16,7 @@ One search is:
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -106,8 +107,7 @@ class Tuner:
         memory_budget_bytes: int | None = None, memory_limit_bytes: int | None = None,
         measurer: dict[str, Any] | None = None, remeasure_top: int = 3, remeasure_rounds: int = 3,
         seed: int | None = None, sampler: "optuna.samplers.BaseSampler | str | None" = None, threads: int | None = None,
-        on_trial: Callable[[TrialRecord, int, int], None] | None = None,
-        on_stage: Callable[[str], None] | None = None,
+        on_trial: Callable[[TrialRecord, int, int], None] | None = None, on_stage: Callable[[str], None] | None = None,
         heartbeat: int | None = None, grace_period: int | None = None, time_budget: float | None = None,
     ) -> None:
         # As the command line's options allow (from Python, remeasure_rounds=0 found no winner without a word).
@@ -135,23 +135,21 @@ class Tuner:
         self.memory_budget_bytes = memory_budget_bytes
         self.memory_limit_bytes = memory_limit_bytes  # a hard limit on a trial's address space (CPU only)
         self.measurer = dict(measurer or {})
-        self.remeasure_top = remeasure_top
-        self.remeasure_rounds = remeasure_rounds
+        self.remeasure_top, self.remeasure_rounds = remeasure_top, remeasure_rounds
         self.seed = seed
         self.sampler = sampler  # a sampler, or a strategy's name (autotune.samplers); default samplers.DEFAULT
         if isinstance(sampler, str) and sampler not in SAMPLERS:
             raise UnknownNameError("sampler", sampler, SAMPLERS)
-        self.threads = threads
-        self.on_trial = on_trial
+        self.threads, self.on_trial = threads, on_trial
         self.on_stage = on_stage or (lambda message: None)
         self.stop_requested = False  # set by a caller (or the time budget): no new trial is taken
         self.time_budget = time_budget  # seconds, then no new trial (the running one finishes; re-measure, export)
         self._deadline: float | None = None
+        self._held = contextlib.ExitStack()  # the shared search lock of workers' studies (claim_budget)
         self.firsts_left = 0  # the baseline and defaults still to measure before the time budget starts
         # Heartbeats (server databases) let other workers re-queue this worker's trial if it dies.
         check_heartbeat(heartbeat, grace_period)
-        self.heartbeat = heartbeat
-        self.grace_period = grace_period
+        self.heartbeat, self.grace_period = heartbeat, grace_period
         self._storage_object: Any = None
         # What an out-of-memory trial is recorded as needing: all the memory there was.
         self.memory_bytes = int(self.detected.memory_bytes or self.device.memory_bytes or 0)
@@ -168,12 +166,9 @@ class Tuner:
             measurer["race_below"] = best_throughput / RACE_FACTOR
         return TrialRequest(
             workload=self.trial_workload,  # as a trial's process finds it
-            size=self.size, device=self.device.name,
-            torch_device=self.device.torch_device,
+            size=self.size, device=self.device.name, torch_device=self.device.torch_device,
             config=config.to_dict(), reference=self.reference_config.to_dict(),  # names the reference's file
-            cache_dir=str(self.cache_dir), measurer=measurer,
-            threads=self.threads,
-            purpose=purpose,
+            cache_dir=str(self.cache_dir), measurer=measurer, threads=self.threads, purpose=purpose,
             memory_limit_bytes=self.memory_limit_bytes if purpose == "trial" else None,
         )
 
@@ -274,7 +269,10 @@ class Tuner:
         A config the study has measured already is a trial that reuses the earlier figures (``duplicate_of``)
         and does not count."""
         check_numbers(n_trials=n_trials)  # as --trials: 0, -1 and 2.5 ran, "3" was a TypeError from inside
-        started = time.perf_counter()
+        with self._lock().searching():  # another search of the study now: refused before anything is written
+            return self._search(n_trials, time.perf_counter())
+
+    def _search(self, n_trials: int, started: float) -> SearchResult:
         study = self.open_study()
         so_far = len(counted(study.get_trials(deepcopy=False)))  # as the budget counts: no repeats, restricted asks
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} "
@@ -304,7 +302,9 @@ class Tuner:
     # -- many workers on one study ----------------------------------------------------
 
     def claim_budget(self, n_trials: int) -> int:
-        """Open the shared study and settle its trial budget (see :func:`autotune.shared_study.claim_budget`)."""
+        """Open the shared study and settle its trial budget (see :func:`autotune.shared_study.claim_budget`); a
+        lone search of the study is refused from now until :meth:`close`, as this is while one runs."""
+        self._held.enter_context(self._lock().searching(shared=True))
         return claim_budget(self.open_study(), self._lock(), n_trials, self.space.first_params(), self.grace_period)
 
     def work(self, budget: int, poll_seconds: float = 2.0) -> list[TrialRecord]:
@@ -446,4 +446,5 @@ class Tuner:
 
     def close(self) -> None:
         self.runner.close()
+        self._held.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -516,3 +517,91 @@ def test_a_shared_search_stopped_in_its_first_re_measurement_round_resumes_to_th
     study = optuna.load_study(study_name=STUDY, storage=open_storage(str(tmp_path / "s.journal")))
     assert len(counted(study.trials)) == 3
     assert tagged_processes(tag) == []
+
+
+@contextlib.contextmanager
+def _search_lock_held(tmp_path: Path, storage: str, shared: bool):
+    """Another process holding the study's search lock, as a lone search (or, ``shared``, a driver of workers)."""
+    held = tmp_path / f"held-{time.monotonic_ns()}"
+    code = ("import time; from pathlib import Path; from autotune.storage import BudgetLock\n"
+            f"with BudgetLock({storage!r}, {STUDY!r}).searching(shared={shared}):\n"
+            f"    Path({str(held)!r}).touch(); time.sleep(120)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while not held.exists():
+            assert holder.poll() is None and time.monotonic() < deadline, "the holder could not take the lock"
+            time.sleep(0.05)
+        yield
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_a_second_search_of_a_study_is_refused_while_one_runs_and_writes_nothing(tmp_path):
+    # Two `autotune search` of one SQLite study at once (two terminals, a CI retry) each re-measured and exported:
+    # the last one's winner was kept, a config 43x slower than the other's winner (chmm at tiny, this CPU).
+    studies = tmp_path / "studies"
+    with _search_lock_held(tmp_path, f"sqlite:///{studies / 'autotune.db'}", shared=False):
+        done = run_cli("search", "-w", STEADY, "-d", "cpu", "-n", "2", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"autotune: error: study '{STUDY}' in sqlite:///studies/autotune.db is being searched by another "
+        "autotune process now; two at once would time their configs beside each other's, and each export its own "
+        "winner: wait for it to end, or share the study as workers (--workers, on a journal file or PostgreSQL)"]
+    assert not (studies / "autotune.db").exists() and not (studies / "steady").exists()
+
+
+@pytest.mark.parametrize("holder_shared, shared, refused", [
+    (True, False, True),  # workers run: a lone search is refused
+    (False, True, True),  # a lone search runs: workers are refused
+    (True, True, False),  # workers beside workers: they share the study's budget
+])
+def test_workers_and_a_lone_search_exclude_each_other(tmp_path, holder_shared, shared, refused):
+    from autotune.exceptions import AutotuneError
+    from autotune.tuner import Tuner
+
+    journal = str(tmp_path / "steady.journal")
+    tuner = Tuner(STEADY, "cpu", storage=journal, studies=tmp_path / "studies", measurer={"min_time": 0.01})
+    try:
+        with _search_lock_held(tmp_path, journal, holder_shared):
+            if refused:
+                with pytest.raises(AutotuneError, match="is being searched by another autotune process now"):
+                    tuner.claim_budget(1) if shared else tuner.search(1)
+            else:
+                assert tuner.claim_budget(1) == 1
+    finally:
+        tuner.close()
+    if shared:  # released by close: another process takes it alone
+        with _search_lock_held(tmp_path, journal, shared=False):
+            pass
+
+
+def test_a_search_releases_the_study_when_it_ends(tmp_path):
+    from autotune.tuner import Tuner
+
+    storage = f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}"
+    tuner = Tuner(STEADY, "cpu", studies=tmp_path / "studies", measurer={"min_time": 0.01}, remeasure_rounds=1)
+    try:
+        tuner.search(1)
+    finally:
+        tuner.close()
+    with _search_lock_held(tmp_path, storage, shared=False):  # this process's lock is gone: another takes it
+        pass
+
+
+@pytest.mark.postgres
+def test_a_lone_search_is_refused_while_workers_run_on_postgresql(tmp_path, postgres_url):
+    from autotune.exceptions import AutotuneError
+    from autotune.tuner import Tuner
+
+    tuner = Tuner(STEADY, "cpu", storage=postgres_url, studies=tmp_path / "studies", measurer={"min_time": 0.01})
+    try:
+        with _search_lock_held(tmp_path, postgres_url, shared=True):  # a session's advisory lock
+            with pytest.raises(AutotuneError, match="is being searched by another autotune process now"):
+                tuner.search(1)
+            assert tuner.claim_budget(1) >= 1  # workers beside workers
+    finally:
+        tuner.close()
+    with _search_lock_held(tmp_path, postgres_url, shared=False):  # unlocked by close: another takes it alone
+        pass
