@@ -345,6 +345,20 @@ def test_thread_pools_hold_and_restore_and_say_nothing_of_the_libraries(monkeypa
         assert blas() == 2
 
 
+@pytest.mark.parametrize("numba_first", [False, True])
+def test_a_trial_s_threads_hold_numba_s_pool_imported_before_or_after(numba_first):
+    # A kernel of numba's parallel=True ran on both cores under --threads 1 (623,800 items a second, 626,300
+    # under 2; this CPU); numba's pool is none of threadpoolctl's. A fresh process: this one may hold numba's.
+    from tests.conftest import fresh_process_json
+
+    pytest.importorskip("numba")
+    imports = ["import numba", "from autotune.environment import thread_pools; thread_pools(1)"]
+    script = "; ".join(imports[::-1] if not numba_first else imports) + (
+        "; import numba, json; print(json.dumps([numba.get_num_threads(), numba.config.NUMBA_NUM_THREADS]))")
+    threads, pool = fresh_process_json(script)
+    assert threads == 1 and (pool >= 1 if numba_first else pool == 1)
+
+
 def test_the_busy_check_counts_the_threads_a_trial_gets_by_default_under_a_cpu_quota(monkeypatch):
     # Without --threads a trial takes cpu_threads(): under a 1-CPU quota on 2 cores, one thread. The check before
     # timing took "every core", warned of a loop on the core the trial leaves idle, while the trial's own
