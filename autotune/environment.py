@@ -84,9 +84,9 @@ def before_timing(busy: float | None, builtin: bool, threads: int | None = None)
 
 def thread_pools(threads: int, user_api: str | None = None) -> Any:
     """numpy's BLAS and every OpenMP pool of this process (``user_api="blas"``: BLAS alone) held to ``threads``:
-    a context manager, or held until the process ends where it is left open; numba's pool too, for good. Nothing where threadpoolctl is not
-    installed (a checkout run without installing it: the GPU machine's PYTHONPATH). Its warning of two OpenMP
-    libraries loaded at once is no trial's to print."""
+    a context manager, or held until the process ends where it is left open; numba's pool too, for good. Nothing
+    where threadpoolctl is not installed (a checkout run without installing it: the GPU machine's PYTHONPATH). Its
+    warning of two OpenMP libraries loaded at once is no trial's to print."""
     if user_api is None:
         _numba_threads(threads)
     try:

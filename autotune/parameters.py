@@ -286,7 +286,6 @@ def _decimal(number: Any) -> Decimal:
     return Decimal(repr(number))
 
 
-
 def parse_parameter(name: str, spec: Any, earlier: set[str], fail: Fail) -> Parameter:
     """One parameter of a space file; ``earlier`` are the names declared above it (a condition may use them)."""
     where = f"parameters.{name}"
