@@ -218,16 +218,10 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
       autotune simulate --study chmm-cpu-tiny --storage sqlite:///studies/autotune.db
     """
     from autotune.recorded import load_recorded, load_recorded_study
-    from autotune.simulate import budgets_for, repeats_json, run_repeats, summary
+    from autotune.simulate import budgets_for, repeats_json, run_repeats, strategies_asked, summary
 
-    names = list(dict.fromkeys(samplers)) or [DEFAULT]
-    unknown = [n for n in names if n not in SAMPLERS]
-    if unknown:
-        fail(f"--sampler {unknown[0]!r} is not a search strategy; use one of: {', '.join(SAMPLERS)}")
-    if as_json and len(names) > 1:
-        fail("--json prints one strategy's repeats: give at most one --sampler")
-    if (recorded_path is None) == (study_name is None and storage is None):
-        fail("give one of --recorded FILE (a Kernel Tuner cache) or --study NAME [--storage URL] (an autotune study)")
+    names = library_call(strategies_asked, samplers, as_json, recorded_path is not None,
+                         study_name is not None or storage is not None)
     recorded = (library_call(load_recorded, recorded_path) if recorded_path is not None
                 else library_call(load_recorded_study, storage, study_name))
     progress = None if as_json else (lambda line: tell(f"autotune: {line}"))

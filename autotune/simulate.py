@@ -23,11 +23,12 @@ from autotune.exceptions import AutotuneError
 from autotune.loop import run_trials
 from autotune.recorded import Recorded
 from autotune.runner import TrialResult
-from autotune.samplers import OBJECTIVES, make_sampler
+from autotune.samplers import DEFAULT, OBJECTIVES, SAMPLERS, make_sampler
 from autotune.shared_study import NoLock, TrialBudget, enqueue_first
 from autotune.trials import TrialRecord
 
-__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "summary", "time_score"]
+__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "strategies_asked", "summary",
+           "time_score"]
 
 
 @dataclass
@@ -178,6 +179,20 @@ def _score(recorded: Recorded, found: float | None, b: float) -> float:
     if not recorded.better(recorded.optimum, b):  # M covers the whole space: random search finds the optimum too
         return 0.0 if recorded.better(recorded.optimum, found) else 1.0
     return (b - found) / (b - recorded.optimum)
+
+
+def strategies_asked(samplers: tuple[str, ...], as_json: bool, recorded: bool, study: bool) -> list[str]:
+    """The strategies `autotune simulate` compares (the default where none is named), once its options agree."""
+    names = list(dict.fromkeys(samplers)) or [DEFAULT]
+    unknown = [n for n in names if n not in SAMPLERS]
+    if unknown:
+        raise AutotuneError(f"--sampler {unknown[0]!r} is not a search strategy; use one of: {', '.join(SAMPLERS)}")
+    if as_json and len(names) > 1:
+        raise AutotuneError("--json prints one strategy's repeats: give at most one --sampler")
+    if recorded == study:
+        raise AutotuneError("give one of --recorded FILE (a Kernel Tuner cache) or --study NAME [--storage URL] (an "
+                            "autotune study)")
+    return names
 
 
 def budgets_for(trials: int) -> tuple[int, ...]:
