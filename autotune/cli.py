@@ -314,12 +314,15 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
 @click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE",
               help="Set a knob (repeatable); values are parsed by the knob's declared type.")
 @click.option("--baseline", "from_baseline", is_flag=True, help="Start from the baseline config instead of the defaults.")
+@click.option("--config", "config_file", type=FilePath(), default=None,
+              help="JSON file: an exported config (a preset of another machine's, say), or knob values over the "
+                   "defaults (the baseline with --baseline); --set applies over it.")
 @studies_option
 @measure_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def run(workload: str, device: str, size: str | None, assignments: tuple[str, ...], from_baseline: bool,
-        studies: Path | None, min_time: float, trial_timeout: float | None, isolation: str, threads: int | None,
-        as_json: bool) -> None:
+        config_file: Path | None, studies: Path | None, min_time: float, trial_timeout: float | None, isolation: str,
+        threads: int | None, as_json: bool) -> None:
     """Measure and check one config of WORKLOAD: throughput, peak memory and correctness.
 
     Exit status 0 when the config ran and passed its check, 1 otherwise.
@@ -329,7 +332,9 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
       autotune run --workload chmm --device cpu
       autotune run -w chmm --baseline --set debug_asserts=false
       autotune run -w chmm -s tiny --set dtype=float16 --set update_c=loop --json
+      autotune run -w ten --config studies/presets/ten/h100-small.json
     """
+    from autotune.explain import target_from_file
     from autotune.settings import SearchSettings
 
     writable_studies(studies)
@@ -337,6 +342,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
                               isolation=isolation, trial_timeout=trial_timeout, min_time=min_time, threads=threads)
     tuner = library_call(settings.tuner, on_stage=warnings_only)  # other work busy before it is timed, say
     base = tuner.space.baseline if from_baseline else tuner.space.defaults
+    base = library_call(target_from_file, tuner.space, config_file, base) if config_file else base
     config = library_call(tuner.space.parse_assignments, assignments, base)
     try:
         result = library_call(tuner.run_config, config)

@@ -406,8 +406,9 @@ def target_config(tuner: Any, path: Path | None) -> Config:
     return tuner.space.allowed(export.config, "the exported config")
 
 
-def target_from_file(space: "SearchSpace", path: Path) -> Config:
-    """``--config FILE``: an exported document (its ``config``), or knob values moved from the baseline's."""
+def target_from_file(space: "SearchSpace", path: Path, base: Config | None = None) -> Config:
+    """``--config FILE``: an exported document (its ``config``), or knob values moved from ``base``'s (the
+    baseline's: what explain measures the fixes against)."""
     data = read_json(path, f"--config {path}")
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
         if data.get("workload") not in (None, space.workload):  # else the first knob of the other one is "unknown"
@@ -417,7 +418,7 @@ def target_from_file(space: "SearchSpace", path: Path) -> Config:
     if not isinstance(data, dict):
         raise InvalidConfigError(f"--config {path}: must hold a JSON object of knob values, or an exported config")
     # A guide's fixes; filled from the defaults, {"dtype": "float64"} explained four fixes the user never named.
-    config = space.allowed({**space.baseline.to_dict(), **data}, f"--config {path}")
+    config = space.allowed({**(base or space.baseline).to_dict(), **data}, f"--config {path}")
     return as_asked(space, data, config, f"--config {path}: ")
 
 

@@ -111,6 +111,11 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["search", "--workload", "chmm", "--study", "a@export-b"], "'a@export-b' is not a study name: '@export-' "
                                                                      "marks autotune's own studies"),
         (["explain", "--workload", "chmm", "--config", ""], "'--config': '' names no file"),  # was "Is a directory"
+        (["run", "--workload", "chmm", "--config", ""], "'--config': '' names no file"),
+        # Another machine's preset, measured here: what this device cannot run is said, not replaced.
+        (["run", "--workload", "ten", "--device", "cpu", "--config",
+          str(Path(__file__).parent.parent / "studies/presets/ten/h100-small.json")],
+         "h100-small.json: compile=reduce-overhead is not allowed on device 'cpu'; allowed: none, default"),
         (["search", "--workload", "chmm", "--threads", "100000"], "100000 is not in the range 1<=x<="),
         (["search", "--workload", "chmm", "--memory-budget", "0"], "'--memory-budget': '0' is not a size between"),
         (["search", "--workload", "chmm", "--memory-limit", "5XB"], "'--memory-limit': '5XB' is not a size; use"),
@@ -123,6 +128,24 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, fragmen
     assert len(lines) == 1 and lines[0].startswith("autotune: error: "), done.stderr
     assert fragment in lines[0]
     assert list(tmp_path.iterdir()) == []  # no studies directory, no database
+
+
+def test_run_measures_a_config_file_with_set_over_it(tmp_path):
+    # The H200's ten preset against the H100's took nine --set each on the GPU (2026-11-27), and a preset's
+    # knobs that its recurrence leaves inactive were refused there; a file is taken as it is.
+    (tmp_path / "scan.json").write_text(json.dumps({"messages": "scan", "chunk_size": 128}))
+    done = run_cli("run", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--config", "scan.json", "--set", "dtype=float64",
+                   "--min-time", "0.05", "--json", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "ok"
+    assert {k: result["config"][k] for k in ("messages", "chunk_size", "dtype", "update_c")} == {
+        "messages": "scan", "chunk_size": 128, "dtype": "float64", "update_c": "batched"}  # the rest: the defaults
+    (tmp_path / "loop.json").write_text(json.dumps({"messages": "loop", "chunk_size": 128}))
+    done = run_cli("run", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--config", "loop.json", cwd=tmp_path, timeout=300)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "autotune: error: --config loop.json: chunk_size=128 has no effect here: chunk_size applies only when messages "
+        "in ['scan', 'chained'], and here messages=loop; leave chunk_size out, or set messages so that it applies"]
 
 
 def test_malformed_space_file_is_named(tmp_path):
