@@ -250,17 +250,19 @@ def summarise(workload: str, result: dict[str, Any], out: Path, rounds: int | No
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
+    from autotune.console import rate as figure  # 8.52 frames/s, as autotune prints it (":,.0f" read 9)
+
     lines = ["| workload | size | baseline | tuned | speedup | peak memory | guide's claim | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r.get("error"):
             seen = r.get("trial_figures")  # a trial's figures: not re-measured, so they get no verdict
-            cells = (f"{seen['baseline']:,.0f} {seen['unit']}/s (trial) | {seen['best']:,.0f} {seen['unit']}/s (trial) | "
+            cells = (f"{figure(seen['baseline'], seen['unit'])} (trial) | {figure(seen['best'], seen['unit'])} (trial) | "
                      f"{seen['speedup']:.2f}x, not re-measured" if seen else " | ")
             lines.append(f"| {r['workload']} | {r.get('size') or ''} | {cells} | | {r['claim']['text']} | "
                          f"no result: {r['error'][:120]} |")
             continue
-        rate = (lambda v: f"{v:,.0f} {r['unit']}/s" if v else "-")
+        rate = (lambda v: figure(v, r['unit']) if v else "-")
         memory = f"{r['peak_memory_bytes'] / 2**30:.2f} GiB" if r.get("peak_memory_bytes") else "-"
         speedup = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
         speedup += f" ({r['rounds']})" if r.get("rounds") else ""  # re-measured in fewer rounds than asked

@@ -209,4 +209,5 @@ def test_a_winner_re_measured_in_fewer_rounds_than_asked_says_so_beside_its_spee
     row = gpu_campaign.summarise("lsd", result, tmp_path, rounds=2)
     assert row["rounds"] == "1 of 2 rounds"
     assert "| 35.20x (1 of 2 rounds) |" in gpu_campaign.markdown([row])
+    assert "| 8.5 frames/s | 300 frames/s |" in gpu_campaign.markdown([row])  # lsd's 8.52 at full read "9 frames/s"
     assert "rounds" not in gpu_campaign.summarise("lsd", result, tmp_path, rounds=1)
