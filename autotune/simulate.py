@@ -27,8 +27,8 @@ from autotune.samplers import DEFAULT, OBJECTIVES, SAMPLERS, make_sampler
 from autotune.shared_study import NoLock, TrialBudget, enqueue_first
 from autotune.trials import TrialRecord
 
-__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "strategies_asked", "summary",
-           "time_score"]
+__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "strategies_asked",
+           "summary", "time_score"]
 
 
 @dataclass

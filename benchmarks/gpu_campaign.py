@@ -257,8 +257,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         if r.get("error"):
             seen = r.get("trial_figures")  # a trial's figures: not re-measured, so they get no verdict
-            cells = (f"{figure(seen['baseline'], seen['unit'])} (trial) | {figure(seen['best'], seen['unit'])} (trial) | "
-                     f"{seen['speedup']:.2f}x, not re-measured" if seen else " | ")
+            cells = (f"{figure(seen['baseline'], seen['unit'])} (trial) | {figure(seen['best'], seen['unit'])} "
+                     f"(trial) | {seen['speedup']:.2f}x, not re-measured" if seen else " | ")
             lines.append(f"| {r['workload']} | {r.get('size') or ''} | {cells} | | {r['claim']['text']} | "
                          f"no result: {r['error'][:120]} |")
             continue
