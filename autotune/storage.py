@@ -350,9 +350,9 @@ class BudgetLock:
         their configs beside each other's. A record lock (the kernel drops it when its holder dies) or a
         PostgreSQL session's advisory lock; other servers take none."""
         busy = AutotuneError(f"study {self.study_name!r} in {redact_storage(self.storage)} is being searched by "
-                             "another autotune process now; two at once would time their configs beside each "
-                             "other's, and each export its own winner: wait for it to end, or share the study as "
-                             "workers (--workers, on a journal file or PostgreSQL)")
+                             "another autotune process now (one stopped with Ctrl-Z too); two at once would time "
+                             "their configs beside each other's, and each export its own winner: wait for it to end, "
+                             "or share the study as workers (--workers, on a journal file or PostgreSQL)")
         if self._search_path is not None:
             self._search_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self._search_path, "a+") as handle:

@@ -547,8 +547,9 @@ def test_a_second_search_of_a_study_is_refused_while_one_runs_and_writes_nothing
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"autotune: error: study '{STUDY}' in sqlite:///studies/autotune.db is being searched by another "
-        "autotune process now; two at once would time their configs beside each other's, and each export its own "
-        "winner: wait for it to end, or share the study as workers (--workers, on a journal file or PostgreSQL)"]
+        "autotune process now (one stopped with Ctrl-Z too); two at once would time their configs beside each "
+        "other's, and each export its own winner: wait for it to end, or share the study as workers (--workers, on "
+        "a journal file or PostgreSQL)"]
     assert not (studies / "autotune.db").exists() and not (studies / "steady").exists()
 
 
