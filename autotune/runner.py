@@ -100,6 +100,7 @@ class TrialResult:
     warmup_seconds: float | None = None  # the first run, compilation included
     warmup_times: list[float] = field(default_factory=list)
     peak_memory_bytes: int | None = None  # from the first run's end: its one-off compile or search left out
+    first_run_peak_memory_bytes: int | None = None  # the first run's (a cold compile's, cuDNN's search), apart
     threads: int | None = None
     check: dict[str, Any] | None = None
     error: str | None = None  # one line: exception type and message, or what killed it
@@ -121,19 +122,16 @@ class TrialResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("throughput",):  # JSON has no infinity
-            if data[key] is not None and not math.isfinite(data[key]):
-                data[key] = None
+        if data["throughput"] is not None and not math.isfinite(data["throughput"]):  # JSON has no infinity
+            data["throughput"] = None
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrialResult":
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 # -- inside the child ---------------------------------------------------------------
-
 
 #: What CUDA libraries say when an allocation fails outside the caching allocator.
 _CUDA_OOM_SIGNS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
@@ -315,8 +313,10 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     checks = []
 
     def on_output(which: str, output: Any) -> bool:
-        if which == "last":  # the runs' peak, not the check's
-            result.peak_memory_bytes = _peak_memory(request.torch_device)
+        # Each peak before its check allocates: the first run's, then (from the reset after it) the timed runs'.
+        result.peak_memory_bytes = _peak_memory(request.torch_device)
+        if which == "first":
+            result.first_run_peak_memory_bytes = result.peak_memory_bytes
         # Checked at once: a workload may reuse its output buffers on the next run.
         check = workload.check(output, reference, config)
         if not isinstance(check, Check):
