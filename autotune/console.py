@@ -307,7 +307,7 @@ def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
 def first_run_peak(result: Any) -> str:
     """`` (its first run: 134.6 MiB)`` where the first run's own peak (a cold compile's) is over a tenth above the
     runs' (ten's H200 preset: 134.6 MiB on a cold compile cache, 74.2 runs), else nothing."""
-    first, peak = getattr(result, "first_run_peak_memory_bytes", None), result.peak_memory_bytes
+    first, peak = result.first_run_peak_memory_bytes, result.peak_memory_bytes
     return f" (its first run: {format_bytes(first)})" if first and peak and first > 1.1 * peak else ""
 
 

@@ -64,7 +64,7 @@ def before_timing(busy: float | None, builtin: bool, threads: int | None = None)
     from autotune.devices import cpu_threads
 
     said = []
-    cores = len(_own_cpus() or ()) or os.cpu_count() or 1
+    cores = _core_count(_own_cpus())
     threads = threads or cpu_threads()  # under a CPU quota fewer than the cores: the rest are left idle
     spare = _idle_cores(cores, threads)
     if busy is not None and beside_other_work(busy - spare):
@@ -198,12 +198,17 @@ def busy_cores(seconds: float = 0.1) -> float | None:
     total = total_after - total_before
     if total <= 0:
         return None
-    return (1 - (idle_after - idle_before) / total) * (len(cpus) if cpus else os.cpu_count() or 1)
+    return (1 - (idle_after - idle_before) / total) * _core_count(cpus)
 
 
 def _idle_cores(cores: int, threads: int | None) -> int:
     """The cores a trial of ``threads`` (None: every core) leaves idle of ``cores``."""
     return max(0, cores - threads) if threads else 0
+
+
+def _core_count(cpus: set[int] | None) -> int:
+    """How many cores ``cpus`` (:func:`_own_cpus`) are: every core of the machine where the OS does not say."""
+    return len(cpus) if cpus else os.cpu_count() or 1
 
 
 def _own_cpus() -> set[int] | None:

@@ -163,6 +163,13 @@ def _one_machine(storage: Any) -> bool:
     return url is None or storage_kind(str(url)) != "server"
 
 
+def _judged_here(owner: dict[str, Any], host: str, one_machine: bool) -> bool:
+    """Whether this process tells by itself if ``owner`` (a trial's claim, an exporter) still runs: it is of this
+    ``host``, or, in a file for ``one_machine``, it recorded its start (boot id, ticks), checked whatever host name
+    it gives: a host renamed mid-search still runs its trials."""
+    return owner.get("host") == host or (one_machine and "started" in owner)
+
+
 def fail_abandoned_trials(study: "optuna.Study", grace_period: int | None, one_machine: bool = False) -> None:
     """Fail (and queue once more) running trials that nobody will finish, on every storage.
 
@@ -186,9 +193,7 @@ def fail_abandoned_trials(study: "optuna.Study", grace_period: int | None, one_m
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("claimed")
         if owner:
-            # In a file for one machine a claim's start (boot id, ticks) is checked whatever host name it gives:
-            # a host renamed mid-search still runs its trials. Without one, another host's claim is gone.
-            if owner.get("host") == me["host"] or (one_machine and "started" in owner):
+            if _judged_here(owner, me["host"], one_machine):  # else, without one, another host's claim is gone
                 if owner_alive(owner):
                     continue
             elif not one_machine:
@@ -279,7 +284,7 @@ def exported(study: "optuna.Study", budget: int, grace_period: int | None = None
     owner = study.user_attrs.get(EXPORTER) or {}
     if owner.get("finished") or "pid" not in owner:
         return True
-    if owner.get("host") == worker_identity()["host"] or (one_machine and "started" in owner):
+    if _judged_here(owner, worker_identity()["host"], one_machine):
         return owner_alive(owner)
     if one_machine:
         return False
