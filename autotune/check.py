@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Check", "share_of_tolerance", "relative_error", "worst_error"]
+__all__ = ["Check", "control", "share_of_tolerance", "relative_error", "worst_error", "wrong_copy"]
 
 
 @dataclass(frozen=True)
@@ -155,3 +156,61 @@ def worst_error(value: Any, reference: Any) -> float:
         return 0.0
     scale, diff = float(np.max(np.abs(b))), float(np.max(np.abs(a - b)))
     return diff / scale if scale > 0 else diff
+
+
+def wrong_copy(output: Any) -> Any:
+    """``output`` made plainly wrong: each floating tensor doubled plus one and reversed along its last axis (an
+    argmax or a ranking moves too), each float doubled plus one; dicts, lists and tuples keep their shape, and
+    every other value (integers, which a check may index with, bools, strings) stays. None where nothing changed.
+    """
+    import torch
+
+    changed = False
+
+    def wrong(value: Any) -> Any:
+        nonlocal changed
+        if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()) and value.numel():
+            changed = True
+            value = value.detach() * 2 + 1
+            return value.flip(-1) if value.dim() else value
+        if isinstance(value, float):
+            changed = True
+            return value * 2 + 1
+        if isinstance(value, Mapping):
+            return {key: wrong(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            items = [wrong(item) for item in value]
+            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        return value
+
+    copy = wrong(output)
+    return copy if changed else None
+
+
+def control(workload: Any, check: Check, output: Any, reference: Any, config: Any) -> None:
+    """Hold a ``check`` that passed ``output`` to a negative control: it must fail :func:`wrong_copy` of it (or raise).
+
+    A tuner is an optimiser pointed at its check: a check that cannot fail under a config (an output compared
+    with itself, a tolerance past any error, one for bfloat16 that a typo made 1e3) passes that config's every
+    output, and the fastest wrong one won. Raises ValueError, which fails the trial, where it passes the copy.
+    """
+    if not check.passed:
+        return
+    try:
+        wrong = wrong_copy(output)
+    except Exception:  # noqa: BLE001 - an output no copy can be made of (a sparse layout, say) has no control
+        return
+    if wrong is None:
+        return
+    try:
+        with warnings.catch_warnings():  # a wrong output's overflow, say: the control's, not the user's to read
+            warnings.simplefilter("ignore")
+            check = workload.check(wrong, reference, config)
+    except Exception:  # noqa: BLE001 - a check that refuses a wrong output by raising has failed it
+        return
+    if isinstance(check, Check) and check.passed:
+        name = f"{type(workload).__name__}.check"
+        raise ValueError(f"{name} passed a plainly wrong output under this config (the first run's, each float "
+                         f"doubled plus one and reversed; {check.metric or 'error'} {check.error:.3g} <= tolerance "
+                         f"{check.tolerance:.3g}), so its pass says nothing of this config's output: compare every "
+                         f"output with the reference, within tolerances that a wrong output exceeds")

@@ -16,7 +16,7 @@ incorrect   measured, but the output is off by more than its tolerance
 oom         the device or host ran out of memory (by exception type)
 timeout     ran past the trial timeout; killed
 crash       the process died from a signal or exited without a result
-error       an exception in build or run (its type and message are kept)
+error       an exception in build, run or check (its type and message kept)
 ==========  ==============================================================
 """
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune._forkserver import ForkServer, ServerDied, signal_name
-from autotune.check import Check, share_of_tolerance
+from autotune.check import Check, control, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
@@ -51,8 +51,7 @@ STATUSES = ("ok", "incorrect", "oom", "timeout", "crash", "error")
 #: Seconds a trial runs before it is killed, where none is given.
 TRIAL_TIMEOUT = 600.0
 
-# What the fork server imports once, so each trial's child starts warm.
-_PRELOAD = ["autotune._child_preload"]
+_PRELOAD = ["autotune._child_preload"]  # what the fork server imports once: each trial's child starts warm
 
 
 @dataclass(frozen=True)
@@ -324,6 +323,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
                             "autotune.check.Check, e.g. Check.from_metrics({'output': (error, tolerance)})")
         checks.append(check)
         if which == "first":
+            control(workload, check, output, reference, config)  # a pass says something only if a wrong output fails
             _reset_peak_memory(request.torch_device)
         return check.passed
 

@@ -6,6 +6,9 @@ For every workload and every precision the CPU space offers, on `tiny` (or ``--s
   time, at that precision), over several data seeds, each checked against the
   reference of its own seed; the worst error of each output, as a fraction of
   its tolerance, and the worst output overall;
+* the negative control each trial's check is held to: each honest run's
+  output made plainly wrong (``autotune.check.wrong_copy``), and how far
+  past its bound the check put it (the smallest, over every run and seed);
 * the planted bugs of ``tests/mutants``, each under every data seed: how many
   fail the check at every seed, and the weakest one (the smallest error over
   its bound at any seed).
@@ -33,14 +36,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from autotune.check import share_of_tolerance  # noqa: E402
+from autotune.check import share_of_tolerance, wrong_copy  # noqa: E402
 from tests.mutants import WORKLOADS, mutants_of  # noqa: E402
 from tests.mutants.harness import Bench, knob_values, precision_knob  # noqa: E402
 
 
-def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[str, float]) -> int:
+def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[str, float],
+           control: list[float]) -> int:
     """Check every knob value at ``precision``; keep each output's worst error in ``worst``, and its worst
-    error over that run's bound in ``ratio`` (vlm_mc's bounds depend on the run). Returns runs."""
+    error over that run's bound in ``ratio`` (vlm_mc's bounds depend on the run), and in ``control`` how far
+    past its bound each run's wrong copy went (its furthest metric: one past its bound fails it). Returns runs."""
     runs = 0
     for values in knob_values(bench):
         try:
@@ -48,7 +53,10 @@ def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[st
             run = bench.workload.build(config)
         except ValueError:
             continue  # refused as named (a micro-batch the size cannot honour): not an honest run
-        check = bench.workload.check(run(), bench.reference, config)
+        output = run()
+        check = bench.workload.check(output, bench.reference, config)
+        wrong = bench.workload.check(wrong_copy(output), bench.reference, config)
+        control.append(max(share_of_tolerance(error, bound) for error, bound in wrong.metrics.values()))
         runs += 1
         for name, (error, bound) in check.metrics.items():
             worst[name] = max(worst.get(name, 0.0), error)
@@ -70,7 +78,8 @@ def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | N
         started = time.perf_counter()
         worst: dict[str, float] = {}
         honest_ratio: dict[str, float] = {}
-        runs = sum(honest(bench, precision, worst, honest_ratio) for bench in benches)
+        control: list[float] = []
+        runs = sum(honest(bench, precision, worst, honest_ratio, control) for bench in benches)
         bench = benches[0]
         caught, weakest = 0, (math.inf, "", "")
         mutants = mutants_of(name)
@@ -100,22 +109,25 @@ def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | N
             "honest_binding_tolerance": tolerance_of[binding], "honest_worst_ratio": honest_ratio,
             "honest_binding_ratio": honest_ratio[binding],
             "weakest_mutant": weakest[1], "weakest_metric": weakest[2], "weakest_ratio": weakest[0],
-            "caught": caught, "planted": len(mutants), "seconds": time.perf_counter() - started,
+            "caught": caught, "planted": len(mutants), "wrong_copy_ratio": min(control),
+            "seconds": time.perf_counter() - started,
         })
         print(f"{name} {size} {precision}: honest worst {binding} {worst[binding]:.2g} ({honest_ratio[binding]:.2f} of its "
               f"bound; {runs} runs); caught {caught}/{len(mutants)}; weakest {weakest[1]!r} at {weakest[0]:.3g}x "
-              f"({weakest[2]})", file=sys.stderr)
+              f"({weakest[2]}); wrong copy at {min(control):.3g}x at least", file=sys.stderr)
     return rows
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| workload | precision | honest worst: error (of its bound), output | weakest planted bug: error over "
-             "its bound | caught / planted |", "| --- | --- | --- | --- | --- |"]
+             "its bound | caught / planted | wrong copy: error over its bound |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         weakest = "crashes (error)" if math.isinf(r["weakest_ratio"]) else f"{r['weakest_ratio']:.3g}x"
         lines.append(f"| {r['workload']} | {r['precision']} | {r['honest_binding_error']:.2g} "
                      f"({r['honest_binding_ratio']:.2f}), {r['honest_binding']} | {r['weakest_mutant']}: "
-                     f"{weakest} ({r['weakest_metric']}) | {r['caught']} / {r['planted']} |")
+                     f"{weakest} ({r['weakest_metric']}) | {r['caught']} / {r['planted']} | "
+                     f"{r['wrong_copy_ratio']:.3g}x |")
     return "\n".join(lines)
 
 

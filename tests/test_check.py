@@ -1,12 +1,13 @@
 """The two ways an output's error is measured: the norm of the whole, and the worst element."""
 
+import collections
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from autotune.check import relative_error, worst_error
+from autotune.check import Check, control, relative_error, worst_error, wrong_copy
 
 
 def test_the_worst_element_counts_in_full_where_the_norm_dilutes_it():
@@ -118,3 +119,42 @@ def test_a_metric_that_is_not_an_error_and_a_tolerance_says_so(pair):
 
     with pytest.raises(ValueError, match="metric 'loss' must be an \\(error, tolerance\\) pair of numbers, got"):
         Check.from_metrics({"counts": (0.0, 1e-3), "loss": pair})
+
+
+def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools():
+    Pair = collections.namedtuple("Pair", "a b")
+    output = {"x": torch.arange(4.0), "n": torch.arange(3), "flag": torch.tensor(True), "s": 2.0,
+              "pair": Pair(torch.ones(2, 2), "name"), "seq": [torch.tensor(0.5)]}
+    wrong = wrong_copy(output)
+    assert torch.equal(wrong["x"], torch.tensor([7.0, 5.0, 3.0, 1.0]))  # doubled plus one, reversed
+    assert wrong["n"] is output["n"] and wrong["flag"] is output["flag"]  # a check may index with integers
+    assert wrong["s"] == 5.0 and wrong["pair"].b == "name" and torch.equal(wrong["pair"].a, torch.full((2, 2), 3.0))
+    assert type(wrong["pair"]) is Pair and torch.equal(wrong["seq"][0], torch.tensor(2.0))
+    assert torch.equal(output["x"], torch.arange(4.0))  # the output itself untouched
+    assert wrong_copy({"n": torch.arange(3), "empty": torch.zeros(0)}) is None  # nothing to make wrong
+
+
+class _Workload:
+    def __init__(self, tolerance, raises=False):
+        self.tolerance, self.raises = tolerance, raises
+
+    def check(self, output, reference, config):
+        if self.raises and output.max() > reference.max():
+            raise ValueError("out of range")
+        return Check.from_metrics({"x": (relative_error(output, reference), self.tolerance)})
+
+
+def test_a_check_that_passes_a_plainly_wrong_output_fails_the_trial():
+    # A tuner finds any wrong output its check passes: a tolerance of 1e3 (a typo for 1e-3) passed every output.
+    reference = torch.arange(4.0)
+    lax = _Workload(1e3)
+    with pytest.raises(ValueError, match=r"_Workload.check passed a plainly wrong output under this config .*x 2\.24 <= tolerance 1e\+03"):
+        control(lax, lax.check(reference, reference, {}), reference, reference, {})
+    for honest in (_Workload(1e-6), _Workload(1e3, raises=True)):  # a wrong output failed, or refused by raising
+        control(honest, honest.check(reference, reference, {}), reference, reference, {})
+    control(lax, Check(1.0, 0.5, False), reference, reference, {})  # no pass, no control
+    itself = _Workload(1e-6)
+    itself.check = lambda output, reference, config: Check.from_metrics({"x": (relative_error(output, output), 1e-6)})
+    with pytest.raises(ValueError, match="passed a plainly wrong output"):  # an output compared with itself
+        control(itself, itself.check(reference, reference, {}), reference, reference, {})
+    control(lax, lax.check(torch.arange(4), torch.arange(4), {}), torch.arange(4), torch.arange(4), {})  # no float

@@ -2,8 +2,9 @@
 
 A new workload inherits the same bar: its baseline and defaults pass their
 check, a build's runs agree, its reference is plain tensor data, every knob
-value runs as named (and passes) or is refused with a reason that names the
-knob, and every planted bug of it (tests/mutants) fails its check.
+value runs as named (and passes, where a plainly wrong output fails) or is
+refused with a reason that names the knob, and every planted bug of it
+(tests/mutants) fails its check.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import io
 import pytest
 import torch
 
+from autotune.check import control
 from autotune.registry import workload_names
 from tests.mutants import WORKLOADS, mutants_of
 from tests.mutants.harness import Bench, knob_values, precision_knob
@@ -64,8 +66,10 @@ def test_every_knob_value_runs_as_named_or_is_refused_with_a_reason(bench):
             assert any(name in str(exc) for name in values), (values, exc)
             refused.append(values)
             continue
-        check = bench.workload.check(run(), bench.reference, config)
+        output = run()
+        check = bench.workload.check(output, bench.reference, config)
         assert check.passed, (values, check)
+        control(bench.workload, check, output, bench.reference, config)  # and it fails a plainly wrong output
     assert len(refused) < len(knob_values(bench))
 
 

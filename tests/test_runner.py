@@ -126,6 +126,21 @@ def test_a_gpu_s_peak_memory_is_the_runs_not_a_first_run_s_one_off(runner, tmp_p
     assert result.first_run_peak_memory_bytes >= 400 * 2**20
 
 
+def test_a_config_whose_check_passes_a_plainly_wrong_output_fails(runner, tmp_path):
+    # A tuner finds any wrong output its check passes: a tolerance a typo made 1e3 under one config ("work" below
+    # 100, the fastest) passed any output of it, a wrong one too ("ok" before). Now its trial fails, saying why.
+    workload = _steady_variant(tmp_path, "(relative_error(output, reference), 1e-12)",
+                               "(relative_error(output, reference), 1e3 if config['work'] < 100 else 1e-12)")
+    results = {}
+    for purpose, work in (("reference", 500), ("trial", 500), ("trial", 50)):
+        results[work] = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": work}, str(tmp_path),
+                                                FAST_MEASURER, purpose=purpose))
+    assert results[500].status == "ok", results[500].error
+    assert results[50].status == "error" and results[50].error.startswith(
+        "ValueError: SteadyWorkload.check passed a plainly wrong output under this config (the first run's, each "
+        "float doubled plus one and reversed; value 2.24 <= tolerance 1e+03)"), results[50].error
+
+
 def test_a_build_that_returns_no_run_says_so(tmp_path):
     # Before: "TypeError: 'NoneType' object is not callable", with no word of build.
     workload = _steady_variant(tmp_path, "        return run\n", "        return None\n")
