@@ -239,15 +239,12 @@ def writable_folder(path: Path | None, option: str, advice: str = "choose anothe
     Checked before any trial runs, so that a search never ends by losing its
     re-measurement to an export it cannot write.
     """
-    if path is None:
-        return
-    for parent in (path, *path.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                fail(f"{option} {path} cannot be a folder: {parent} is a file; {advice}")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                fail(f"{option} {path} cannot be written: {parent.resolve()} is read-only to this user; {advice}")
-            return
+    from autotune.config import cannot_write
+
+    reason = cannot_write(path) if path is not None else None
+    if reason:
+        be = "a folder" if reason.endswith("is a file") else "written"
+        fail(f"{option} {path} cannot be {be}: {reason}; {advice}")
 
 
 def writable_studies(studies: Path | None, advice: str | None = None) -> None:

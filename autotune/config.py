@@ -16,8 +16,8 @@ from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import SCHEMA_VERSION, ExportDocument, write_json
 from autotune.limits import names_nothing
 
-__all__ = ["SCHEMA_VERSION", "Config", "as_asked", "config_path", "default_storage", "no_effect", "show", "studies_dir",
-           "write_tuned_config"]
+__all__ = ["SCHEMA_VERSION", "Config", "as_asked", "cannot_write", "config_path", "default_storage", "no_effect",
+           "show", "studies_dir", "writable", "write_tuned_config"]
 
 _DEFAULT_STUDIES = "studies"
 
@@ -141,6 +141,30 @@ def config_path(workload: str, device: str, size: str, root: Path | None = None)
     Each size has its own file: a quick `tiny` search never overwrites a `full` one.
     """
     return (root if root is not None else studies_dir()) / workload / f"{device}-{size}.json"
+
+
+def cannot_write(folder: Path) -> str | None:
+    """Why ``folder`` could never be a folder this user writes in (a file stands in its way, or the nearest part
+    of it that exists is a folder read-only to this user), or None."""
+    for part in (folder, *folder.parents):
+        if part.exists():
+            if not part.is_dir():
+                return f"{part} is a file"
+            return None if os.access(part, os.W_OK | os.X_OK) else f"{part.resolve()} is read-only to this user"
+    return None
+
+
+def writable(folder: Path, holds: str, within: bool = False) -> None:
+    """Raise before anything is measured where ``folder`` (and, ``within``, each folder in it), which ``holds`` what
+    a command writes at its end or in its trials, cannot be written: a studies folder that another user made (a
+    container run as root) let a search measure its trials and re-measure its winner, then refused the export
+    (and every numba trial failed, numba's cache being one of its folders)."""
+    inside = sorted(path for path in folder.iterdir() if path.is_dir()) if within and folder.is_dir() else []
+    for path in (folder, *inside):
+        reason = cannot_write(path)
+        if reason:
+            raise AutotuneError(f"cannot write {holds} in {path}: {reason} (made by another user? give it to this "
+                                "one, or choose another --studies)")
 
 
 def write_tuned_config(document: ExportDocument | Mapping[str, Any], path: Path) -> Path:

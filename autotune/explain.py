@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from autotune.config import Config, as_asked, show
+from autotune.config import Config, as_asked, show, writable
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import read_json, write_json
 from autotune.selection import keep_whole_rounds, loaded_rounds, next_round, quiet_everywhere, quiet_rounds
@@ -345,10 +345,9 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
     return {
         "schema_version": SCHEMA_VERSION,
         "workload": space.workload, "device": space.device.name if space.device else None,
-        "baseline": _figures(baseline, base),
+        "baseline": _figures(baseline, base), "fixes": rows,
         "target": {**_figures(target, target_results), "speedup": speedup(base, target_results, seed),
                    "error": _failure(target_results)},
-        "fixes": rows,
         "path": [{"knob": "+".join(step.knobs), "config": step.config.to_dict(), "speedup": over_baseline(step.config)}
                  for step in steps],
         # The rounds of the configs that passed every one (made-up ones included; a stop's cut round excluded).
@@ -430,6 +429,8 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
 
     if target.key == tuner.space.baseline.key:  # before the reference is computed: nothing to do
         raise InvalidConfigError("the target config is the baseline: there is no fix to explain")
+    path = explain_path(tuner.studies, tuner.workload.name, tuner.device.name, tuner.size)
+    writable(path.parent, "the explanation")  # refused now, not once every config is measured
     tuner.ensure_reference()  # computed once and cached: every config is checked against it
     settled: dict[str, float] = {}  # a config's median run in its first good round
 
@@ -442,7 +443,6 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
 
     doc = explain(tuner.space, tuner.space.baseline, target, run, rounds, on_progress)
     doc.update(workload=tuner.workload.name, device=tuner.device.name, size=tuner.size, study=tuner.study_name)
-    path = explain_path(tuner.studies, tuner.workload.name, tuner.device.name, tuner.size)
     try:
         return doc, write_json(doc, path)
     except OSError as exc:  # the studies folder was checked writable before; a full disk, say

@@ -19,6 +19,7 @@ import ast
 import hashlib
 import importlib
 import importlib.util
+import os
 import re
 import sys
 from dataclasses import dataclass, fields
@@ -31,7 +32,7 @@ from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
 
 __all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "cache_folder", "declared_version", "get_workload_class",
-           "literals", "space_path", "trial_spec", "workload_facts", "workload_names"]
+           "literals", "numba_folder", "space_path", "trial_spec", "workload_facts", "workload_names"]
 
 ENTRY_POINT_GROUP = "autotune.workloads"
 
@@ -186,6 +187,12 @@ def cache_folder(spec: str, facts: "WorkloadFacts", size: str) -> str:
         return folder
     source = _file_of(spec).read_bytes()  # it was imported from there: it is readable
     return f"{folder}-{hashlib.sha256(source).hexdigest()[:12]}"
+
+
+def numba_folder(cache_dir: str | Path) -> Path:
+    """Where numba caches the kernels it compiles, for every workload and size: ``$NUMBA_CACHE_DIR`` where it is
+    set, else ``<studies>/cache/numba`` (``cache_dir`` is ``<studies>/cache/<workload>/<size>``)."""
+    return Path(os.environ.get("NUMBA_CACHE_DIR") or Path(cache_dir).parent.parent / "numba")
 
 
 #: What a workload's name and sizes may be: they name its folder of the studies and its exports' files.

@@ -226,7 +226,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         from autotune.config import Config
         from autotune.devices import cpu_threads
         from autotune.environment import fingerprint
-        from autotune.registry import get_workload_class
+        from autotune.registry import get_workload_class, numba_folder
 
         if request.purpose == "cached reference":
             # weights_only: a reference file is data; a planted pickle must not run code. Raises if it is not.
@@ -234,7 +234,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
             result.status = "ok"
             return result.to_dict()
         # numba (when a workload uses it) caches compiled kernels here, shared by all trials.
-        os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(request.cache_dir).parent.parent / "numba"))
+        os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_folder(request.cache_dir)))
 
         # Set explicitly, never inherited: the count is part of what was measured.
         torch.set_num_threads(request.threads or cpu_threads())

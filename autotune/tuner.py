@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from autotune.config import Config, as_asked, config_path, default_storage, studies_dir
+from autotune.config import Config, as_asked, config_path, default_storage, studies_dir, writable
 from autotune.devices import DetectedDevice, resolve_device
 from autotune.environment import before_timing, busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
@@ -42,7 +42,7 @@ from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_
                               storage_kind, user_storage)
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, status_counts
-from autotune.registry import BUILTINS, WorkloadFacts, cache_folder, trial_spec, workload_facts
+from autotune.registry import BUILTINS, WorkloadFacts, cache_folder, numba_folder, trial_spec, workload_facts
 
 if TYPE_CHECKING:
     import optuna
@@ -156,6 +156,8 @@ class Tuner:
 
     # -- pieces ------------------------------------------------------------------
 
+    export_path = property(lambda self: config_path(self.workload.name, self.device.name, self.size, self.studies))
+
     def request(self, config: Config, purpose: str = "trial", min_runs: int | None = None,
                 best_throughput: float | None = None, warm_seconds: float | None = None) -> TrialRequest:
         measurer = dict(self.measurer, warm_seconds=warm_seconds)  # a run time it is known to settle at
@@ -181,6 +183,7 @@ class Tuner:
 
         Every command that times configs calls it first, so it is also where a busy CPU is reported.
         """
+        writable(numba_folder(self.cache_dir), "numba's compiled kernels", within=True)  # else numba trials fail
         busy = None
         if self.device.torch_device == "cpu":
             self.runner.wait_ready()  # a fork server still importing torch is no other work
@@ -201,9 +204,8 @@ class Tuner:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         result = self.runner.run(request, timeout=timeout)
         if result.status != "ok":
-            raise AutotuneError(
-                f"the reference config of {self.workload.name!r} failed ({result.status}): {result.error}"
-            )
+            raise AutotuneError(f"the reference config of {self.workload.name!r} failed ({result.status}): "
+                                f"{result.error}")
 
     def run_config(self, config: Mapping[str, Any]) -> TrialResult:
         """Measure and check one config the space allows (the knobs it leaves out at their defaults)."""
@@ -269,6 +271,7 @@ class Tuner:
         A config the study has measured already is a trial that reuses the earlier figures (``duplicate_of``)
         and does not count."""
         check_numbers(n_trials=n_trials)  # as --trials: 0, -1 and 2.5 ran, "3" was a TypeError from inside
+        writable(self.export_path.parent, "the export")  # refused now, not after every trial and the re-measurement
         with self._lock().searching():  # another search of the study now: refused before anything is written
             return self._search(n_trials, time.perf_counter())
 
@@ -304,6 +307,7 @@ class Tuner:
     def claim_budget(self, n_trials: int) -> int:
         """Open the shared study and settle its trial budget (see :func:`autotune.shared_study.claim_budget`); a
         lone search of the study is refused from now until :meth:`close`, as this is while one runs."""
+        writable(self.export_path.parent, "the export")  # refused now: one of them exports at the end
         self._held.enter_context(self._lock().searching(shared=True))
         return claim_budget(self.open_study(), self._lock(), n_trials, self.space.first_params(), self.grace_period)
 
@@ -372,9 +376,7 @@ class Tuner:
         trials = study.get_trials(deepcopy=False)
         candidates = select(trials, self.space.baseline, self.remeasure_top, self.memory_budget_bytes,
                             allows=self.space.admits, on_stage=self.on_stage)
-        winner = baseline = None
-        speedup = None
-        document = export_path = None
+        winner = baseline = speedup = document = export_path = None
         # Re-measure when something may win: a baseline alone only if its trial was feasible (not wrong, not over budget).
         if len(candidates) > 1 or any(feasible(t, self.memory_budget_bytes) for t in trials if t.number == candidates[0].trial):
             self.remeasure(candidates)
@@ -393,7 +395,7 @@ class Tuner:
             if base_m is not None and win_m is not None and baseline.passed:
                 speedup = win_m.throughput / base_m.throughput
             document = self._document(study, winner, baseline, speedup, candidates)
-            path = config_path(self.workload.name, self.device.name, self.size, self.studies)
+            path = self.export_path
             try:
                 export_path = document.write(path)
             except OSError as exc:
@@ -410,9 +412,7 @@ class Tuner:
             study_name=self.study_name, storage=redact_storage(self.storage), unit=self.workload.unit,
             trials=records, counts=status_counts(study.get_trials(deepcopy=False)), candidates=candidates,
             winner=winner, baseline=baseline,
-            speedup=speedup,
-            export_path=export_path,
-            document=document,
+            speedup=speedup, export_path=export_path, document=document,
             seconds=time.perf_counter() - started, restricted=sum("restricted" in t.user_attrs for t in trials),
             choices=choice_outcomes(study, self.space, winner.config if winner else None, self.memory_budget_bytes,
                                     frozenset(c.trial for c in candidates if c.results and c is not winner)),
