@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import math
 import os
 import socket
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from autotune.exceptions import AutotuneError, StorageError
+from autotune.journal import mending_journal
 from autotune.limits import MAX_SECONDS
 
 __all__ = [
@@ -40,7 +40,7 @@ __all__ = [
     "DEFAULT_HEARTBEAT",
     "STORAGE_ENV",
     "check_heartbeat",
-    "mend_torn_tail",
+    "check_writable",
     "open_storage",
     "owner_alive",
     "process_start",
@@ -48,6 +48,7 @@ __all__ = [
     "retrying",
     "storage_failure",
     "storage_kind",
+    "study_file",
     "user_storage",
     "with_installed_driver",
     "worker_identity",
@@ -170,7 +171,7 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
 
         path = Path(storage)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(_mending_journal(path))
+        return JournalStorage(mending_journal(path))
     if kind == "sqlite":
         path = Path(storage[len("sqlite:///"):])
         if path.name in ("", ":memory:"):  # a study in memory dies with this process: nothing resumes or reports it
@@ -200,63 +201,6 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
             # A trial whose worker died is queued once more; a second death ends it as failed.
             heartbeat_stale_trial_callback=retry,
         ))
-
-
-def _mending_journal(path: Path) -> Any:
-    """Optuna's journal file, which first mends a record that a writer dying mid-write left torn.
-
-    A writer killed while it writes a record longer than a page (Linux ends a write between pages for SIGKILL:
-    the OOM killer) or a full disk leaves a last line without its newline. Optuna's readers skip it, but
-    the next record written is glued to it: a line no reader can parse, and from then on every read of the
-    study fails. Under the writers' lock, before each append, that tail is dropped (or, where it is a whole
-    record that only lacks its newline, ended), with a warning.
-    """
-    from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
-
-    class MendingJournalFile(JournalFileBackend):
-        def __init__(self) -> None:
-            self.lock = JournalFileSymlinkLock(str(path))  # Optuna's default lock, held here too
-            super().__init__(str(path), lock_obj=self.lock)
-
-        def append_logs(self, logs: list[dict[str, Any]]) -> None:
-            self.lock.acquire()
-            try:
-                mend_torn_tail(path)
-            finally:
-                self.lock.release()
-            super().append_logs(logs)
-
-    return MendingJournalFile()
-
-
-def mend_torn_tail(path: Path) -> None:
-    """A journal's last line, where it lacks its newline: dropped when it is not a whole record, else ended."""
-    with open(path, "rb+") as handle:
-        start = handle.seek(0, os.SEEK_END)
-        if start == 0:
-            return  # a new journal
-        handle.seek(start - 1)
-        if handle.read(1) == b"\n":
-            return  # every record whole
-        while start > 0:  # back to the last newline: the torn line starts after it
-            step = min(start, 1 << 16)
-            handle.seek(start - step)
-            chunk = handle.read(step)
-            found = chunk.rfind(b"\n")
-            if found >= 0:
-                start = start - step + found + 1
-                break
-            start -= step
-        handle.seek(start)
-        tail = handle.read()
-        try:
-            json.loads(tail)
-        except ValueError:
-            handle.truncate(start)
-            warnings.warn(f"{path}: its last record was torn (a writer died mid-write): its {len(tail)} bytes "
-                          "dropped, as every reader skipped them")
-        else:
-            handle.write(b"\n")
 
 
 def _created_once(make: Callable[[], T], attempts: int = 4) -> T:
@@ -319,6 +263,30 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def study_file(storage: str) -> Path | None:
+    """The file a study lives in (SQLite, a journal); None for a database server."""
+    kind = storage_kind(storage)
+    return Path(storage) if kind == "journal" else Path(storage[len("sqlite:///"):]) if kind == "sqlite" else None
+
+
+def check_writable(storage: str) -> None:
+    """Raise where this user cannot write a study's file, its folder (SQLite's journal of each write, a new lock
+    file) or a lock file beside it. As another user of a studies folder that root made, a search said
+    "StorageInternalError: ... e.g. exceeding max length" for a database read-only to it, and "autotune.db.search
+    .lock: Permission denied" for a lock file."""
+    from autotune.config import cannot_write
+
+    path = study_file(storage)
+    if path is None:
+        return
+    files = [path, *(Path(f"{path}{suffix}") for suffix in (".lock", ".budget.lock", ".search.lock"))]
+    reason = cannot_write(path.parent) or next((f"{file.resolve()} is read-only to this user" for file in files
+                                                if file.exists() and not os.access(file, os.W_OK)), None)
+    if reason:
+        raise StorageError(f"cannot write the study in {path}: {reason} (made by another user? give it to this one, "
+                           "or choose another --storage or --studies)")
+
+
 class BudgetLock:
     """A lock over one study shared by every worker on every host (see the module docstring)."""
 
@@ -326,7 +294,7 @@ class BudgetLock:
         self.storage, self.study_name = storage, study_name
         self.kind = storage_kind(storage)
         self._engine = None
-        file = {"journal": storage, "sqlite": storage[len("sqlite:///"):]}.get(self.kind)
+        file = study_file(storage)
         self._path, self._search_path = (None, None) if file is None else (Path(f"{file}.budget.lock"),
                                                                           Path(f"{file}.search.lock"))
         # A 63-bit key per study for pg_advisory_lock (and its record in the search lock's file: 62 bits, an off_t).
@@ -353,6 +321,7 @@ class BudgetLock:
                              "another autotune process now (one stopped with Ctrl-Z too); two at once would time "
                              "their configs beside each other's, and each export its own winner: wait for it to end, "
                              "or share the study as workers (--workers, on a journal file or PostgreSQL)")
+        check_writable(self.storage)  # before its lock file is opened
         if self._search_path is not None:
             self._search_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self._search_path, "a+") as handle:

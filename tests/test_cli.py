@@ -589,6 +589,39 @@ def test_a_folder_of_the_studies_read_only_to_the_user_is_refused_before_anythin
     assert sorted(tmp_path.rglob("*")) == before  # no study, no reference, nothing measured
 
 
+@pytest.mark.parametrize("storage, locked", [
+    (None, "studies/autotune.db"), (None, "studies/autotune.db.search.lock"), ("s.journal", "s.journal"),
+])
+def test_a_study_file_read_only_to_the_user_is_refused_before_anything_is_measured(tmp_path, monkeypatch, capsys,
+                                                                                    storage, locked):
+    # As another user of a studies folder root made: "StorageInternalError: An exception is raised during the
+    # commit. This typically happens due to invalid data in the commit, e.g. exceeding max length." for a
+    # database read-only to it, and "studies/autotune.db.search.lock: Permission denied" for a lock file.
+    import os
+    import warnings
+
+    from autotune.cli import main
+
+    (tmp_path / locked).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / locked).write_bytes(b"")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: (Path(path).resolve() != (tmp_path / locked).resolve()
+                                                          and real_access(path, mode)))
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() sets autotune's own
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(SystemExit) as exited:
+        main(["search", "-w", "chmm", "-d", "cpu", "-s", "tiny", *(["--storage", storage] if storage else [])])
+    lines = [line for line in capsys.readouterr().err.strip().splitlines() if "error" in line]
+    study = storage or "studies/autotune.db"
+    assert exited.value.code == 2 and lines == [f"autotune: error: cannot write the study in {study}: "
+                                                f"{(tmp_path / locked).resolve()} is read-only to this user (made by "
+                                                "another user? give it to this one, or choose another --storage or "
+                                                "--studies)"], lines
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 def test_report_on_a_malformed_database_file_says_so_not_that_it_holds_no_studies(tmp_path):
     # A study file cut short (3,000 bytes of one, this machine) read "holds no studies; run `autotune search`
     # first": a search there would have said it is malformed.

@@ -346,7 +346,7 @@ def test_a_journal_record_torn_by_a_writer_that_died_is_mended_before_the_next_w
 
 @pytest.mark.parametrize("before", [b'{"op_code": 0}\n', b""])
 def test_a_torn_record_longer_than_the_search_step_is_dropped_whole(tmp_path, before):
-    from autotune.storage import mend_torn_tail
+    from autotune.journal import mend_torn_tail
 
     path = tmp_path / "study.journal"
     path.write_bytes(before + b'{"op_code": 2, "user_attr": {"times": [' + b"0.125, " * 30_000)  # 210 kB, 4 steps
