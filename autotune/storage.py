@@ -127,7 +127,15 @@ def storage_failure(storage: str, exc: BaseException) -> StorageError:
     """One line for a storage that cannot be opened: the masked URL and the driver's first line, said once."""
     if isinstance(exc, StorageError):
         return exc
+    exc = _driver_error(exc)
     return StorageError(f"cannot open storage {redact_storage(storage)}: {type(exc).__name__}: {_words(exc)}"[:400])
+
+
+def _driver_error(exc: BaseException) -> BaseException:
+    """The error a driver raised, where Optuna wrapped it: its StorageInternalError says "invalid data in the
+    commit, e.g. exceeding max length" whatever the cause (a full disk, a database read-only to this user)."""
+    cause = exc.__cause__ or exc.__context__
+    return cause if type(exc).__name__ == "StorageInternalError" and cause is not None else exc
 
 
 def _words(exc: BaseException) -> str:

@@ -80,6 +80,28 @@ def test_unreachable_database_at_start_is_a_clear_error_without_the_password(tmp
     assert len(lines) == 1 and lines[0].count("cannot open storage") == 1, done.stderr  # said once, on one line
 
 
+def test_a_storage_that_cannot_be_opened_says_the_driver_s_words_not_optuna_s_wrapper():
+    # Optuna wraps a driver's error at a commit in "An exception is raised during the commit. This typically
+    # happens due to invalid data in the commit, e.g. exceeding max length.": a database read-only to this user
+    # said that, where SQLite says "attempt to write a readonly database".
+    import optuna
+    import sqlalchemy.exc
+
+    from autotune.storage import storage_failure
+
+    driver = sqlalchemy.exc.OperationalError("INSERT INTO studies", {}, Exception("attempt to write a readonly database"))
+    try:
+        try:
+            raise driver
+        except sqlalchemy.exc.OperationalError as exc:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit. This typically "
+                                                         "happens due to invalid data in the commit.") from exc
+    except optuna.exceptions.StorageInternalError as wrapped:
+        error = storage_failure("sqlite:///studies/autotune.db", wrapped)
+    assert str(error) == ("cannot open storage sqlite:///studies/autotune.db: OperationalError: attempt to write a "
+                          "readonly database")
+
+
 def test_a_worker_says_autotune_s_warnings_in_one_line_as_the_driver_does(monkeypatch, capsys):
     # A journal's torn record on a full disk: the worker printed "/.../storage.py:254: UserWarning: ..." and the
     # source line, the driver "autotune: warning: ..." for the same record.
