@@ -89,7 +89,8 @@ def test_a_storage_that_cannot_be_opened_says_the_driver_s_words_not_optuna_s_wr
 
     from autotune.storage import storage_failure
 
-    driver = sqlalchemy.exc.OperationalError("INSERT INTO studies", {}, Exception("attempt to write a readonly database"))
+    driver = sqlalchemy.exc.OperationalError("INSERT INTO studies", {},
+                                             Exception("attempt to write a readonly database"))
     try:
         try:
             raise driver
