@@ -161,7 +161,8 @@ def worst_error(value: Any, reference: Any) -> float:
 def wrong_copy(output: Any) -> Any:
     """``output`` made plainly wrong: each floating tensor doubled plus one and reversed along its last axis (an
     argmax or a ranking moves too), each float doubled plus one; dicts, lists and tuples keep their shape, and
-    every other value (integers, which a check may index with, bools, strings) stays. None where nothing changed.
+    every other value (integers, which a check may index with, bools, strings) stays. None where nothing changed (an
+    output of -1s alone, which doubling plus one leaves as it was: a check rightly passes it).
     """
     import torch
 
@@ -170,11 +171,12 @@ def wrong_copy(output: Any) -> Any:
     def wrong(value: Any) -> Any:
         nonlocal changed
         if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()) and value.numel():
-            changed = True
-            value = value.detach() * 2 + 1
-            return value.flip(-1) if value.dim() else value
+            made = value.detach() * 2 + 1
+            made = made.flip(-1) if made.dim() else made
+            changed = changed or not torch.equal(made, value)  # every value -1 (and in mirror order) stays itself
+            return made
         if isinstance(value, float):
-            changed = True
+            changed = changed or value != -1.0
             return value * 2 + 1
         if isinstance(value, Mapping):
             return {key: wrong(item) for key, item in value.items()}
