@@ -159,11 +159,12 @@ def worst_error(value: Any, reference: Any) -> float:
 
 
 def wrong_copy(output: Any) -> Any:
-    """``output`` made plainly wrong: each floating tensor doubled plus one and reversed along its last axis (an
-    argmax or a ranking moves too), each float doubled plus one; dicts, lists and tuples keep their shape, and
-    every other value (integers, which a check may index with, bools, strings) stays. None where nothing changed (an
-    output of -1s alone, which doubling plus one leaves as it was: a check rightly passes it).
+    """``output`` made plainly wrong: each floating tensor or array doubled plus one and reversed along its last
+    axis (an argmax or a ranking moves too), each float doubled plus one; dicts, lists and tuples keep their shape,
+    and every other value (integers, which a check may index with, bools, strings) stays. None where nothing
+    changed (an output of -1s alone, which doubling plus one leaves as it was: a check rightly passes it).
     """
+    import numpy as np
     import torch
 
     changed = False
@@ -174,6 +175,10 @@ def wrong_copy(output: Any) -> Any:
             made = value.detach() * 2 + 1
             made = made.flip(-1) if made.dim() else made
             changed = changed or not torch.equal(made, value)  # every value -1 (and in mirror order) stays itself
+            return made
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fc" and value.size:
+            made = np.flip(value * 2 + 1, -1) if value.ndim else value * 2 + 1
+            changed = changed or not np.array_equal(made, value)
             return made
         if isinstance(value, float):
             changed = changed or value != -1.0

@@ -133,6 +133,7 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     assert torch.equal(output["x"], torch.arange(4.0))  # the output itself untouched
     assert wrong_copy({"n": torch.arange(3), "empty": torch.zeros(0)}) is None  # nothing to make wrong
     assert wrong_copy({"x": torch.full((3,), -1.0), "s": -1.0}) is None  # nothing it changes: no control
+    assert np.array_equal(wrong_copy([np.arange(3.0)])[0], [5.0, 3.0, 1.0])  # a numpy output too
 
 
 class _Workload:
