@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
@@ -301,7 +301,24 @@ def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
         figures_row("baseline", doc.baseline),
         f"  {'speedup':<16} {speedup_text(doc.speedup):>24}",
         f"  {'check':<16} {check_line(doc.check)}",
+        *tuned_with(doc.environment or {}, doc.exported_at),
     ])
+
+
+def tuned_with(environment: Mapping[str, Any], exported_at: str | None) -> list[str]:
+    """What an export was measured with, and this machine's torch where it is another: the figures are that
+    setup's (the presets were tuned on torch 2.11 with CUDA 13.0). A line, or none where the export does not say."""
+    import importlib.metadata
+
+    said = ", ".join(f"{label} {environment[key]}" for key, label in (("torch", "torch"), ("cuda", "CUDA"),
+                                                                      ("python", "Python")) if environment.get(key))
+    try:
+        here = importlib.metadata.version("torch")  # read, not imported: best imports no torch
+    except importlib.metadata.PackageNotFoundError:
+        here = None
+    other = f" (here: torch {here})" if here and environment.get("torch") and here != environment["torch"] else ""
+    when = f", on {exported_at[:10]}" if exported_at else ""
+    return [f"  {'tuned with':<16} {said}{when}{other}"] if said else []
 
 
 def first_run_peak(result: Any) -> str:

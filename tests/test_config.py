@@ -322,6 +322,19 @@ def test_best_shows_an_export_that_lacks_some_figures(tmp_path):
     assert speedup.split() == ["speedup", "3.50x"] and check.split() == ["check", "passed"]
 
 
+def test_best_says_what_the_export_was_tuned_with_and_this_machine_s_torch_where_it_is_another(tmp_path):
+    # The presets were tuned on torch 2.11.0+cu130: figures a user on another torch read as their own.
+    import importlib.metadata
+
+    environment = {"torch": "2.11.0+cu130", "cuda": "13.0", "python": "3.12.3"}
+    write_tuned_config(_document(environment=environment, exported_at="2026-11-26T09:40:20+0000"),
+                       config_path("chmm", "cpu", "small", tmp_path))
+    done = run_cli("best", "-w", "chmm", "-d", "cpu", "--studies", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == ("  tuned with       torch 2.11.0+cu130, CUDA 13.0, Python 3.12.3, on "
+                                            f"2026-11-26 (here: torch {importlib.metadata.version('torch')})")
+
+
 def test_a_tilde_in_a_studies_folder_or_a_journal_is_the_home_folder(tmp_path, monkeypatch):
     # A quoted "~/studies" in $AUTOTUNE_STUDIES (or --studies=~/x, which the shell leaves) made a folder named ~.
     from click.testing import CliRunner
