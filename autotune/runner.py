@@ -342,8 +342,9 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     result.throughput = measurement.throughput
     result.busy_elsewhere = measurement.busy_elsewhere
     result.status = "ok" if worst.passed else "incorrect"
-    if not worst.passed:
-        result.error = (f"output differs from the reference: {worst.metric} error "
+    if not worst.passed:  # and where the first output passed, a run changed what the next one reads (state, a buffer)
+        later = " at the last run (the first run's passed: does a run change what the next one reads?)"
+        result.error = (f"output differs from the reference{later if checks[0].passed else ''}: {worst.metric} error "
                         f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
 
 
@@ -362,11 +363,9 @@ def _run_in_child(request: TrialRequest) -> dict[str, Any]:
         if mapped >= limit:
             # Forked from the server, a trial starts with torch mapped: under a cap below that, every
             # allocation and every library a trial loads fails, as errors that do not say why.
-            return TrialResult(
-                status="oom", config=dict(request.config),
-                error=f"MemoryError: --memory-limit {limit / 2**20:.0f} MiB is below the {mapped / 2**20:.0f} MiB "
-                      "a trial maps before it starts (torch and its libraries); raise it",
-            ).to_dict()
+            return TrialResult("oom", dict(request.config), error=(
+                f"MemoryError: --memory-limit {limit / 2**20:.0f} MiB is below the {mapped / 2**20:.0f} MiB a trial "
+                "maps before it starts (torch and its libraries); raise it")).to_dict()
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     return execute(request)
 

@@ -141,6 +141,21 @@ def test_a_config_whose_check_passes_a_plainly_wrong_output_fails(runner, tmp_pa
         "float doubled plus one and reversed; value 2.24 <= tolerance 1e+03)"), results[50].error
 
 
+def test_a_last_output_that_fails_where_the_first_passed_says_so(runner, tmp_path):
+    # A run that changes what the next one reads (a weight updated in place, a reused buffer): its first output
+    # passed, its last failed, and the error said only "output differs from the reference".
+    workload = _steady_variant(tmp_path, "        def run():\n            time.sleep(seconds)\n"
+                               "            return torch.arange(4, dtype=torch.float64)\n",
+                               "        calls = []\n\n        def run():\n            calls.append(1)\n"
+                               "            return torch.arange(4, dtype=torch.float64) * len(calls)\n")
+    for purpose in ("reference", "trial"):
+        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
+                                         purpose=purpose))
+    assert result.status == "incorrect" and result.error.startswith(
+        "output differs from the reference at the last run (the first run's passed: does a run change what the "
+        "next one reads?): value error "), result.error
+
+
 def test_a_build_that_returns_no_run_says_so(tmp_path):
     # Before: "TypeError: 'NoneType' object is not callable", with no word of build.
     workload = _steady_variant(tmp_path, "        return run\n", "        return None\n")
