@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from autotune.check import control
 from autotune.devices import PROFILES
 from autotune.space import load_space
 from tests.conftest import cpu_with_bf16
@@ -206,8 +207,10 @@ def test_cuda_knobs_agree_with_the_reference(knobs):
     config = space.validate({**dict(space.baseline), **knobs})
     run = workload.build(config)
     run()
-    check = workload.check(workload.to_reference(run()), reference, config)
+    output = run()
+    check = workload.check(output, reference, config)  # as a trial checks it: the output as the run returns it
     assert check.passed, check
+    control(workload, check, output, reference, config)  # and a graph's output made wrong fails it (not yet run)
 
 
 def test_full_is_the_seeds_880m_parameter_model_and_tiny_keeps_its_shape():
