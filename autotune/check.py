@@ -172,8 +172,11 @@ def wrong_copy(output: Any) -> Any:
     def wrong(value: Any) -> Any:
         nonlocal changed
         if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()) and value.numel():
-            made = value.detach() * 2 + 1
-            made = made.flip(-1) if made.dim() else made
+            try:
+                made = value.detach() * 2 + 1
+                made = made.flip(-1) if made.dim() else made
+            except RuntimeError:  # a layout torch has no such arithmetic for (sparse): it stays, the rest is made wrong
+                return value
             changed = changed or not torch.equal(made, value)  # every value -1 (and in mirror order) stays itself
             return made
         if isinstance(value, np.ndarray) and value.dtype.kind in "fc" and value.size:

@@ -134,6 +134,10 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     assert wrong_copy({"n": torch.arange(3), "empty": torch.zeros(0)}) is None  # nothing to make wrong
     assert wrong_copy({"x": torch.full((3,), -1.0), "s": -1.0}) is None  # nothing it changes: no control
     assert np.array_equal(wrong_copy([np.arange(3.0)])[0], [5.0, 3.0, 1.0])  # a numpy output too
+    largest = torch.max(torch.tensor([[1.0, 5.0], [3.0, 2.0]]), dim=1)  # torch's named tuple of values, indices
+    wrong = wrong_copy({"max": largest, "sparse": torch.tensor([1.0, 2.0]).to_sparse()})
+    assert type(wrong["max"]) is type(largest) and torch.equal(wrong["max"].values, torch.tensor([7.0, 11.0]))
+    assert wrong["sparse"].is_sparse  # no arithmetic for its layout: kept, and the rest made wrong
 
 
 class _Workload:
