@@ -269,7 +269,7 @@ def report(workload: str, device: str, size: str | None, storage: str | None, st
     from autotune.export import written_through
     from autotune.report import report as write_report
     if output is None:
-        writable_studies(studies, "write the report elsewhere with -o FILE")  # it goes beside the export
+        writable_studies(studies, "write the report elsewhere with -o FILE", workload)  # beside the export
     elif not written_through(output):  # a device or a pipe (/dev/stdout) is written through
         writable_folder(output.parent, "--output's folder")
     path = library_call(write_report, workload, device, size, storage=storage, study_name=study_name,

@@ -6,6 +6,7 @@ exit status 2, before anything is written.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -247,16 +248,22 @@ def writable_folder(path: Path | None, option: str, advice: str = "choose anothe
         fail(f"{option} {path} cannot be {be}: {reason}; {advice}")
 
 
-def writable_studies(studies: Path | None, advice: str | None = None) -> None:
+def writable_studies(studies: Path | None, advice: str | None = None, workload: str | None = None) -> None:
     """:func:`writable_folder` of the studies folder (``--studies``, else ``$AUTOTUNE_STUDIES``, else
     ``./studies``), named as the user named it: the commands that measure keep their reference output there,
-    and ``report`` its page when no ``-o`` is given."""
+    and ``report`` its page when no ``-o`` is given, in the folder of ``workload`` there (one another user made
+    let the page be built, then refused it)."""
     from autotune.config import studies_dir
+    from autotune.registry import workload_facts
 
     named = ("--studies" if studies is not None else "$AUTOTUNE_STUDIES" if os.environ.get("AUTOTUNE_STUDIES")
              else "the studies folder")
     default = "pass --studies DIR, or set $AUTOTUNE_STUDIES" if named == "the studies folder" else "choose another path"
-    writable_folder(studies if studies is not None else studies_dir(), named, advice or default)
+    root = studies if studies is not None else studies_dir()
+    writable_folder(root, named, advice or default)
+    if workload is not None:
+        with contextlib.suppress(AutotuneError):  # a workload that is none: the command's own error says so
+            writable_folder(root / workload_facts(workload).name, "the report's folder", advice or default)
 
 
 def library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -589,6 +589,29 @@ def test_a_folder_of_the_studies_read_only_to_the_user_is_refused_before_anythin
     assert sorted(tmp_path.rglob("*")) == before  # no study, no reference, nothing measured
 
 
+def test_a_report_s_folder_read_only_to_the_user_is_refused_before_the_page_is_built(tmp_path, monkeypatch, capsys):
+    # Without -o the page goes in <studies>/<workload>/: one another user made let it be built (seconds, for a
+    # study of thousands of trials), then "cannot write the report ...: Permission denied".
+    import os
+    import warnings
+
+    from autotune.cli import main
+
+    (tmp_path / "studies" / "chmm").mkdir(parents=True)
+    locked = (tmp_path / "studies" / "chmm").resolve()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path).resolve() != locked and real_access(path, mode))
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() sets autotune's own
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["report", "-w", "chmm", "-d", "cpu"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and lines == [f"autotune: error: the report's folder studies/chmm cannot be written: "
+                                                f"{locked} is read-only to this user; write the report elsewhere "
+                                                "with -o FILE"], lines
+
+
 @pytest.mark.parametrize("storage, locked", [
     (None, "studies/autotune.db"), (None, "studies/autotune.db.search.lock"), ("s.journal", "s.journal"),
 ])
