@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
 __all__ = ["Check", "control", "share_of_tolerance", "relative_error", "worst_error", "wrong_copy"]
@@ -160,9 +160,9 @@ def worst_error(value: Any, reference: Any) -> float:
 
 def wrong_copy(output: Any) -> Any:
     """``output`` made plainly wrong: each floating tensor or array doubled plus one and reversed along its last
-    axis (an argmax or a ranking moves too), each float doubled plus one; dicts, lists and tuples keep their shape,
-    and every other value (integers, which a check may index with, bools, strings) stays. None where nothing
-    changed (an output of -1s alone, which doubling plus one leaves as it was: a check rightly passes it).
+    axis (an argmax or a ranking moves too), each float doubled plus one; dicts, lists, tuples and dataclasses keep
+    their shape, and every other value (integers, which a check may index with, bools, strings) stays. None where
+    nothing changed (an output of -1s alone, which doubling plus one leaves as it was: a check rightly passes it).
     """
     import numpy as np
     import torch
@@ -188,6 +188,8 @@ def wrong_copy(output: Any) -> Any:
             return value * 2 + 1
         if isinstance(value, Mapping):
             return {key: wrong(item) for key, item in value.items()}
+        if is_dataclass(value) and not isinstance(value, type):  # an output class of the workload's own
+            return replace(value, **{f.name: wrong(getattr(value, f.name)) for f in fields(value) if f.init})
         if isinstance(value, (list, tuple)):
             items = [wrong(item) for item in value]
             return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)

@@ -1,6 +1,7 @@
 """The two ways an output's error is measured: the norm of the whole, and the worst element."""
 
 import collections
+import dataclasses
 import math
 
 import numpy as np
@@ -138,6 +139,14 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     wrong = wrong_copy({"max": largest, "sparse": torch.tensor([1.0, 2.0]).to_sparse()})
     assert type(wrong["max"]) is type(largest) and torch.equal(wrong["max"].values, torch.tensor([7.0, 11.0]))
     assert wrong["sparse"].is_sparse  # no arithmetic for its layout: kept, and the rest made wrong
+
+    @dataclasses.dataclass
+    class Out:  # an output class of a workload's own
+        loss: torch.Tensor
+        steps: int
+
+    wrong = wrong_copy(Out(torch.tensor(2.0), 3))
+    assert type(wrong) is Out and wrong.loss.item() == 5.0 and wrong.steps == 3
 
 
 class _Workload:
