@@ -210,7 +210,7 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
         return
     try:
         wrong = wrong_copy(output)
-    except Exception:  # noqa: BLE001 - an output no copy can be made of (a sparse layout, say) has no control
+    except Exception:  # noqa: BLE001 - an output no copy can be made of (a class that will not copy) has no control
         return
     if wrong is None:
         return
