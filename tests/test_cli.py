@@ -520,6 +520,20 @@ def test_a_path_under_a_regular_file_is_one_line_and_nothing_is_written(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
+def _read_only_to_the_user(monkeypatch, folder: Path, locked: Path) -> None:
+    """``locked`` read-only to this user, as os.access reads it (tests may run as root, which writes anywhere), and
+    ``main()`` run in ``folder`` with the default studies folder."""
+    import os
+    import warnings
+
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path).resolve() != locked.resolve()
+                        and real_access(path, mode))
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() sets autotune's own
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
+
+
 _DEFAULT_FOLDER = ("the studies folder studies", "pass --studies DIR, or set $AUTOTUNE_STUDIES")
 
 
@@ -534,17 +548,9 @@ _DEFAULT_FOLDER = ("the studies folder studies", "pass --studies DIR, or set $AU
 ], ids=["search", "run", "explain", "report", "run-studies", "report-output"])
 def test_a_folder_read_only_to_the_user_is_one_line_before_anything_runs(tmp_path, monkeypatch, capsys, args, said,
                                                                           advice):
-    # Tests may run as root, which writes anywhere: the folder is made read-only by os.access, as the check reads it.
-    import os
-    import warnings
-
     from autotune.cli import main
 
-    real_access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode: Path(path).resolve() != tmp_path and real_access(path, mode))
-    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() sets autotune's own
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
+    _read_only_to_the_user(monkeypatch, tmp_path, tmp_path)
     with pytest.raises(SystemExit) as exited:
         main(args)
     lines = capsys.readouterr().err.strip().splitlines()
@@ -565,19 +571,12 @@ def test_a_folder_of_the_studies_read_only_to_the_user_is_refused_before_anythin
     # A studies folder another user made (a container run as root; this user could write only its top): a search
     # measured its trials and re-measured its winner, then "cannot write the export"; every numba trial failed
     # ("cannot cache function 'forward': no locator available"), so a 13.4x scan won where numba ran 264.9x.
-    import os
-    import warnings
-
     from autotune.cli import main
 
     (tmp_path / folder).mkdir(parents=True)
     (tmp_path / "numba.json").write_text('{"messages": "numba"}')
     locked = (tmp_path / folder).resolve()
-    real_access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode: Path(path).resolve() != locked and real_access(path, mode))
-    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() sets autotune's own
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
+    _read_only_to_the_user(monkeypatch, tmp_path, locked)
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     before = sorted(tmp_path.rglob("*"))
     with pytest.raises(SystemExit) as exited:
@@ -592,18 +591,11 @@ def test_a_folder_of_the_studies_read_only_to_the_user_is_refused_before_anythin
 def test_a_report_s_folder_read_only_to_the_user_is_refused_before_the_page_is_built(tmp_path, monkeypatch, capsys):
     # Without -o the page goes in <studies>/<workload>/: one another user made let it be built (seconds, for a
     # study of thousands of trials), then "cannot write the report ...: Permission denied".
-    import os
-    import warnings
-
     from autotune.cli import main
 
     (tmp_path / "studies" / "chmm").mkdir(parents=True)
     locked = (tmp_path / "studies" / "chmm").resolve()
-    real_access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode: Path(path).resolve() != locked and real_access(path, mode))
-    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() sets autotune's own
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
+    _read_only_to_the_user(monkeypatch, tmp_path, locked)
     with pytest.raises(SystemExit) as exited:
         main(["report", "-w", "chmm", "-d", "cpu"])
     lines = capsys.readouterr().err.strip().splitlines()
@@ -620,19 +612,11 @@ def test_a_study_file_read_only_to_the_user_is_refused_before_anything_is_measur
     # As another user of a studies folder root made: "StorageInternalError: An exception is raised during the
     # commit. This typically happens due to invalid data in the commit, e.g. exceeding max length." for a
     # database read-only to it, and "studies/autotune.db.search.lock: Permission denied" for a lock file.
-    import os
-    import warnings
-
     from autotune.cli import main
 
     (tmp_path / locked).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / locked).write_bytes(b"")
-    real_access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode: (Path(path).resolve() != (tmp_path / locked).resolve()
-                                                          and real_access(path, mode)))
-    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() sets autotune's own
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
+    _read_only_to_the_user(monkeypatch, tmp_path, tmp_path / locked)
     before = sorted(tmp_path.rglob("*"))
     with pytest.raises(SystemExit) as exited:
         main(["search", "-w", "chmm", "-d", "cpu", "-s", "tiny", *(["--storage", storage] if storage else [])])
