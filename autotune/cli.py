@@ -332,7 +332,7 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
       autotune run --workload chmm --device cpu
       autotune run -w chmm --baseline --set debug_asserts=false
       autotune run -w chmm -s tiny --set dtype=float16 --set update_c=loop --json
-      autotune run -w ten --config studies/presets/ten/h100-small.json
+      autotune run -w chmm --config studies/chmm/cpu-small.json   # an exported config, measured again
     """
     from autotune.explain import target_from_file
     from autotune.settings import SearchSettings
