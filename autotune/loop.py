@@ -20,8 +20,8 @@ from autotune.environment import thread_pools
 from autotune.exceptions import DiskFullError
 from autotune.runner import TrialResult
 from autotune.shared_study import DONE, FIRST_ROLES, WAIT, Heartbeat, TrialBudget, release_own_trials
-from autotune.trials import (TrialRecord, best_throughput, in_flight, measured_configs, never_measured, result_of,
-                             to_attrs)
+from autotune.trials import (TrialRecord, best_throughput, in_flight, measured_configs, measured_here, never_measured,
+                             result_of, to_attrs)
 
 if TYPE_CHECKING:
     import optuna
@@ -67,7 +67,7 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
         while not tuner.should_stop():
             if every:
                 trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
-                known, busy = measured_configs(trials), in_flight(tuner.space, trials)
+                known, busy = measured_configs(trials, tuner.measured_with), in_flight(tuner.space, trials)
                 left = [c for c in every if c.key not in known] if len(known) + len(busy) >= len(every) else every
                 if not left:
                     tuner.on_stage(f"all {len(every)} allowed configs of the space are measured: no new trials"
@@ -86,9 +86,12 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
                 time.sleep(poll_seconds)
                 continue
             trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
-            known = measured_configs(trials)
+            known = measured_configs(trials, tuner.measured_with)
+            # A config is cut short against a best measured as it is now, not with another torch or workload code.
+            here = [t for t in trials if measured_here(t, tuner.measured_with)]
+            best = best_throughput(here, tuner.memory_budget_bytes)
             with Heartbeat.of_trial(budget.storage, trial._trial_id, budget.heartbeat):
-                record = run_trial(tuner, study, trial, trials, known, best_throughput(trials, tuner.memory_budget_bytes), guard)
+                record = run_trial(tuner, study, trial, trials, known, best, guard)
             repeats = repeats + 1 if record is not None and record.duplicate_of is not None else 0
             if record is None or repeats >= REPEAT_LIMIT:
                 unseen = {**known, **in_flight(tuner.space, trials, trial.number)}  # nor another worker's
@@ -100,7 +103,7 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
             if record is None:  # not measured by this trial (see run_trial): not a trial of the budget
                 tuner.on_stage(f"trial #{trial.number} not measured, not counted: {never_measured(trial)}")
                 continue
-            record.study_best = best_throughput(trials, tuner.memory_budget_bytes)  # a resumed study's best, too
+            record.study_best = best_throughput(here, tuner.memory_budget_bytes)  # a resumed study's best, too
             if record.role in FIRST_ROLES:
                 tuner.first_measured()
             records.append(record)
@@ -152,7 +155,8 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", tria
             study.tell(trial, state=TrialState.FAIL)
             raise
         known[config.key] = trial.number
-    guard(lambda: _record(trial, to_attrs(result, config, role, duplicate_of)), "recording a trial")
+    attrs = to_attrs(result, config, role, duplicate_of, tuner.measured_with)
+    guard(lambda: _record(trial, attrs), "recording a trial")
     fits = guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
     if result.lost:  # every next trial would fail as this one did, and be recorded as its config's error
         raise DiskFullError(f"trial #{trial.number} could not write to a disk ({result.error}); it is kept as lost, "

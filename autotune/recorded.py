@@ -387,7 +387,7 @@ def recorded_study(study: "optuna.Study", source: str) -> Recorded:
     order = tuple(space.parameters) if space is not None else tuple(configs[0][0])
     cache: dict[str, Any] = {}
     for config, result in configs:
-        cache.setdefault(key_of(config, order), cache_entry(config, result))  # a config measured twice: the first
+        cache[key_of(config, order)] = cache_entry(config, result)  # measured again (its file edited): the latest
     seen = {name: {entry[name] for entry in cache.values()} for name in order}
     data: dict[str, Any] = {
         "device_name": attrs.get("device_name") or attrs.get("device", "an unnamed device"),

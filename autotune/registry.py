@@ -28,11 +28,13 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Mapping
 
+from autotune._version import __version__
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
 
 __all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "cache_folder", "declared_version", "get_workload_class",
-           "literals", "numba_folder", "space_path", "trial_spec", "workload_facts", "workload_names"]
+           "literals", "measured_with", "numba_folder", "space_path", "trial_spec", "workload_facts",
+           "workload_names"]
 
 ENTRY_POINT_GROUP = "autotune.workloads"
 
@@ -187,6 +189,25 @@ def cache_folder(spec: str, facts: "WorkloadFacts", size: str) -> str:
         return folder
     source = _file_of(spec).read_bytes()  # it was imported from there: it is readable
     return f"{folder}-{hashlib.sha256(source).hexdigest()[:12]}"
+
+
+def measured_with(spec: str) -> dict[str, str]:
+    """What a trial's outcome rests on besides its config, as a study records it: the workload's code (a file's
+    name and digest; a built-in's or plug-in's, autotune's version) and the versions of torch and numba, read
+    without importing them. A config measured with others is measured again when asked: a kernel fixed in the
+    file, or a compile mode that crashed under the old torch, was a repeat of its old failure."""
+    if _is_file_spec(spec):
+        path = _file_of(spec)
+        code = f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+    else:
+        code = f"autotune {__version__}"
+    found = {"workload": code}
+    for package in ("torch", "numba"):
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found
 
 
 def numba_folder(cache_dir: str | Path) -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from autotune.config import Config
 from autotune.parameters import knob_of
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TrialRecord", "best_throughput", "counted", "ended", "feasible", "in_flight", "is_repeat", "measured_configs",
-    "never_measured", "outcomes",
-    "result_of", "retried", "status_counts", "to_attrs",
+    "measured_here", "never_measured", "outcomes",
+    "result_of", "retried", "so_far", "status_counts", "to_attrs",
 ]
 
 #: Long tracebacks are cut to their end (the raising frame) before they are stored.
@@ -47,14 +47,16 @@ class TrialRecord:
     unused: tuple[str, ...] = ()  # knobs with no effect under the others (SearchSpace.unused): progress names them
 
 
-def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int | None) -> dict[str, Any]:
-    """The user attributes of a finished trial: every figure of its result (None values left out)."""
+def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int | None,
+             measured_with: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The user attributes of a finished trial: every figure of its result (None values left out), and what it
+    was ``measured_with`` (``registry.measured_with``)."""
     attrs = result.to_dict()
     attrs.pop("environment", None)  # one per study, not per trial (see Tuner.finish)
     attrs.pop("relative_spread", None)  # derived from iqr and median
     if attrs.get("traceback"):
         attrs["traceback"] = attrs["traceback"][-TRACEBACK_CHARS:]
-    attrs.update(role=role, config=config.to_dict(), config_key=config.key)
+    attrs.update(role=role, config=config.to_dict(), config_key=config.key, measured_with=measured_with)
     if duplicate_of is not None:
         attrs["duplicate_of"] = duplicate_of
     return {key: value for key, value in attrs.items() if value is not None and value != []}
@@ -150,8 +152,36 @@ def best_throughput(trials: Iterable["FrozenTrial"], memory_budget_bytes: int | 
     return max((t.user_attrs.get("throughput") or 0.0 for t in trials if feasible(t, memory_budget_bytes)), default=0.0)
 
 
-def measured_configs(trials: Iterable["FrozenTrial"]) -> dict[str, int]:
-    """Config key -> the trial that measured it: a config asked for again is a repeat of that trial."""
+def measured_here(trial: "FrozenTrial", measured_with: Mapping[str, str] | None) -> bool:
+    """Whether a trial was measured with the workload code, torch and numba of ``measured_with`` (None: any). A
+    trial that does not say (a study of an older autotune) is taken as measured with them."""
+    return measured_with is None or trial.user_attrs.get("measured_with", measured_with) == measured_with
+
+
+def measured_configs(trials: Iterable["FrozenTrial"], measured_with: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Config key -> the trial that measured it (with ``measured_with``): a config asked for again is a repeat of
+    that trial."""
     return {t.user_attrs["config_key"]: t.number for t in trials  # a lost trial's config is measured again
             if t.state.is_finished() and "config_key" in t.user_attrs and not is_repeat(t)
-            and not t.user_attrs.get("lost")}
+            and not t.user_attrs.get("lost") and measured_here(t, measured_with)}
+
+
+def so_far(trials: list["FrozenTrial"], measured_with: Mapping[str, str]) -> str:
+    """How many trials the study counts ("4 trials so far"), and how many of them were measured with other workload
+    code, torch or numba, and which ("..., 2 of them with another fixw.py, torch 2.11.0: ...")."""
+    done = counted(trials)  # as the budget counts: no repeats, no restricted asks
+    text = f"{len(done)} trial{'' if len(done) == 1 else 's'} so far"
+    others = [t.user_attrs["measured_with"] for t in done if not measured_here(t, measured_with)]
+    if not others:
+        return text
+    said = []
+    for key in ("workload", "torch", "numba"):
+        old = sorted({other.get(key, "") for other in others if other.get(key) != measured_with.get(key)})
+        if not old:
+            continue
+        if key == "workload":
+            file = measured_with[key].split()[0]  # "fixw.py", or "autotune" for a built-in or a plug-in
+            said.append(f"another {file}" if file.endswith(".py") else " or ".join(old))  # "autotune 0.0.9"
+        else:
+            said += [f"{key} {version}" if version else f"no {key}" for version in old]
+    return f"{text}, {len(others)} of them with {', '.join(said)}: their configs are measured again when asked"

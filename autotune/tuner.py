@@ -41,8 +41,9 @@ from autotune.space import SearchSpace, load_space
 from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_storage, retrying, storage_failure,
                               storage_kind, user_storage)
 from autotune.stored import check_made_for
-from autotune.trials import TrialRecord, counted, feasible, status_counts
-from autotune.registry import BUILTINS, WorkloadFacts, cache_folder, numba_folder, trial_spec, workload_facts
+from autotune.trials import TrialRecord, counted, feasible, so_far, status_counts
+from autotune.registry import (BUILTINS, WorkloadFacts, cache_folder, measured_with, numba_folder, trial_spec,
+                               workload_facts)
 
 if TYPE_CHECKING:
     import optuna
@@ -129,6 +130,7 @@ class Tuner:
         self.storage = user_storage(storage) if storage else default_storage(self.studies)
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload.name / cache_folder(workload, self.workload, self.size)
+        self.measured_with = measured_with(workload)  # a config measured with others is measured again when asked
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
         self.trial_workload = trial_spec(workload) if self.runner.isolation != "inprocess" else workload
         check_limits(self.runner.isolation, self.device.kind, memory_limit_bytes, trial_timeout)
@@ -277,9 +279,8 @@ class Tuner:
 
     def _search(self, n_trials: int, started: float) -> SearchResult:
         study = self.open_study()
-        so_far = len(counted(study.get_trials(deepcopy=False)))  # as the budget counts: no repeats, restricted asks
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} "
-                      f"({so_far} trial{'' if so_far == 1 else 's'} so far)")
+                      f"({so_far(study.get_trials(deepcopy=False), self.measured_with)})")
         warm = self.runner.warm_up()
         if warm:
             self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
@@ -422,9 +423,7 @@ class Tuner:
     def _document(self, study: "optuna.Study", winner: Candidate, baseline: Candidate, speedup: float | None,
                   candidates: list[Candidate]) -> ExportDocument:
         return ExportDocument(
-            workload=self.workload.name,
-            device=self.device.name,
-            device_name=self.detected.name,
+            workload=self.workload.name, device=self.device.name, device_name=self.detected.name,
             size=self.size, workload_version=self.workload.version,
             config=winner.config.to_dict(),
             measured=winner.figures(),

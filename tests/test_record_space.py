@@ -249,3 +249,23 @@ def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_
         load_recorded_study(storage, "nope")
     with pytest.raises(AutotuneError, match="no study storage at"):
         load_recorded_study(f"sqlite:///{tmp_path / 'none.db'}")
+
+
+def test_a_config_measured_again_after_its_file_was_edited_replays_as_measured_last(tmp_path):
+    # Its failure before the edit was replayed: a study resumed after a kernel was fixed measures it again
+    # (tests/test_tuner.py), and the first of its two outcomes stood for it.
+    from autotune.recorded import recorded_study
+
+    import yaml
+
+    space = SearchSpace.from_dict(SPACE)
+    space_file = tmp_path / "toy.yaml"
+    space_file.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    config = dict(_module().configs(space)[1][0])
+    recorded = recorded_study(_study_of(space_file, [config, config], _fate_fixed, None), "study")
+    assert [entry["time"] for entry in recorded.entries.values()] == [10.0]  # ms per item at 100 a second
+
+
+def _fate_fixed(index, config):
+    return (TrialResult(status="error", config=dict(config), error="ValueError: not built yet") if index == 0 else
+            TrialResult(status="ok", config=dict(config), items_per_run=10, throughput=100.0, times=[0.1, 0.1]))

@@ -322,6 +322,57 @@ def test_repeats_cost_no_budget_and_an_exhausted_space_ends(studies, tmp_path):
     assert result.winner.config["behaviour"] == "fast"
 
 
+def test_a_config_that_failed_before_its_workload_file_was_edited_is_measured_again(studies, tmp_path):
+    # A kernel that crashed was fixed in the file; the resumed search said "all 2 allowed configs of the space are
+    # measured: no new trials" and exported the slow one, its old failure standing for the fixed kernel.
+    from tests.conftest import TESTS
+
+    source = (TESTS / "workloads" / "broken.py").read_text()
+    (tmp_path / "two.yaml").write_text(
+        "schema_version: 1\nparameters:\n  behaviour: {choices: [ok, fast]}\n"
+        "defaults: {behaviour: ok}\nbaseline: {behaviour: ok}\n"
+    )
+    # Its "ok" ran 200 times faster then: a best no config measured now is cut short against.
+    broken = source.replace('        if behaviour == "raise_build":', '        if behaviour in ("raise_build", "fast"):'
+                            ).replace("time.sleep(0.02)", "time.sleep(0.0001)")
+    said: list[str] = []
+    for text in (broken, source):
+        (tmp_path / "two.py").write_text(text)
+        tuner = Tuner(f"{tmp_path / 'two.py'}:BrokenWorkload", "cpu", "tiny", remeasure_rounds=1,
+                      measurer={**FAST_MEASURER, "cut_min_seconds": 0.001}, on_stage=said.append)
+        try:
+            result = tuner.search(n_trials=2)
+        finally:
+            tuner.close()
+        assert {r.config["behaviour"]: r.result.status for r in result.trials} == (
+            {"ok": "ok", "fast": "error"} if text is broken else {"ok": "ok", "fast": "ok"})
+    assert result.winner.config["behaviour"] == "fast"
+    assert not next(r for r in result.trials if r.config["behaviour"] == "fast").result.cut_short
+    assert any(line.endswith("(2 trials so far, 2 of them with another two.py: their configs are measured again "
+                             "when asked)") for line in said), said
+
+
+def test_a_trial_measured_with_another_torch_or_numba_is_said_and_not_a_repeat():
+    from autotune.trials import measured_configs, so_far
+
+    now = {"workload": "autotune 0.2.0", "torch": "2.13.0+cpu", "numba": "0.68.1"}
+    study = optuna.create_study(direction="maximize")
+    for n, measured_with in enumerate([now, {**now, "torch": "2.11.0+cu130"}, {"workload": "autotune 0.1.0",
+                                       "torch": "2.13.0+cpu"}, None]):  # None: a study of an older autotune
+        trial = study.ask()
+        attrs = {"status": "ok", "config_key": f"k{n}", "measured_with": measured_with, "throughput": 1.0}
+        for key, value in attrs.items():
+            if value is not None:
+                trial.set_user_attr(key, value)
+        study.tell(trial, 1.0)
+    trials = study.get_trials(deepcopy=False)
+    assert measured_configs(trials, now) == {"k0": 0, "k3": 3}  # the others are measured again when asked
+    assert measured_configs(trials) == {f"k{n}": n for n in range(4)}  # a replay: one setup
+    assert so_far(trials, now) == ("4 trials so far, 2 of them with autotune 0.1.0, torch 2.11.0+cu130, no numba: "
+                                   "their configs are measured again when asked")
+    assert so_far(trials[:1], now) == "1 trial so far"
+
+
 def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     """A sampler stuck on one config cannot stall the search: repeats enqueue unseen configs."""
     steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")  # runs of milliseconds
@@ -572,7 +623,7 @@ def _two_configs_one_measured(owner):
 class _Worker:
     """What the search loop asks of a tuner, measuring with ``runner`` (none: it must measure nothing)."""
 
-    seed, on_trial, memory_budget_bytes, memory_bytes = 0, None, None, 0
+    seed, on_trial, memory_budget_bytes, memory_bytes, measured_with = 0, None, None, 0, None
 
     def __init__(self, space, runner=None):
         self.space, self.runner, self.said = space, runner, []
