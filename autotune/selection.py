@@ -112,11 +112,15 @@ class Candidate:
 def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_budget_bytes: int | None = None,
                allows: Callable[[Mapping[str, Any]], bool] = lambda config: True,
                on_stage: Callable[[str], None] = lambda message: None) -> list[Candidate]:
-    """The baseline, then the ``top`` fastest configs of a study (each config once) :func:`feasible` under
-    ``memory_budget_bytes`` that the space ``allows``: a study resumed after its space file changed holds
-    configs the space no longer has, and the export of one would be refused by ``load_config``. Then up to
-    ``top`` more whose trials were timed beside other work."""
-    fits = [t for t in trials if feasible(t, memory_budget_bytes)]
+    """The baseline, then the ``top`` fastest configs of a study (each config once, by its latest outcome)
+    :func:`feasible` under ``memory_budget_bytes`` that the space ``allows``: a study resumed after its space
+    file changed holds configs the space no longer has, and the export of one would be refused by
+    ``load_config``. Then up to ``top`` more whose trials were timed beside other work."""
+    # A config measured again (its workload file edited, torch upgraded: trials.measured_here) stands by its latest
+    # outcome: its old figure is no reason to re-measure it, and its old pass none where it fails now.
+    latest = {t.user_attrs.get("config_key"): t for t in sorted(outcomes(trials), key=lambda t: t.number)
+              if "status" in t.user_attrs and not t.user_attrs.get("lost")}
+    fits = [t for t in latest.values() if feasible(t, memory_budget_bytes)]
     stale = {t.user_attrs["config_key"] for t in fits if not allows(t.user_attrs["config"])}  # configs, not trials
     if stale:
         on_stage(f"warning: the study holds {len(stale)} config{'' if len(stale) == 1 else 's'} outside its space file as it is now "
@@ -145,7 +149,8 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
                 beside_other_work(t.user_attrs.get("busy_elsewhere")):
             seen.add(key)
             chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate"))
-    first = next((t for t in trials if t.user_attrs.get("config_key") == baseline.key), None)
+    first = latest.get(baseline.key) or next((t for t in trials if t.user_attrs.get("config_key") == baseline.key),
+                                             None)
     status = first.user_attrs.get("status") if first else None
     warm = first.user_attrs.get("median_seconds") if status == "ok" else None
     return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm, search_status=status),

@@ -720,6 +720,24 @@ def test_the_re_measurement_gives_candidates_five_runs_a_round_and_the_baseline_
                                              (other.to_dict(), 5, False, 0.1)] * 2, key=str)
 
 
+def test_a_config_measured_again_is_a_candidate_by_its_latest_figure():
+    # After a torch upgrade, t=1 was measured again at half its old figure and t=2, new, between the two: the old
+    # figure of t=1 took the one candidate's place, and t=2, fastest now, was never re-measured. And t=3 fails
+    # now: its old pass made no candidate of it.
+    from autotune.selection import candidates
+
+    def trial(number, config, throughput, status="ok"):
+        attrs = {"config": config, "config_key": Config(config).key, "status": status, "throughput": throughput}
+        frozen = optuna.trial.create_trial(value=throughput, user_attrs=attrs)
+        frozen.number = number
+        return frozen
+
+    trials = [trial(0, {"t": 0}, 1.0), trial(1, {"t": 1}, 100.0), trial(2, {"t": 3}, 200.0), trial(3, {"t": 1}, 50.0),
+              trial(4, {"t": 2}, 80.0), trial(5, {"t": 3}, 0.0, "error")]
+    assert [c.trial for c in candidates(trials, Config({"t": 0}), top=1)] == [0, 4]
+    assert [c.trial for c in candidates(trials, Config({"t": 0}), top=3)] == [0, 4, 3]
+
+
 def test_the_candidates_carry_their_median_in_the_search():
     import optuna
 
