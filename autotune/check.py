@@ -7,7 +7,7 @@ import warnings
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
-__all__ = ["Check", "control", "share_of_tolerance", "relative_error", "worst_error", "wrong_copy"]
+__all__ = ["Check", "control", "differs", "share_of_tolerance", "relative_error", "worst_error", "wrong_copy"]
 
 
 @dataclass(frozen=True)
@@ -226,3 +226,19 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
                          f"doubled plus one and reversed; {check.metric or 'error'} {check.error:.3g} <= tolerance "
                          f"{check.tolerance:.3g}), so its pass says nothing of this config's output: compare every "
                          f"output with the reference, within tolerances that a wrong output exceeds")
+
+
+def differs(first: Check, worst: Check, is_reference: bool) -> str:
+    """Why a config's output failed its check (``worst``, the first run's check ``first``), and what it says where
+    the config ``is_reference``: the reference config itself, built anew, did not give the output it gave when the
+    reference was computed. An unseeded generator (numpy's default_rng(), drawing from the OS) failed every config
+    by 1.5 with a tolerance of 1e-9, this one too, and a tolerance raised to pass them would pass wrong outputs."""
+    later = " at the last run (the first run's passed: does a run change what the next one reads?)"
+    text = (f"output differs from the reference{later if first.passed else ''}: {worst.metric} error "
+            f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
+    if is_reference and not first.passed:
+        text += ("; this is the reference config itself: its output is not the same from one process to the next "
+                 "(an unseeded random number, the time, the order of a set?), so no config can be checked against "
+                 "it: make the workload deterministic (seed its generators in build), or, where the difference is "
+                 "honest (atomic adds on a GPU), set the tolerance above it")
+    return text

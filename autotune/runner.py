@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune._forkserver import ForkServer, ServerDied, signal_name
-from autotune.check import Check, control, share_of_tolerance
+from autotune.check import Check, control, differs, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
@@ -342,10 +342,8 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     result.throughput = measurement.throughput
     result.busy_elsewhere = measurement.busy_elsewhere
     result.status = "ok" if worst.passed else "incorrect"
-    if not worst.passed:  # and where the first output passed, a run changed what the next one reads (state, a buffer)
-        later = " at the last run (the first run's passed: does a run change what the next one reads?)"
-        result.error = (f"output differs from the reference{later if checks[0].passed else ''}: {worst.metric} error "
-                        f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
+    if not worst.passed:
+        result.error = differs(checks[0], worst, is_reference=request.reference == request.config)
 
 
 def _mapped_bytes() -> int:

@@ -352,6 +352,35 @@ def test_a_config_that_failed_before_its_workload_file_was_edited_is_measured_ag
                              "when asked)") for line in said), said
 
 
+def test_a_reference_config_whose_output_changes_from_process_to_process_is_named_as_the_cause(studies, tmp_path):
+    # An unseeded generator (numpy's default_rng() draws from the OS): every config failed, the reference's own
+    # config too, each "output differs from the reference: y error 1.5 > tolerance 1e-09", and nothing said why;
+    # a tolerance raised until they pass would pass wrong outputs as well.
+    (tmp_path / "rnd.yaml").write_text("schema_version: 1\nparameters:\n  kernel: {choices: [matmul, mulsum]}\n"
+                                       "defaults: {kernel: matmul}\nbaseline: {kernel: mulsum}\n")
+    (tmp_path / "rnd.py").write_text(
+        "import numpy as np\nfrom autotune.check import Check, relative_error\nfrom autotune.workload import Workload"
+        "\n\n\nclass Rnd(Workload):\n    name, unit = 'rnd', 'items'\n    sizes = {'tiny': {}, 'small': {}, 'full': {}}"
+        "\n\n    def build(self, config):\n        import torch\n"
+        "        w = torch.from_numpy(np.random.default_rng().standard_normal((8, 8)))\n"
+        "        x = torch.ones(8, dtype=torch.float64)\n"
+        "        return lambda: {'y': w @ x if config['kernel'] == 'matmul' else (w * x).sum(1)}\n\n"
+        "    def items_per_run(self, config):\n        return 8\n\n"
+        "    def check(self, output, reference, config):\n"
+        "        return Check.from_metrics({'y': (relative_error(output['y'], reference['y']), 1e-9)})\n")
+    tuner = Tuner(f"{tmp_path / 'rnd.py'}:Rnd", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
+    try:
+        result = tuner.search(n_trials=2)
+    finally:
+        tuner.close()
+    errors = {r.config["kernel"]: r.result.error for r in result.trials}
+    assert {r.result.status for r in result.trials} == {"incorrect"} and result.winner is None
+    assert "; this is the reference config itself: its output is not the same from one process to the next" in \
+        errors["matmul"]
+    assert errors["mulsum"].startswith("output differs from the reference: y error ")
+    assert "reference config itself" not in errors["mulsum"]
+
+
 def test_a_trial_measured_with_another_torch_or_numba_is_said_and_not_a_repeat():
     from autotune.trials import measured_configs, so_far
 
