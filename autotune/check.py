@@ -233,7 +233,7 @@ def differs(first: Check, worst: Check, is_reference: bool) -> str:
     the config ``is_reference``: the reference config itself, built anew, did not give the output it gave when the
     reference was computed. An unseeded generator (numpy's default_rng(), drawing from the OS) failed every config
     by 1.5 with a tolerance of 1e-9, this one too, and a tolerance raised to pass them would pass wrong outputs."""
-    later = " at the last run (the first run's passed: does a run change what the next one reads?)"
+    later = " at a later run (the first run's passed: does a run change what the next one reads?)"
     text = (f"output differs from the reference{later if first.passed else ''}: {worst.metric} error "
             f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
     if is_reference and not first.passed:

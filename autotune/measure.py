@@ -74,9 +74,11 @@ class Measurer:
     """Times a run: ``Measurer(min_time=1.0).measure(run, items, sync)``.
 
     ``clock`` is injectable so that tests can drive time by hand. ``on_output``
-    sees the output of the first run and of the last timed run, which is
-    where the runner checks correctness; when it returns False for the first
-    output (wrong), the measurement stops there.
+    sees the output of the first run ("first"), of the last timed run
+    ("last") and of the untimed runs after it (``check_share``: "run"),
+    which is where the runner checks correctness; when it returns False for
+    the first output (wrong), the measurement stops there, and for another,
+    no more runs are checked.
     """
 
     min_time: float = 1.0  # seconds of timed runs, at least
@@ -94,6 +96,11 @@ class Measurer:
     #: whose 20-40 ms runs spread 14% however long they ran; with this limit it took 105 s.
     noisy_runs: int = 10
     noisy_time_factor: float = 3.0
+    #: After the last timed run, more runs, untimed, each output checked, while they and their checks cost at
+    #: most this share of the timed runs' time: a config wrong one run in five passed the first and the last
+    #: checks alone two times in three. Run after the timing, not between: a check between timed runs slowed
+    #: the next one (chmm's scan at tiny, float32: runs of 2.3 ms, up to 24 ms after a check; their sum doubled).
+    check_share: float = 0.1
     #: A config whose first run and first warm run both fall below this
     #: throughput stops after them: its figure only needs to say "far slower".
     hopeless_below: float | None = None
@@ -195,5 +202,15 @@ class Measurer:
                     on_output("last", output)
                 return Measurement(times, items_per_run, first, warmup, self.noisy_threshold, cut_short=True)
         if on_output is not None:
-            on_output("last", output)
+            started = self.clock()
+            passed = on_output("last", output) is not False
+            del output
+            cost = statistics.median(times) + self.clock() - started  # of one more checked run
+            spent = 0.0
+            while passed and spent + cost <= self.check_share * total:
+                started = self.clock()
+                _, output = self._timed(run, sync)
+                passed = on_output("run", output) is not False
+                del output
+                spent += self.clock() - started
         return Measurement(times, items_per_run, first, warmup, self.noisy_threshold)

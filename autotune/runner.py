@@ -309,13 +309,16 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
                          f"of {workload.unit} a run")
     # A numpy scalar (numpy.int64) would carry into every figure, and neither the study nor --json stores one.
     result.items_per_run = items = int(items) if isinstance(items, numbers.Integral) else float(items)
-    checks = []
+    checks, peaks = [], []
 
     def on_output(which: str, output: Any) -> bool:
-        # Each peak before its check allocates: the first run's, then (from the reset after it) the timed runs'.
-        result.peak_memory_bytes = _peak_memory(request.torch_device)
+        # Each peak before its check allocates: the first run's, then (reset after each check) the other runs'.
+        peak = _peak_memory(request.torch_device)
         if which == "first":
-            result.first_run_peak_memory_bytes = result.peak_memory_bytes
+            result.first_run_peak_memory_bytes = result.peak_memory_bytes = peak
+        else:
+            peaks.append(peak)
+            result.peak_memory_bytes = max(peaks)
         # Checked at once: a workload may reuse its output buffers on the next run.
         check = workload.check(output, reference, config)
         if not isinstance(check, Check):
@@ -324,7 +327,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         checks.append(check)
         if which == "first":
             control(workload, check, output, reference, config)  # a pass says something only if a wrong output fails
-            _reset_peak_memory(request.torch_device)
+        _reset_peak_memory(request.torch_device)  # a check's own memory is no run's
         return check.passed
 
     measurer = Measurer(**request.measurer, other_work=lambda: OtherWork(result.threads))  # beyond its idle cores
@@ -334,10 +337,8 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     result.times = measurement.times
     result.warmup_seconds = measurement.first_run_seconds
     result.warmup_times = measurement.warmup_times
-    result.median_seconds = measurement.median
-    result.iqr_seconds = measurement.iqr
-    result.relative_spread = measurement.relative_spread
-    result.noisy = measurement.noisy
+    result.median_seconds, result.iqr_seconds = measurement.median, measurement.iqr
+    result.relative_spread, result.noisy = measurement.relative_spread, measurement.noisy
     result.cut_short = measurement.cut_short
     result.throughput = measurement.throughput
     result.busy_elsewhere = measurement.busy_elsewhere

@@ -36,6 +36,31 @@ def test_first_run_is_kept_apart_and_warm_up_stops_when_runs_agree():
     assert outputs == [("first", 1), ("last", 7)]
 
 
+def test_after_the_timed_runs_more_runs_are_checked_untimed_within_a_share_of_their_time():
+    # Before, only the first and the last outputs were checked: a config wrong one run in five passed two times
+    # in three. A check between timed runs slowed the next one, so the runs checked come after them.
+    clock = FakeClock([0.125] * 100)  # binary-exact
+    seen = []
+
+    def check(which, output):  # each check takes half a run
+        clock.now += 0.0625
+        seen.append((which, output))
+
+    m = Measurer(min_time=2.0, min_runs=3, max_warmup_runs=1, check_share=0.5, clock=clock).measure(
+        clock.run, 1, on_output=check)
+    assert m.times == [0.125] * 16 and seen[:2] == [("first", 1), ("last", 18)]  # timed: runs 3 to 18
+    # Each one more costs a run and a check (0.1875 s): five fit half the timed runs' 2 s.
+    assert seen[2:] == [("run", 19), ("run", 20), ("run", 21), ("run", 22), ("run", 23)]
+    # None where one would cost more than the share (a tenth of 2 s), nor after a wrong output.
+    clock, seen = FakeClock([0.25] * 100), []
+    Measurer(min_time=2.0, min_runs=3, max_warmup_runs=1, clock=clock).measure(clock.run, 1, on_output=check)
+    assert [which for which, _ in seen] == ["first", "last"]
+    clock, seen = FakeClock([0.125] * 100), []
+    Measurer(min_time=2.0, max_warmup_runs=1, check_share=0.5, clock=clock).measure(
+        clock.run, 1, on_output=lambda w, o: seen.append(o) or o != 20)
+    assert seen == [1, 18, 19, 20]
+
+
 def test_runs_continue_until_minimum_time():
     clock = FakeClock([0.125] * 100)
     m = Measurer(min_time=1.0, min_runs=3, clock=clock).measure(clock.run, 1)

@@ -152,8 +152,24 @@ def test_a_last_output_that_fails_where_the_first_passed_says_so(runner, tmp_pat
         result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
                                          purpose=purpose))
     assert result.status == "incorrect" and result.error.startswith(
-        "output differs from the reference at the last run (the first run's passed: does a run change what the "
+        "output differs from the reference at a later run (the first run's passed: does a run change what the "
         "next one reads?): value error "), result.error
+
+
+def test_an_output_wrong_after_the_last_timed_run_fails_the_trial(runner, tmp_path):
+    # Its outputs go wrong once checked three times (the first run's, its negative control, the last timed run's):
+    # the trial passed, as one wrong one run in five passed two times in three. Now untimed runs after the timed
+    # ones are checked too.
+    workload = _steady_variant(tmp_path, "        return Check.from_metrics(",
+                               "        import torch\n        self.__dict__.setdefault('checked', []).append(1)\n"
+                               "        if len(self.checked) > 3:\n            output = output * 2\n"
+                               "        return Check.from_metrics(")
+    measurer = {**FAST_MEASURER, "check_share": 1.0}
+    for purpose in ("reference", "trial"):
+        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 500}, str(tmp_path), measurer,
+                                         purpose=purpose))
+    assert result.status == "incorrect" and not result.cut_short, result
+    assert result.error.startswith("output differs from the reference at a later run"), result.error
 
 
 def test_a_build_that_returns_no_run_says_so(tmp_path):
