@@ -97,9 +97,12 @@ class Measurer:
     noisy_runs: int = 10
     noisy_time_factor: float = 3.0
     #: After the last timed run, more runs, untimed, each output checked, while they and their checks cost at
-    #: most this share of the timed runs' time: a config wrong one run in five passed the first and the last
-    #: checks alone two times in three. Run after the timing, not between: a check between timed runs slowed
-    #: the next one (chmm's scan at tiny, float32: runs of 2.3 ms, up to 24 ms after a check; their sum doubled).
+    #: most this share of the measurement so far (its first run, warm-up, timed runs and checks): a config wrong
+    #: one run in five passed the first and the last checks alone two times in three. Of the measurement, not of
+    #: the timed runs alone: numba's 0.1 ms runs at tiny time 22 ms, less than one check, after a first run of
+    #: 0.25 s; no more of them than timed runs (a first run that compiles for a minute leaves a large share).
+    #: Run after the timing, not between: a check between timed runs slowed the next one (chmm's scan at
+    #: tiny, float32: runs of 2.3 ms, up to 24 ms after a check; their sum doubled).
     check_share: float = 0.1
     #: A config whose first run and first warm run both fall below this
     #: throughput stops after them: its figure only needs to say "far slower".
@@ -158,6 +161,7 @@ class Measurer:
                     and min(seconds, previous) >= self.cut_min_seconds
                     and items_per_run / min(seconds, previous) < self.race_below)
 
+        begun = self.clock()
         first, output = self._timed(run, sync)
         if on_output is not None and on_output("first", output) is False:
             # Its first output is already wrong: more runs cannot make the config correct.
@@ -206,8 +210,9 @@ class Measurer:
             passed = on_output("last", output) is not False
             del output
             cost = statistics.median(times) + self.clock() - started  # of one more checked run
-            spent = 0.0
-            while passed and spent + cost <= self.check_share * total:
+            budget, spent, more_runs = self.check_share * (self.clock() - begun), 0.0, 0
+            while passed and spent + cost <= budget and more_runs < len(times):  # no more than were timed
+                more_runs += 1
                 started = self.clock()
                 _, output = self._timed(run, sync)
                 passed = on_output("run", output) is not False

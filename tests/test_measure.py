@@ -33,10 +33,11 @@ def test_first_run_is_kept_apart_and_warm_up_stops_when_runs_agree():
     assert m.warmup_times == [1.5, 1.0, 1.0625]  # 1.0 and 1.0625 agree within 10%
     assert m.times == [0.5, 0.5, 0.5]  # 3 runs and 1.5 s >= min_time
     assert m.throughput == 200.0 and m.median == 0.5 and m.iqr == 0.0 and not m.noisy
-    assert outputs == [("first", 1), ("last", 7)]
+    # Then runs after the last, untimed, checked: two fit a tenth of the 10 s measured so far.
+    assert outputs == [("first", 1), ("last", 7), ("run", 8), ("run", 9)]
 
 
-def test_after_the_timed_runs_more_runs_are_checked_untimed_within_a_share_of_their_time():
+def test_after_the_timed_runs_more_runs_are_checked_untimed_within_a_share_of_the_measurement_s_time():
     # Before, only the first and the last outputs were checked: a config wrong one run in five passed two times
     # in three. A check between timed runs slowed the next one, so the runs checked come after them.
     clock = FakeClock([0.125] * 100)  # binary-exact
@@ -49,9 +50,11 @@ def test_after_the_timed_runs_more_runs_are_checked_untimed_within_a_share_of_th
     m = Measurer(min_time=2.0, min_runs=3, max_warmup_runs=1, check_share=0.5, clock=clock).measure(
         clock.run, 1, on_output=check)
     assert m.times == [0.125] * 16 and seen[:2] == [("first", 1), ("last", 18)]  # timed: runs 3 to 18
-    # Each one more costs a run and a check (0.1875 s): five fit half the timed runs' 2 s.
-    assert seen[2:] == [("run", 19), ("run", 20), ("run", 21), ("run", 22), ("run", 23)]
-    # None where one would cost more than the share (a tenth of 2 s), nor after a wrong output.
+    # Each one more costs a run and a check (0.1875 s): six fit half the measurement's 2.375 s (its first run,
+    # warm-up run, timed runs and two checks).
+    assert seen[2:] == [("run", 19), ("run", 20), ("run", 21), ("run", 22), ("run", 23), ("run", 24)]
+    # None where one would cost more than the share (0.3125 s against a tenth of 2.625 s), nor after a wrong
+    # output.
     clock, seen = FakeClock([0.25] * 100), []
     Measurer(min_time=2.0, min_runs=3, max_warmup_runs=1, clock=clock).measure(clock.run, 1, on_output=check)
     assert [which for which, _ in seen] == ["first", "last"]
