@@ -483,6 +483,30 @@ def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     assert "other processes" not in result_table(table)
 
 
+def test_best_says_why_the_baseline_has_no_figures_or_no_speedup():
+    # A baseline that ran out of memory: the search said "(oom when re-measured)", `best` showed dashes alone.
+    from types import SimpleNamespace
+
+    from autotune.console import best_text
+
+    def doc(baseline, statuses):
+        remeasure = {"candidates": [{"role": "baseline", "statuses": statuses},
+                                    {"role": "candidate", "statuses": ["ok"]}]} if statuses is not None else None
+        return SimpleNamespace(workload="bf", size="tiny", device="cpu", device_name=None, trial=7,
+                               config={"kernel": "fast"}, measured={"throughput": 2.0, "unit": "items"},
+                               baseline={"config": {"kernel": "slow"}, **baseline}, speedup=None, check=None,
+                               environment=None, exported_at=None, remeasure=remeasure)
+
+    def row(document):
+        return next(line for line in best_text(document, "x.json").splitlines() if line.startswith("  baseline"))
+
+    assert row(doc({}, ["oom"])).endswith("  (oom when re-measured)")
+    assert row(doc({"throughput": 1.0, "unit": "items"}, ["incorrect", "ok"])).endswith("  (incorrect when re-measured)")
+    assert row(doc({}, [])).endswith("  (not re-measured: it failed in the search)")
+    assert "(" not in row(doc({"throughput": 1.0, "unit": "items"}, ["ok"]))
+    assert "(" not in row(doc({}, None))  # a hand-written export says nothing of its re-measurement
+
+
 def test_a_trial_without_figures_shows_the_best_in_the_workload_s_unit(capsys):
     # On an H200 (2026-11-25) a vlm_mc trial that timed out printed "best 69,225 items/s" among lines in
     # images/s: a trial the runner killed reports no unit of its own.
