@@ -298,23 +298,23 @@ def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
         f"Best config{f' (trial #{doc.trial})' if doc.trial is not None else ''}: {Config(doc.config).describe(unused)}",
         "",
         figures_row("best", doc.measured),
-        figures_row("baseline", doc.baseline, _baseline_failure(doc)),
+        figures_row("baseline", doc.baseline, baseline_failure(doc.baseline or {}, doc.remeasure)),
         f"  {'speedup':<16} {speedup_text(doc.speedup):>24}",
         f"  {'check':<16} {check_line(doc.check)}",
         *tuned_with(doc.environment or {}, doc.exported_at),
     ])
 
 
-def _baseline_failure(doc: Any) -> str | None:
-    """Why an export's baseline has no figures to trust, as its re-measurement recorded it ("oom when
+def baseline_failure(baseline: Mapping[str, Any], remeasure: Mapping[str, Any] | None) -> str | None:
+    """Why an export's ``baseline`` has no figures to trust, as its ``remeasure`` recorded it ("oom when
     re-measured", as the search said): `best` showed dashes, or figures and no speedup, and no word why."""
-    rounds = next((c for c in (doc.remeasure or {}).get("candidates", []) if c.get("role") == "baseline"), None)
+    rounds = next((c for c in (remeasure or {}).get("candidates", []) if c.get("role") == "baseline"), None)
     if rounds is None:
         return None  # a hand-written export, or one from before re-measurements were recorded
     failed = next((status for status in rounds.get("statuses", []) if status != "ok"), None)
     if failed is not None:
         return f"{failed} when re-measured"
-    return None if (doc.baseline or {}).get("throughput") is not None else "not re-measured: it failed in the search"
+    return None if baseline.get("throughput") is not None else "not re-measured: it failed in the search"
 
 
 def tuned_with(environment: Mapping[str, Any], exported_at: str | None) -> list[str]:

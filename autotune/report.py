@@ -94,13 +94,9 @@ def _get_winner_info(document: dict[str, Any] | None) -> dict[str, Any] | None:
     for label, figures in (("tuned", document["measured"]), ("baseline", document["baseline"])):
         throughput = figures.get("throughput")
         spread = figures.get("relative_spread") or 0.0
-        rows.append({
-            "label": label,
-            "throughput": throughput,
-            # The spread of the times, carried to throughput: items / (median +- IQR/2).
-            "throughput_error": throughput * spread / 2 if throughput else 0.0,
-            "peak_memory_bytes": figures.get("peak_memory_bytes"),
-        })
+        rows.append({"label": label, "throughput": throughput, "peak_memory_bytes": figures.get("peak_memory_bytes"),
+                     # The spread of the times, carried to throughput: items / (median +- IQR/2).
+                     "throughput_error": throughput * spread / 2 if throughput else 0.0})
     check = document.get("check") or {}
     return {
         "rows": rows,
@@ -335,12 +331,15 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
                               "No exported config for this study yet: the search ended without a config that passed "
                               "its check, or it has not finished. Nothing to compare."))
     else:
-        from autotune.console import check_line  # a check reads as it does in the terminal
+        from autotune.console import baseline_failure, check_line  # each reads as it does in the terminal
 
-        # The figure shows how much faster; the note says what won (the knobs that act, as `best` says) and its check.
+        # The figure shows how much faster; the note says what won (the knobs that act, as `best` says) and its check,
+        # and why there is no speedup where the baseline failed ("oom when re-measured").
+        failure = baseline_failure(document.get("baseline") or {}, document.get("remeasure"))
         info.sections.append(("winner", "Tuned against baseline", _draw_winner(winner), f"Trial #{winner['trial']} won, "
                               "exported as: " + _described(winner["config"], space)
-                              + f"; check {check_line(document.get('check'))}"))
+                              + f"; check {check_line(document.get('check'))}"
+                              + (f"; the baseline: {failure}, so no speedup" if failure else "")))
     if explanation is None:
         info.sections.append(("explain", "What each fix bought", None,
                               "No explanation of this study yet: `autotune explain` measures each fix alone and "

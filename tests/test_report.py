@@ -131,6 +131,14 @@ def test_winner_against_baseline_with_spread():
     assert _get_winner_info(None) is None
 
 
+def test_the_report_says_why_there_is_no_speedup_where_the_baseline_failed():
+    # Its figure read "speedup -" with a bar of nothing, and no word why; the search had said "oom when re-measured".
+    document = {**DOCUMENT, "baseline": {"config": {"dtype": "float32"}}, "speedup": None,
+                "remeasure": {"rounds": 3, "candidates": [{"trial": 0, "role": "baseline", "statuses": ["oom"]}]}}
+    message = {section_id: m for section_id, _, _, m in build_report(make_study(*KNOWN), document).sections}["winner"]
+    assert message.endswith("; the baseline: oom when re-measured, so no speedup"), message
+
+
 def test_the_report_says_which_config_won_not_only_by_how_much():
     # The winner's config and trial were read from the export but never shown: only the trials table, where the
     # winner is not marked, named any config.
