@@ -33,8 +33,8 @@ from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
 
 __all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "cache_folder", "declared_version", "get_workload_class",
-           "literals", "measured_with", "numba_folder", "space_path", "trial_spec", "workload_facts",
-           "workload_names"]
+           "literals", "measured_with", "numba_folder", "space_path", "trial_spec", "workload_code",
+           "workload_facts", "workload_names"]
 
 ENTRY_POINT_GROUP = "autotune.workloads"
 
@@ -191,17 +191,21 @@ def cache_folder(spec: str, facts: "WorkloadFacts", size: str) -> str:
     return f"{folder}-{hashlib.sha256(source).hexdigest()[:12]}"
 
 
+def workload_code(spec: str) -> str:
+    """Which code of a workload runs: a file's name and digest ("mine.py 63feeb532f56"), or for a built-in or a
+    plug-in autotune's version ("autotune 0.1.0")."""
+    if _is_file_spec(spec):
+        path = _file_of(spec)
+        return f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+    return f"autotune {__version__}"
+
+
 def measured_with(spec: str) -> dict[str, str]:
     """What a trial's outcome rests on besides its config, as a study records it: the workload's code (a file's
     name and digest; a built-in's or plug-in's, autotune's version) and the versions of torch and numba, read
     without importing them. A config measured with others is measured again when asked: a kernel fixed in the
     file, or a compile mode that crashed under the old torch, was a repeat of its old failure."""
-    if _is_file_spec(spec):
-        path = _file_of(spec)
-        code = f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
-    else:
-        code = f"autotune {__version__}"
-    found = {"workload": code}
+    found = {"workload": workload_code(spec)}
     for package in ("torch", "numba"):
         try:
             found[package] = importlib.metadata.version(package)

@@ -21,7 +21,7 @@ from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfi
 from autotune.export import ExportDocument, read_document
 from autotune.limits import check_numbers
 from autotune.parameters import canonical_values
-from autotune.registry import declared_version, space_path, workload_facts
+from autotune.registry import declared_version, space_path, workload_code, workload_facts
 from autotune.space import SearchSpace
 
 __all__ = ["SIZE_PREFERENCE", "TunedConfig", "load_config"]
@@ -166,14 +166,18 @@ def _check_place(document: ExportDocument, workload: str, device: str, path: Pat
 
 def _warn_if_tuned_on_another_version(document: ExportDocument, workload: str, path: Path) -> None:
     """Say so when the export was tuned on another version of its workload: its config passed a check of other
-    outputs (a version is bumped when they change, as vlm_mc's 2 added the dropout-off features)."""
+    outputs (a version is bumped when they change, as vlm_mc's 2 added the dropout-off features); or, for a
+    workload in a file, on that file before an edit: its config was measured and checked on the old file."""
+    size = f" --size {document.size}" if document.size else ""
+    again = f"re-run `autotune search --workload {workload} --device {document.device}{size}` to tune and check it anew"
     now = declared_version(workload)
     if document.workload_version is not None and now is not None and document.workload_version != now:
-        size = f" --size {document.size}" if document.size else ""
         warnings.warn(f"{path} was tuned on version {document.workload_version} of {document.workload or workload}, "
-                      f"and its data or outputs differ at version {now} (this autotune's): re-run `autotune search "
-                      f"--workload {workload} --device {document.device}{size}` to tune and check it anew",
-                      stacklevel=3)
+                      f"and its data or outputs differ at version {now} (this autotune's): {again}", stacklevel=3)
+    tuned_on, here = (document.environment or {}).get("workload_code"), workload_code(workload)
+    if isinstance(tuned_on, str) and tuned_on.split()[0] == here.split()[0] != "autotune" and tuned_on != here:
+        warnings.warn(f"{path} was tuned on {here.split()[0]} as it was before an edit: its config was measured and "
+                      f"checked on that file; {again}", stacklevel=3)
 
 
 def load_config(

@@ -437,7 +437,8 @@ class Tuner:
                  "statuses": [r.status for r in c.results]}
                 for c in candidates
             ]},
-            environment=next((r.environment for r in winner.results if r.environment), {}),
+            environment={**next((r.environment for r in winner.results if r.environment), {}),
+                         "workload_code": self.measured_with["workload"]},  # load_config tells an edited file
             study={"name": self.study_name, "storage": redact_storage(self.storage), "trials": len(study.get_trials(deepcopy=False))},
             trial=winner.trial,
             exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

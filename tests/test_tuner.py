@@ -350,6 +350,17 @@ def test_a_config_that_failed_before_its_workload_file_was_edited_is_measured_ag
     assert not next(r for r in result.trials if r.config["behaviour"] == "fast").result.cut_short
     assert any(line.endswith("(2 trials so far, 2 of them with another two.py: their configs are measured again "
                              "when asked)") for line in said), said
+    # Its export, loaded by a user's script, says so once the file is edited after the search (it said nothing).
+    import warnings
+
+    spec = f"{tmp_path / 'two.py'}:BrokenWorkload"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert autotune.load_config(spec, "cpu", "tiny")["behaviour"] == "fast"
+    (tmp_path / "two.py").write_text(source + "# edited\n")
+    with pytest.warns(UserWarning, match=r"cpu-tiny.json was tuned on two.py as it was before an edit: its config was "
+                                         r"measured and checked on that file; re-run `autotune search"):
+        autotune.load_config(spec, "cpu", "tiny")
 
 
 def test_a_reference_config_whose_output_changes_from_process_to_process_is_named_as_the_cause(studies, tmp_path):
