@@ -18,7 +18,7 @@ from autotune.config import Config
 from autotune.environment import beside_other_work
 from autotune.measure import Measurement
 from autotune.runner import TrialResult
-from autotune.trials import ended, feasible, outcomes
+from autotune.trials import counted, ended, feasible, outcomes
 
 if TYPE_CHECKING:
     import optuna
@@ -118,8 +118,7 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
     ``load_config``. Then up to ``top`` more whose trials were timed beside other work."""
     # A config measured again (its workload file edited, torch upgraded: trials.measured_here) stands by its latest
     # outcome: its old figure is no reason to re-measure it, and its old pass none where it fails now.
-    latest = {t.user_attrs.get("config_key"): t for t in sorted(outcomes(trials), key=lambda t: t.number)
-              if "status" in t.user_attrs and not t.user_attrs.get("lost")}
+    latest = {t.user_attrs.get("config_key"): t for t in sorted(counted(trials), key=lambda t: t.number)}
     fits = [t for t in latest.values() if feasible(t, memory_budget_bytes)]
     stale = {t.user_attrs["config_key"] for t in fits if not allows(t.user_attrs["config"])}  # configs, not trials
     if stale:
