@@ -164,8 +164,8 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
     plans, warning = plan_workers(n_workers, gpus)
     if warning:
         progress.stage(f"warning: {warning}")
-    progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)}: budget {budget} trials, "
-                   f"{len(plans)} worker(s) here")
+    progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)} ({tuner.trials_so_far()}): budget "
+                   f"{budget} trials, {len(plans)} worker(s) here")
     library_call(tuner.ensure_reference)
     with tempfile.TemporaryDirectory(prefix="autotune-workers-") as folder:
         path = settings.write(Path(folder) / "settings.json")

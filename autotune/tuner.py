@@ -137,8 +137,7 @@ class Tuner:
         self.memory_budget_bytes = memory_budget_bytes
         self.memory_limit_bytes = memory_limit_bytes  # a hard limit on a trial's address space (CPU only)
         self.measurer = dict(measurer or {})
-        self.remeasure_top, self.remeasure_rounds = remeasure_top, remeasure_rounds
-        self.seed = seed
+        self.remeasure_top, self.remeasure_rounds, self.seed = remeasure_top, remeasure_rounds, seed
         self.sampler = sampler  # a sampler, or a strategy's name (autotune.samplers); default samplers.DEFAULT
         if isinstance(sampler, str) and sampler not in SAMPLERS:
             raise UnknownNameError("sampler", sampler, SAMPLERS)
@@ -279,8 +278,7 @@ class Tuner:
 
     def _search(self, n_trials: int, started: float) -> SearchResult:
         study = self.open_study()
-        self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} "
-                      f"({so_far(study.get_trials(deepcopy=False), self.measured_with)})")
+        self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({self.trials_so_far(study)})")
         warm = self.runner.warm_up()
         if warm:
             self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
@@ -319,6 +317,10 @@ class Tuner:
         trials = TrialBudget(study, budget, self._lock(), self.storage_object(), self.heartbeat, self.grace_period,
                              shared=True)
         return run_trials(self, study, trials, self._retry, poll_seconds, self.configs())
+
+    def trials_so_far(self, study: "optuna.Study | None" = None) -> str:
+        """How many trials the study counts ("4 trials so far"), and how many of them were measured otherwise."""
+        return so_far((study or self.open_study()).get_trials(deepcopy=False), self.measured_with)
 
     def budget_done(self, budget: int) -> bool:
         return len(counted(self.open_study().get_trials(deepcopy=False))) >= budget
@@ -425,8 +427,7 @@ class Tuner:
         return ExportDocument(
             workload=self.workload.name, device=self.device.name, device_name=self.detected.name,
             size=self.size, workload_version=self.workload.version,
-            config=winner.config.to_dict(),
-            measured=winner.figures(),
+            config=winner.config.to_dict(), measured=winner.figures(),
             baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})},
             speedup=speedup,
             check=winner.check,
@@ -440,8 +441,7 @@ class Tuner:
             environment={**next((r.environment for r in winner.results if r.environment), {}),
                          "workload_code": self.measured_with["workload"]},  # load_config tells an edited file
             study={"name": self.study_name, "storage": redact_storage(self.storage), "trials": len(study.get_trials(deepcopy=False))},
-            trial=winner.trial,
-            exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            trial=winner.trial, exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         )
 
     def close(self) -> None:

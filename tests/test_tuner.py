@@ -392,6 +392,24 @@ def test_a_reference_config_whose_output_changes_from_process_to_process_is_name
     assert "reference config itself" not in errors["mulsum"]
 
 
+def test_the_workers_driver_says_how_many_trials_were_measured_with_another_setup(studies):
+    # The lone search said so; the driver of --workers, whose workers measure them again, did not.
+    steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")
+    tuner = Tuner(steady, "cpu", "tiny", storage=str(studies / "steady.journal"))
+    try:
+        study = tuner.open_study()
+        trial = study.ask()
+        attrs = {"status": "ok", "config_key": "k", "throughput": 1.0,
+                 "measured_with": {**tuner.measured_with, "torch": "2.11.0+cu130"}}
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, 1.0)
+        assert tuner.trials_so_far() == ("1 trial so far, 1 of them with torch 2.11.0+cu130: their configs are "
+                                         "measured again when asked")
+    finally:
+        tuner.close()
+
+
 def test_a_trial_measured_with_another_torch_or_numba_is_said_and_not_a_repeat():
     from autotune.trials import measured_configs, so_far
 
