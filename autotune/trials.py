@@ -172,6 +172,7 @@ def so_far(trials: list["FrozenTrial"], measured_with: Mapping[str, str]) -> str
     done = counted(trials)  # as the budget counts: no repeats, no restricted asks
     text = f"{len(done)} trial{'' if len(done) == 1 else 's'} so far"
     others = [t.user_attrs["measured_with"] for t in done if not measured_here(t, measured_with)]
+    others = [other if isinstance(other, dict) else {} for other in others]  # another autotune's form: unknown
     if not others:
         return text
     said = []
@@ -181,7 +182,8 @@ def so_far(trials: list["FrozenTrial"], measured_with: Mapping[str, str]) -> str
             continue
         if key == "workload":
             file = measured_with[key].split()[0]  # "fixw.py", or "autotune" for a built-in or a plug-in
-            said.append(f"another {file}" if file.endswith(".py") else " or ".join(old))  # "autotune 0.0.9"
+            said.append(f"another {file}" if file.endswith(".py")
+                        else " or ".join(v or "unknown workload code" for v in old))  # "autotune 0.0.9"
         else:
             said += [f"{key} {version}" if version else f"no {key}" for version in old]
     return f"{text}, {len(others)} of them with {', '.join(said)}: their configs are measured again when asked"

@@ -429,6 +429,12 @@ def test_a_trial_measured_with_another_torch_or_numba_is_said_and_not_a_repeat()
     assert so_far(trials, now) == ("4 trials so far, 2 of them with autotune 0.1.0, torch 2.11.0+cu130, no numba: "
                                    "their configs are measured again when asked")
     assert so_far(trials[:1], now) == "1 trial so far"
+    odd = optuna.create_study(direction="maximize")  # a form this autotune does not know (a later one's, say)
+    trial = odd.ask()
+    for key, value in {"status": "ok", "config_key": "k", "measured_with": "fixw.py 1"}.items():
+        trial.set_user_attr(key, value)
+    odd.tell(trial, 1.0)
+    assert so_far(odd.get_trials(deepcopy=False), now).startswith("1 trial so far, 1 of them with unknown workload code")
 
 
 def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
