@@ -42,8 +42,8 @@ from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_
                               storage_kind, user_storage)
 from autotune.stored import check_made_for
 from autotune.trials import TrialRecord, counted, feasible, so_far, status_counts
-from autotune.registry import (BUILTINS, WorkloadFacts, cache_folder, measured_with, numba_folder, trial_spec,
-                               workload_facts)
+from autotune.registry import (BUILTINS, WorkloadFacts, cache_folder, earlier_versions, measured_with,
+                               numba_folder, trial_spec, workload_facts)
 
 if TYPE_CHECKING:
     import optuna
@@ -180,10 +180,8 @@ class Tuner:
         return self.space.every_config()
 
     def ensure_reference(self) -> None:
-        """Compute and cache the reference output once per workload, size, version and device.
-
-        Every command that times configs calls it first, so it is also where a busy CPU is reported.
-        """
+        """Compute and cache the reference output once per workload, size, version and device. Every command
+        that times configs calls it first, so it is also where a busy CPU is reported."""
         writable(numba_folder(self.cache_dir), "numba's compiled kernels", within=True)  # else numba trials fail
         busy = None
         if self.device.torch_device == "cpu":
@@ -207,6 +205,8 @@ class Tuner:
         if result.status != "ok":
             raise AutotuneError(f"the reference config of {self.workload.name!r} failed ({result.status}): "
                                 f"{result.error}")
+        for line in earlier_versions(self.workload_spec, self.cache_dir):  # a file edited: said once per edit
+            self.on_stage(f"warning: {line}")
 
     def run_config(self, config: Mapping[str, Any]) -> TrialResult:
         """Measure and check one config the space allows (the knobs it leaves out at their defaults)."""
