@@ -32,9 +32,9 @@ from autotune._version import __version__
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
 
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "cache_folder", "declared_version", "earlier_versions",
-           "get_workload_class", "literals", "measured_with", "numba_folder", "space_path", "trial_spec",
-           "workload_code", "workload_facts", "workload_names"]
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "cache_folder", "check_unchanged", "declared_version",
+           "earlier_versions", "get_workload_class", "literals", "measured_with", "numba_folder", "space_path",
+           "trial_spec", "workload_code", "workload_facts", "workload_names"]
 
 ENTRY_POINT_GROUP = "autotune.workloads"
 
@@ -189,6 +189,19 @@ def cache_folder(spec: str, facts: "WorkloadFacts", size: str) -> str:
         return folder
     source = _file_of(spec).read_bytes()  # it was imported from there: it is readable
     return f"{folder}-{hashlib.sha256(source).hexdigest()[:12]}"
+
+
+def check_unchanged(spec: str, cache_dir: str | Path) -> None:
+    """Raise where a workload file is no longer the one its cache folder was named for (``cache_folder``): edited
+    while a search of it ran, a trial ran the new file, was checked against the old file's reference and was
+    recorded as the old file's, without a word."""
+    named = Path(cache_dir).name.rsplit("-", 1)[-1]  # a file's digest; "v1" where none (a class registered in code)
+    if not _is_file_spec(spec) or not re.fullmatch(r"[0-9a-f]{12}", named):
+        return  # a folder cache_folder did not name for a file (a request made by hand names any)
+    path = _file_of(spec)
+    if hashlib.sha256(path.read_bytes()).hexdigest()[:12] != named:
+        raise AutotuneError(f"{path.name} has changed since this command started: its reference and its trials are "
+                            "of the file as it was then; run the command again to tune the file as it is now")
 
 
 #: Earlier versions' cached data and references are named once they take this much: each edit of a file adds its

@@ -226,7 +226,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         from autotune.config import Config
         from autotune.devices import cpu_threads
         from autotune.environment import fingerprint
-        from autotune.registry import get_workload_class, numba_folder
+        from autotune.registry import check_unchanged, get_workload_class, numba_folder
 
         if request.purpose == "cached reference":
             # weights_only: a reference file is data; a planted pickle must not run code. Raises if it is not.
@@ -245,6 +245,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         torch.manual_seed(0)
         np.random.seed(0)
         workload = get_workload_class(request.workload)(request.size, request.torch_device, request.cache_dir)
+        check_unchanged(request.workload, request.cache_dir)  # a file edited during the search: not its config's
         result.unit = workload.unit
         config = Config(request.config)
         Path(request.cache_dir).mkdir(parents=True, exist_ok=True)

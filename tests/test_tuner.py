@@ -363,6 +363,26 @@ def test_a_config_that_failed_before_its_workload_file_was_edited_is_measured_ag
         autotune.load_config(spec, "cpu", "tiny")
 
 
+def test_a_workload_file_edited_while_its_search_runs_fails_the_trials_after_the_edit_saying_so(studies, tmp_path):
+    # Each trial's process imports the file anew: after an edit, trials ran the new file, were checked against the
+    # old file's reference and were recorded as the old file's, without a word.
+    from tests.conftest import TESTS
+
+    source = (TESTS / "workloads" / "steady.py").read_text()
+    (tmp_path / "mine.yaml").write_text((TESTS / "workloads" / "steady.yaml").read_text())
+    (tmp_path / "mine.py").write_text(source)
+    tuner = Tuner(f"{tmp_path / 'mine.py'}:SteadyWorkload", "cpu", "tiny", measurer=FAST_MEASURER)
+    try:
+        assert tuner.run_config({"work": 5}).status == "ok"
+        (tmp_path / "mine.py").write_text(source + "# edited\n")
+        result = tuner.run_config({"work": 5})
+    finally:
+        tuner.close()
+    assert result.status == "error" and result.error == (
+        "AutotuneError: mine.py has changed since this command started: its reference and its trials are of the file "
+        "as it was then; run the command again to tune the file as it is now"), result.error
+
+
 def test_a_reference_config_whose_output_changes_from_process_to_process_is_named_as_the_cause(studies, tmp_path):
     # An unseeded generator (numpy's default_rng() draws from the OS): every config failed, the reference's own
     # config too, each "output differs from the reference: y error 1.5 > tolerance 1e-09", and nothing said why;
