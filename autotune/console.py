@@ -242,8 +242,14 @@ def result_table(result: Any) -> str:
                      "nothing exported.")
         return "\n".join(lines)
     if result.winner is None and result.counts.get("ok"):
-        lines.append(f"{plural(result.counts['ok'], 'config')} passed their check, but none of them both passed again and fit "
-                     "the memory budget when re-measured: nothing exported.")
+        # Why, in the first failed candidate's words: it read "...and fit the memory budget" where none was given
+        # and every round had failed (a workload file edited during the search).
+        failed = next((c for c in result.candidates if c.role != "baseline" and c.failure), None)
+        error = next((r.error for r in failed.results if r.status != "ok" and r.error), None) if failed else None
+        why = (f" (candidate #{failed.trial}: {failed.failure}{f': {error}' if error else ''})" if failed
+               else " within the memory budget")
+        lines.append(f"{plural(result.counts['ok'], 'config')} passed their check, but none of them passed again when "
+                     f"re-measured{why}: nothing exported.")
         return "\n".join(lines)
     if result.winner is None and not result.counts.get("incorrect"):
         lines.append("No configuration ran as far as its correctness check (each trial failed first; see its "

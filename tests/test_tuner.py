@@ -992,7 +992,14 @@ def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_expo
     assert "No configuration passed its correctness check" in result_table(result)
     result.counts, result.candidates = {"ok": 2}, [slow, Candidate(Config({"t": 2}), 2, "candidate",
                                                                  results=[TrialResult("crash", Config({"t": 2}))])]
-    assert "none of them both passed again and fit the memory budget when re-measured" in result_table(result)
+    # Why, in the failed candidate's words: it said "...and fit the memory budget" where none was given.
+    assert "2 configs passed their check, but none of them passed again when re-measured (candidate #2: crash when " \
+           "re-measured): nothing exported." in result_table(result)
+    result.candidates[1].results = [TrialResult("error", {"t": 2}, error="AutotuneError: mine.py has changed")]
+    assert "(candidate #2: error when re-measured: AutotuneError: mine.py has changed): nothing exported." in \
+        result_table(result)
+    result.candidates[1].results = [TrialResult("ok", {"t": 2}, items_per_run=1, times=[0.1])]  # over the budget
+    assert "but none of them passed again when re-measured within the memory budget: nothing" in result_table(result)
 
 
 def test_runs_per_round_pool_to_at_least_the_runs_asked():
