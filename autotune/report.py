@@ -27,7 +27,7 @@ from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
 from autotune.export import write_atomically
 from autotune.stored import open_stored_study
-from autotune.trials import ended, feasible, never_measured, outcomes, status_counts
+from autotune.trials import ended, feasible, measured_here, never_measured, other_setups, outcomes, status_counts
 
 if TYPE_CHECKING:
     import optuna
@@ -237,22 +237,22 @@ def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what:
 
 
 def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -> list[dict[str, Any]]:
-    rows = []
-    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+    rows, trials = [], sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    # A trial measured with another workload file, torch or numba than the latest (trials.measured_here) is marked.
+    latest = next((t.user_attrs["measured_with"] for t in reversed(trials) if "measured_with" in t.user_attrs), None)
+    for t in trials:
         if not t.state.is_finished():
             continue
         check, config = t.user_attrs.get("check") or {}, t.user_attrs.get("config", t.params)
         why = never_measured(t)  # asked for, never measured: not a failure of its config
         status = ("restricted" if "restricted" in t.user_attrs else "skipped") if why else t.state.name.lower()
         rows.append({
-            "number": t.number,
-            "status": ended(t, status),  # a lost one is re-run on resume
-            "role": t.user_attrs.get("role", ""),
+            "number": t.number, "status": ended(t, status), "role": t.user_attrs.get("role", ""),  # lost: re-run
             "repeat_of": t.user_attrs.get("duplicate_of"),
-            "config": config,
-            "described": _described(config, space),  # as its progress line said it
-            "throughput": t.user_attrs.get("throughput"),
-            "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
+            "setup": None if latest is None or measured_here(t, latest) else other_setups([t.user_attrs.get(
+                "measured_with")], latest),
+            "config": config, "described": _described(config, space),  # as its progress line said it
+            "throughput": t.user_attrs.get("throughput"), "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
             "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
             "error": t.user_attrs.get("error", f"{why}: never measured" if why else None),
@@ -272,6 +272,7 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         config = row["described"]
         if row["repeat_of"] is not None:
             config += f" (repeat of #{row['repeat_of']})"
+        config += f" (measured with {row['setup']})" if row.get("setup") else ""  # its file edited since, say
         if row["role"] in ("baseline", "defaults", "probe"):
             config = f"[{row['role']}] {config}"
         throughput = f"{row['throughput']:,.0f}" if row["throughput"] else None

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TrialRecord", "best_throughput", "counted", "ended", "feasible", "in_flight", "is_repeat", "measured_configs",
     "measured_here", "never_measured", "outcomes",
-    "result_of", "retried", "so_far", "status_counts", "to_attrs",
+    "other_setups", "result_of", "retried", "so_far", "status_counts", "to_attrs",
 ]
 
 #: Long tracebacks are cut to their end (the raising frame) before they are stored.
@@ -172,9 +172,16 @@ def so_far(trials: list["FrozenTrial"], measured_with: Mapping[str, str]) -> str
     done = counted(trials)  # as the budget counts: no repeats, no restricted asks
     text = f"{len(done)} trial{'' if len(done) == 1 else 's'} so far"
     others = [t.user_attrs["measured_with"] for t in done if not measured_here(t, measured_with)]
-    others = [other if isinstance(other, dict) else {} for other in others]  # another autotune's form: unknown
     if not others:
         return text
+    return f"{text}, {len(others)} of them with {other_setups(others, measured_with)}: their configs are measured " \
+           "again when asked"
+
+
+def other_setups(others: list[Any], measured_with: Mapping[str, str]) -> str:
+    """What sets trials' ``others`` (their ``measured_with``) apart from ``measured_with``: "another fixw.py, torch
+    2.11.0" (the study's message when resumed, and the report's trials table)."""
+    others = [other if isinstance(other, dict) else {} for other in others]  # another autotune's form: unknown
     said = []
     for key in ("workload", "torch", "numba"):
         old = sorted({other.get(key, "") for other in others if other.get(key) != measured_with.get(key)})
@@ -186,4 +193,4 @@ def so_far(trials: list["FrozenTrial"], measured_with: Mapping[str, str]) -> str
                         else " or ".join(v or "unknown workload code" for v in old))  # "autotune 0.0.9"
         else:
             said += [f"{key} {version}" if version else f"no {key}" for version in old]
-    return f"{text}, {len(others)} of them with {', '.join(said)}: their configs are measured again when asked"
+    return ", ".join(said)

@@ -131,6 +131,25 @@ def test_winner_against_baseline_with_spread():
     assert _get_winner_info(None) is None
 
 
+def test_a_trial_measured_with_another_workload_file_or_torch_is_marked_in_the_trials_table():
+    # A study resumed after its file was edited holds a config twice, its old outcome and its new
+    # (trials.measured_here), and nothing in the table told them apart.
+    from autotune.report import _render_table
+
+    now = {"workload": "fixw.py 222222222222", "torch": "2.13.0+cpu"}
+    study = optuna.create_study(direction="maximize")
+    for status, measured_with in (("error", {**now, "workload": "fixw.py 111111111111"}), ("ok", now),
+                                  ("ok", {**now, "torch": "2.11.0"}), ("ok", now)):
+        trial = study.ask()
+        for key, value in {"status": status, "config": {"kernel": "fast"}, "measured_with": measured_with}.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, 1.0)
+    rows = _get_table_info(study)
+    assert [row["setup"] for row in rows] == ["another fixw.py", None, "torch 2.11.0", None]
+    assert "kernel=fast (measured with another fixw.py)" in _render_table(rows, "items")
+    assert [row["setup"] for row in _get_table_info(make_study(*KNOWN))] == [None] * len(KNOWN)  # nothing recorded
+
+
 def test_the_report_says_why_there_is_no_speedup_where_the_baseline_failed():
     # Its figure read "speedup -" with a bar of nothing, and no word why; the search had said "oom when re-measured".
     document = {**DOCUMENT, "baseline": {"config": {"dtype": "float32"}}, "speedup": None,
