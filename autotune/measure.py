@@ -102,7 +102,7 @@ class Measurer:
     #: the timed runs alone: numba's 0.1 ms runs at tiny time 22 ms, less than one check, after a first run of
     #: 0.25 s; no more of them than timed runs (a first run that compiles for a minute leaves a large share).
     #: Run after the timing, not between: a check between timed runs slowed the next one (chmm's scan at
-    #: tiny, float32: runs of 2.3 ms, up to 24 ms after a check; their sum doubled).
+    #: tiny, float32: runs of 2.3 ms, up to 28 ms after a check; their sum doubled).
     check_share: float = 0.1
     #: A config whose first run and first warm run both fall below this
     #: throughput stops after them: its figure only needs to say "far slower".

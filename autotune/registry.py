@@ -180,6 +180,11 @@ def declared_version(spec: str) -> int | None:
     return version if type(version) is int else None
 
 
+def _file_digest(spec: str) -> str:
+    """The digest of a workload file as its cache folder, its trials and its exports name it ("63feeb532f56")."""
+    return hashlib.sha256(_file_of(spec).read_bytes()).hexdigest()[:12]
+
+
 def cache_folder(spec: str, facts: "WorkloadFacts", size: str) -> str:
     """The folder of a workload's cached data and reference output at ``size``: ``<size>-v<version>``, and for a
     workload in a file the digest of that file too. An edited file (a bug in its output fixed) was checked against
@@ -187,8 +192,7 @@ def cache_folder(spec: str, facts: "WorkloadFacts", size: str) -> str:
     folder = f"{size}-v{facts.version}"
     if not _is_file_spec(spec):
         return folder
-    source = _file_of(spec).read_bytes()  # it was imported from there: it is readable
-    return f"{folder}-{hashlib.sha256(source).hexdigest()[:12]}"
+    return f"{folder}-{_file_digest(spec)}"  # it was imported from there: it is readable
 
 
 def check_unchanged(spec: str, cache_dir: str | Path) -> None:
@@ -198,10 +202,9 @@ def check_unchanged(spec: str, cache_dir: str | Path) -> None:
     named = Path(cache_dir).name.rsplit("-", 1)[-1]  # a file's digest; "v1" where none (a class registered in code)
     if not _is_file_spec(spec) or not re.fullmatch(r"[0-9a-f]{12}", named):
         return  # a folder cache_folder did not name for a file (a request made by hand names any)
-    path = _file_of(spec)
-    if hashlib.sha256(path.read_bytes()).hexdigest()[:12] != named:
-        raise AutotuneError(f"{path.name} has changed since this command started: its reference and its trials are "
-                            "of the file as it was then; run the command again to tune the file as it is now")
+    if _file_digest(spec) != named:
+        raise AutotuneError(f"{_file_of(spec).name} has changed since this command started: its reference and its "
+                            "trials are of the file as it was then; run the command again to tune the file as it is now")
 
 
 #: Earlier versions' cached data and references are named once they take this much: each edit of a file adds its
@@ -229,10 +232,7 @@ def earlier_versions(spec: str, cache_dir: str | Path) -> list[str]:
 def workload_code(spec: str) -> str:
     """Which code of a workload runs: a file's name and digest ("mine.py 63feeb532f56"), or for a built-in or a
     plug-in autotune's version ("autotune 0.1.0")."""
-    if _is_file_spec(spec):
-        path = _file_of(spec)
-        return f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
-    return f"autotune {__version__}"
+    return f"{_file_of(spec).name} {_file_digest(spec)}" if _is_file_spec(spec) else f"autotune {__version__}"
 
 
 def measured_with(spec: str) -> dict[str, str]:

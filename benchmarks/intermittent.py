@@ -11,6 +11,7 @@ side; the table says how many trials each caught and the mean wall time.
 
     python benchmarks/intermittent.py                      # chmm, tiny, one run in 5, 20 trials each
     python benchmarks/intermittent.py --size small --every 10 --trials 10
+    python benchmarks/intermittent.py --dtype float64 --trials 10   # every config at that precision
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="tiny")
     parser.add_argument("--every", type=int, default=5, help="one run in this many is wrong [5]")
     parser.add_argument("--trials", type=int, default=20, help="trials of each config and setting [20]")
+    parser.add_argument("--dtype", default=None,
+                        help="every config at this precision (numba is left out where it cannot run it) [as listed]")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="intermittent-"))
     spec = workload_file(folder, args.every)
@@ -94,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
           "machine, one after another\n")
     print(f"{'config':<24} {'checks':<34} {'caught':>8} {'wall a trial':>13}")
     for name, values in CONFIGS.items():
+        if args.dtype is not None:
+            if values.get("messages") == "numba" and args.dtype not in ("float32", "float64"):
+                continue  # numba's kernel runs float32 and float64 only (a constraint of the space)
+            values, name = {**values, "dtype": args.dtype}, f"{name.split(',')[0]}, {args.dtype}"
         config = space.validate({**space.baseline, **values}).to_dict()
         for label, measurer in (("first, last and after (default)", {}),
                                 ("first and last alone", {"check_share": 1e-12})):
