@@ -275,6 +275,11 @@ def result_table(result: Any) -> str:
     warning = other_work_line(result.candidates)
     if warning:
         lines.insert(-2, warning)
+    # selection.pick_winner gives a tie to the baseline: "#3 323,110 items/s" beside it read as a loss unsaid.
+    top = max((c.figures()["throughput"] for c in result.candidates if c.figures()), default=0.0)
+    if winner.role == "baseline" and top > winner.figures()["throughput"]:
+        lines.insert(-2, f"  a candidate's median was {100 * (top / winner.figures()['throughput'] - 1):.2g}% faster: within "
+                         "the runs' noise, so no config measurably beats the baseline")
     if result.choices:
         lines.insert(-2, "")
         lines.insert(-2, "What each choice did (best correct throughput in the study; how its trials ended):")

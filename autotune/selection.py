@@ -241,8 +241,15 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
     A candidate is tied with the fastest when their medians differ by less
     than ``TIE_TOLERANCE`` or than their notches (the medians' uncertainty)
     together, up to ``TIE_CAP``. Among tied candidates, one that needs
-    clearly less memory (``MEMORY_TOLERANCE``) wins; otherwise the faster
+    clearly less memory (``MEMORY_TOLERANCE``) wins; otherwise the baseline
+    where it is within ``TIE_TOLERANCE`` of the fastest, then the faster
     median, then the earlier trial, so the same figures give the same winner.
+    A change that buys no measurable speed is no speedup: a knob with no
+    effect exported one of its values at "1.00x", by the noise of a median
+    (three of four seeds of a space of four equal kernels). Not within the
+    notches: the baseline's are wide (one run a round), and a candidate 15%
+    faster than a baseline of four runs spread 25% (vlm_mc's on the H200)
+    would be no speedup by them.
     """
     passed = [
         c for c in candidates
@@ -266,6 +273,8 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
     if peaks:
         leanest = min(peaks)
         tied = [c for c in tied if c.peak_memory_bytes is not None and c.peak_memory_bytes <= leanest * (1 + MEMORY_TOLERANCE)]
+    if any(c.role == "baseline" and c.measurement.throughput >= top * (1 - TIE_TOLERANCE) for c in tied):  # type: ignore[union-attr]
+        return next(c for c in tied if c.role == "baseline")
     return min(
         tied,
         key=lambda c: (

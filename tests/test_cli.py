@@ -483,6 +483,28 @@ def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     assert "other processes" not in result_table(table)
 
 
+def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
+    from types import SimpleNamespace
+
+    from autotune.config import Config
+    from autotune.console import result_table
+    from autotune.runner import TrialResult
+    from autotune.selection import Candidate
+
+    def rounds(times):
+        return [TrialResult("ok", {"x": 1}, unit="items", items_per_run=1, times=times) for _ in range(3)]
+
+    baseline = Candidate(Config(x=0), 0, "baseline", rounds([1.01, 1.00, 1.02]))
+    tied = Candidate(Config(x=1), 1, "candidate", rounds([1.00, 0.99, 1.01]))
+    table = SimpleNamespace(workload="w", size="tiny", device="cpu", study_name="s", trials=[], seconds=1.0,
+                            counts={"ok": 2}, winner=baseline, baseline=baseline, speedup=1.0, choices=[],
+                            candidates=[baseline, tied], export_path="x.json", unused=(), restricted=0)
+    assert ("\n  a candidate's median was 1% faster: within the runs' noise, so no config measurably beats the "
+            "baseline\n" in result_table(table))
+    table.winner = tied
+    assert "measurably" not in result_table(table)
+
+
 def test_best_says_why_the_baseline_has_no_figures_or_no_speedup():
     # A baseline that ran out of memory: the search said "(oom when re-measured)", `best` showed dashes alone.
     from types import SimpleNamespace

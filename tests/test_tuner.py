@@ -179,6 +179,21 @@ def test_ties_within_noise_break_by_clearly_less_memory_then_speed_then_trial():
     assert Tuner.pick_winner([fast_big, fast_small, slow], memory_budget_bytes=60) is slow
 
 
+def test_a_tie_with_the_baseline_goes_to_the_baseline_unless_memory_decides():
+    # Four equal kernels (time.sleep(0.003) each): three of four seeds exported another kernel than the baseline's
+    # at "1.00x", a change that buys nothing, by the noise of its median.
+    baseline = Candidate(Config({"t": 0}), 0, "baseline", [TrialResult("ok", {"t": 0}, items_per_run=1,
+                                                                       times=[1.01, 1.00, 1.02], peak_memory_bytes=100)])
+    tied = _candidate([1.00, 0.99, 1.01], 100, 4)
+    assert Tuner.pick_winner([baseline, tied]) is baseline
+    assert Tuner.pick_winner([baseline, _candidate([0.8, 0.8, 0.8], 100, 5)]).trial == 5  # 20% faster: no tie
+    assert Tuner.pick_winner([baseline, _candidate([1.00, 0.99, 1.01], 50, 6)]).trial == 6  # clearly leaner
+    # A baseline's few wide runs (one a round) tie a candidate 10% faster by their notches: no reason to drop it.
+    wide = Candidate(Config({"t": 0}), 0, "baseline", [TrialResult("ok", {"t": 0}, items_per_run=1,
+                                                                   times=[1.1, 0.95, 1.25], peak_memory_bytes=100)])
+    assert Tuner.pick_winner([wide, _candidate([1.00, 1.00, 1.00], 100, 7)]).trial == 7
+
+
 def test_memory_budget_makes_big_configs_infeasible(studies):
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, memory_budget_bytes=1, remeasure_rounds=1)
     try:
