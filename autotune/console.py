@@ -252,8 +252,11 @@ def result_table(result: Any) -> str:
                      f"re-measured{why}: nothing exported.")
         return "\n".join(lines)
     if result.winner is None and not result.counts.get("incorrect"):
+        # Every trial killed at its timeout (a workload too slow at this size): the way on is the user's to take.
+        slow = (" Each ran past the trial timeout: a measurement takes a first run, a warm-up and 3 timed runs at "
+                "least, so raise --trial-timeout or take a smaller --size.") if set(result.counts) == {"timeout"} else ""
         lines.append("No configuration ran as far as its correctness check (each trial failed first; see its "
-                     "error above or in `autotune report`): nothing exported.")
+                     f"error above or in `autotune report`): nothing exported.{slow}")
         return "\n".join(lines)
     if result.winner is None:
         lines.append("No configuration passed its correctness check: nothing exported.")

@@ -1003,6 +1003,9 @@ def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_expo
     assert "\n  baseline #0      -  (timeout in the search, not re-measured)\n" in result_table(result)
     result.winner, result.counts = None, {"oom": 2}
     assert "No configuration ran as far as its correctness check" in result_table(result)
+    assert "trial timeout" not in result_table(result)
+    result.counts = {"timeout": 2}  # a workload too slow at this size for --trial-timeout: the way on, said
+    assert "Each ran past the trial timeout: a measurement takes" in result_table(result)
     result.counts = {"oom": 1, "incorrect": 1}
     assert "No configuration passed its correctness check" in result_table(result)
     result.counts, result.candidates = {"ok": 2}, [slow, Candidate(Config({"t": 2}), 2, "candidate",
