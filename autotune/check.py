@@ -7,7 +7,8 @@ import warnings
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
-__all__ = ["Check", "control", "differs", "share_of_tolerance", "relative_error", "worst_error", "wrong_copy"]
+__all__ = ["Check", "control", "differs", "share_of_tolerance", "relative_error", "worst_error", "wrong_copy",
+           "wrong_parts"]
 
 
 @dataclass(frozen=True)
@@ -164,14 +165,28 @@ def wrong_copy(output: Any) -> Any:
     their shape, and every other value (integers, which a check may index with, bools, strings) stays. None where
     nothing changed (an output of -1s alone, which doubling plus one leaves as it was: a check rightly passes it).
     """
+    return _wrong(output)[0]
+
+
+def _wrong(output: Any, only: int | None = None) -> "tuple[Any, list[str]]":
+    """:func:`wrong_copy`, made wrong in its ``only``-th floating part alone where given (from 0), and where each
+    floating part lies in ``output`` (``['grads']``, ``[1]``, ``.loss``), in the order they are counted."""
     import numpy as np
     import torch
 
     changed = False
+    parts: list[str] = []
 
-    def wrong(value: Any) -> Any:
+    def wrong(value: Any, path: str) -> Any:
         nonlocal changed
-        if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()) and value.numel():
+        floating = (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+                    and value.numel()) or (isinstance(value, np.ndarray) and value.dtype.kind in "fc" and value.size) \
+            or isinstance(value, float)
+        if floating:
+            parts.append(path or "the output")
+            if only is not None and len(parts) - 1 != only:
+                return value
+        if isinstance(value, torch.Tensor) and floating:
             try:
                 made = value.detach() * 2 + 1
                 made = made.flip(-1) if made.dim() else made
@@ -179,7 +194,7 @@ def wrong_copy(output: Any) -> Any:
                 return value
             changed = changed or not torch.equal(made, value)  # every value -1 (and in mirror order) stays itself
             return made
-        if isinstance(value, np.ndarray) and value.dtype.kind in "fc" and value.size:
+        if isinstance(value, np.ndarray) and floating:
             made = np.flip(value * 2 + 1, -1) if value.ndim else value * 2 + 1
             changed = changed or not np.array_equal(made, value)
             return made
@@ -187,45 +202,68 @@ def wrong_copy(output: Any) -> Any:
             changed = changed or value != -1.0
             return value * 2 + 1
         if isinstance(value, Mapping):
-            return {key: wrong(item) for key, item in value.items()}
+            return {key: wrong(item, f"{path}[{key!r}]") for key, item in value.items()}
         if is_dataclass(value) and not isinstance(value, type):  # an output class of the workload's own
-            return replace(value, **{f.name: wrong(getattr(value, f.name)) for f in fields(value) if f.init})
+            return replace(value, **{f.name: wrong(getattr(value, f.name), f"{path}.{f.name}")
+                                     for f in fields(value) if f.init})
         if isinstance(value, (list, tuple)):
-            items = [wrong(item) for item in value]
+            items = [wrong(item, f"{path}[{i}]") for i, item in enumerate(value)]
             return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
         return value
 
-    copy = wrong(output)
-    return copy if changed else None
+    copy = wrong(output, "")
+    return (copy if changed else None), parts
+
+
+def wrong_parts(output: Any) -> "list[tuple[str, Any]]":
+    """Where ``output`` has several floating parts: each made wrong alone as :func:`wrong_copy` makes them, with where
+    it lies (``['grads']``); none that no doubling changes."""
+    parts = _wrong(output)[1]
+    copies = [(part, _wrong(output, only=i)[0]) for i, part in enumerate(parts if len(parts) > 1 else ())]
+    return [(part, copy) for part, copy in copies if copy is not None]
 
 
 def control(workload: Any, check: Check, output: Any, reference: Any, config: Any) -> None:
-    """Hold a ``check`` that passed ``output`` to a negative control: it must fail :func:`wrong_copy` of it (or raise).
+    """Hold a ``check`` that passed ``output`` to a negative control: it must fail :func:`wrong_copy` of it (or raise),
+    and, where the output has several floating parts, each of them made wrong alone.
 
     A tuner is an optimiser pointed at its check: a check that cannot fail under a config (an output compared
     with itself, a tolerance past any error, one for bfloat16 that a typo made 1e3) passes that config's every
-    output, and the fastest wrong one won. Raises ValueError, which fails the trial, where it passes the copy.
+    output, and the fastest wrong one won. So does a part the check never compares (an output's gradients added
+    after its check was written): a config wrong there alone passed. Raises ValueError, which fails the trial,
+    where it passes a copy.
     """
     if not check.passed:
         return
+    name = f"{type(workload).__name__}.check"
     try:
-        wrong = wrong_copy(output)
+        wrong, parts = _wrong(output)
     except Exception:  # noqa: BLE001 - an output no copy can be made of (a class that will not copy) has no control
         return
     if wrong is None:
         return
+    passed = _passes(workload, wrong, reference, config)
+    if passed is not None:
+        raise ValueError(f"{name} passed a plainly wrong output under this config (the first run's, each float "
+                         f"doubled plus one and reversed; {passed.metric or 'error'} {passed.error:.3g} <= tolerance "
+                         f"{passed.tolerance:.3g}), so its pass says nothing of this config's output: compare every "
+                         f"output with the reference, within tolerances that a wrong output exceeds")
+    for part, wrong in wrong_parts(output):
+        if _passes(workload, wrong, reference, config) is not None:
+            raise ValueError(f"{name} passed this config's first output with its {part} alone made plainly wrong "
+                             "(doubled plus one and reversed), so it never compares that part, and a config wrong "
+                             "there alone passes: compare it with the reference, or leave it out of the output")
+
+
+def _passes(workload: Any, wrong: Any, reference: Any, config: Any) -> "Check | None":
+    """The check of a ``wrong`` output where it passed; None where it failed or raised (a refusal, as a failure)."""
     try:
         with warnings.catch_warnings():  # a wrong output's overflow, say: the control's, not the user's to read
             warnings.simplefilter("ignore")
             check = workload.check(wrong, reference, config)
     except Exception:  # noqa: BLE001 - a check that refuses a wrong output by raising has failed it
-        return
-    if isinstance(check, Check) and check.passed:
-        name = f"{type(workload).__name__}.check"
-        raise ValueError(f"{name} passed a plainly wrong output under this config (the first run's, each float "
-                         f"doubled plus one and reversed; {check.metric or 'error'} {check.error:.3g} <= tolerance "
-                         f"{check.tolerance:.3g}), so its pass says nothing of this config's output: compare every "
-                         f"output with the reference, within tolerances that a wrong output exceeds")
+        return None
+    return check if isinstance(check, Check) and check.passed else None
 
 
 def differs(first: Check, worst: Check, is_reference: bool) -> str:

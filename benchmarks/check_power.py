@@ -7,8 +7,9 @@ For every workload and every precision the CPU space offers, on `tiny` (or ``--s
   reference of its own seed; the worst error of each output, as a fraction of
   its tolerance, and the worst output overall;
 * the negative control each trial's check is held to: each honest run's
-  output made plainly wrong (``autotune.check.wrong_copy``), and how far
-  past its bound the check put it (the smallest, over every run and seed);
+  output made plainly wrong (``autotune.check.wrong_copy``), and each of its
+  parts made wrong alone (``wrong_parts``), and how far past its bound the
+  check put them (the smallest, over every copy, run and seed);
 * the planted bugs of ``tests/mutants``, each under every data seed: how many
   fail the check at every seed, and the weakest one (the smallest error over
   its bound at any seed).
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from autotune.check import share_of_tolerance, wrong_copy  # noqa: E402
+from autotune.check import share_of_tolerance, wrong_copy, wrong_parts  # noqa: E402
 from tests.mutants import WORKLOADS, mutants_of  # noqa: E402
 from tests.mutants.harness import Bench, knob_values, precision_knob  # noqa: E402
 
@@ -55,8 +56,10 @@ def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[st
             continue  # refused as named (a micro-batch the size cannot honour): not an honest run
         output = run()
         check = bench.workload.check(output, bench.reference, config)
-        wrong = bench.workload.check(wrong_copy(output), bench.reference, config)
-        control.append(max(share_of_tolerance(error, bound) for error, bound in wrong.metrics.values()))
+        copies = [wrong_copy(output)] + [copy for _, copy in wrong_parts(output)]  # the whole, and each part alone
+        checks = [bench.workload.check(copy, bench.reference, config) for copy in copies]
+        control.append(min(max(share_of_tolerance(error, bound) for error, bound in wrong.metrics.values())
+                           for wrong in checks))
         runs += 1
         for name, (error, bound) in check.metrics.items():
             worst[name] = max(worst.get(name, 0.0), error)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.check import Check, control, relative_error, worst_error, wrong_copy
+from autotune.check import Check, control, relative_error, worst_error, wrong_copy, wrong_parts
 
 
 def test_the_worst_element_counts_in_full_where_the_norm_dilutes_it():
@@ -147,6 +147,31 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
 
     wrong = wrong_copy(Out(torch.tensor(2.0), 3))
     assert type(wrong) is Out and wrong.loss.item() == 5.0 and wrong.steps == 3
+
+
+def test_a_check_that_never_compares_a_part_of_the_output_fails_the_trial():
+    # A workload whose output gained its gradients after its check was written: a config wrong in them alone passed.
+    reference = {"loss": torch.tensor(2.0), "grads": torch.arange(4.0), "steps": torch.tensor(3)}
+
+    class LossOnly:
+        def check(self, output, reference, config):
+            return Check.from_metrics({"loss": (relative_error(output["loss"], reference["loss"]), 1e-6)})
+
+    class Both(LossOnly):
+        def check(self, output, reference, config):
+            return Check.from_metrics({"loss": (relative_error(output["loss"], reference["loss"]), 1e-6),
+                                       "grads": (relative_error(output["grads"], reference["grads"]), 1e-6)})
+
+    partial = LossOnly()
+    with pytest.raises(ValueError, match=r"LossOnly.check passed this config's first output with its \['grads'\] "
+                                         r"alone made plainly wrong .* compare it with the reference, or leave it out"):
+        control(partial, partial.check(reference, reference, {}), reference, reference, {})
+    whole = Both()
+    control(whole, whole.check(reference, reference, {}), reference, reference, {})  # every float part compared
+    assert [part for part, _ in wrong_parts(reference)] == ["['loss']", "['grads']"]  # integers are no part
+    assert wrong_parts(torch.arange(4.0)) == [] and wrong_parts({"x": torch.ones(2), "n": torch.arange(3)}) == []  # one part
+    only = dict(wrong_parts(reference))["['grads']"]
+    assert torch.equal(only["grads"], torch.tensor([7.0, 5.0, 3.0, 1.0])) and only["loss"] is reference["loss"]
 
 
 class _Workload:
