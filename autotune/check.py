@@ -164,13 +164,17 @@ def wrong_copy(output: Any) -> Any:
     axis (an argmax or a ranking moves too), each float doubled plus one; dicts, lists, tuples and dataclasses keep
     their shape, and every other value (integers, which a check may index with, bools, strings) stays. None where
     nothing changed (an output of -1s alone, which doubling plus one leaves as it was: a check rightly passes it).
+    An output with no floating part has its integers made wrong so (token ids, an argmax, counts): it had no
+    control, and a check that compared nothing passed it.
     """
-    return _wrong(output)[0]
+    copy, parts = _wrong(output)
+    return _wrong(output, integers=True)[0] if not parts else copy
 
 
-def _wrong(output: Any, only: int | None = None) -> "tuple[Any, list[str]]":
+def _wrong(output: Any, only: int | None = None, integers: bool = False) -> "tuple[Any, list[str]]":
     """:func:`wrong_copy`, made wrong in its ``only``-th floating part alone where given (from 0), and where each
-    floating part lies in ``output`` (``['grads']``, ``[1]``, ``.loss``), in the order they are counted."""
+    floating part lies in ``output`` (``['grads']``, ``[1]``, ``.loss``), in the order they are counted; its
+    integer parts (not bools) instead of its floating ones where ``integers``."""
     import numpy as np
     import torch
 
@@ -179,14 +183,20 @@ def _wrong(output: Any, only: int | None = None) -> "tuple[Any, list[str]]":
 
     def wrong(value: Any, path: str) -> Any:
         nonlocal changed
-        floating = (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
-                    and value.numel()) or (isinstance(value, np.ndarray) and value.dtype.kind in "fc" and value.size) \
-            or isinstance(value, float)
-        if floating:
+        if integers:
+            is_part = (isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex())
+                        and value.dtype != torch.bool and value.numel()) \
+                or (isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.size) \
+                or (isinstance(value, int) and not isinstance(value, bool))
+        else:
+            is_part = (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+                        and value.numel()) or (isinstance(value, np.ndarray) and value.dtype.kind in "fc" and value.size) \
+                or isinstance(value, float)
+        if is_part:
             parts.append(path or "the output")
             if only is not None and len(parts) - 1 != only:
                 return value
-        if isinstance(value, torch.Tensor) and floating:
+        if isinstance(value, torch.Tensor) and is_part:
             try:
                 made = value.detach() * 2 + 1
                 made = made.flip(-1) if made.dim() else made
@@ -194,12 +204,12 @@ def _wrong(output: Any, only: int | None = None) -> "tuple[Any, list[str]]":
                 return value
             changed = changed or not torch.equal(made, value)  # every value -1 (and in mirror order) stays itself
             return made
-        if isinstance(value, np.ndarray) and floating:
+        if isinstance(value, np.ndarray) and is_part:
             made = np.flip(value * 2 + 1, -1) if value.ndim else value * 2 + 1
             changed = changed or not np.array_equal(made, value)
             return made
-        if isinstance(value, float):
-            changed = changed or value != -1.0
+        if is_part:  # a Python number
+            changed = changed or value != -1
             return value * 2 + 1
         if isinstance(value, Mapping):
             return {key: wrong(item, f"{path}[{key!r}]") for key, item in value.items()}
@@ -237,7 +247,7 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
         return
     name = f"{type(workload).__name__}.check"
     try:
-        wrong, parts = _wrong(output)
+        wrong, parts = wrong_copy(output), wrong_parts(output)
     except Exception:  # noqa: BLE001 - an output no copy can be made of (a class that will not copy) has no control
         return
     if wrong is None:
@@ -248,7 +258,7 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
                          f"doubled plus one and reversed; {passed.metric or 'error'} {passed.error:.3g} <= tolerance "
                          f"{passed.tolerance:.3g}), so its pass says nothing of this config's output: compare every "
                          f"output with the reference, within tolerances that a wrong output exceeds")
-    for part, wrong in wrong_parts(output):
+    for part, wrong in parts:
         if _passes(workload, wrong, reference, config) is not None:
             raise ValueError(f"{name} passed this config's first output with its {part} alone made plainly wrong "
                              "(doubled plus one and reversed), so it never compares that part, and a config wrong "

@@ -132,7 +132,10 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     assert wrong["s"] == 5.0 and wrong["pair"].b == "name" and torch.equal(wrong["pair"].a, torch.full((2, 2), 3.0))
     assert type(wrong["pair"]) is Pair and torch.equal(wrong["seq"][0], torch.tensor(2.0))
     assert torch.equal(output["x"], torch.arange(4.0))  # the output itself untouched
-    assert wrong_copy({"n": torch.arange(3), "empty": torch.zeros(0)}) is None  # nothing to make wrong
+    assert wrong_copy({"flag": torch.tensor(True), "empty": torch.zeros(0)}) is None  # nothing to make wrong
+    # No floating part: the integers are made wrong (token ids, an argmax), else such an output had no control.
+    ids = wrong_copy({"ids": torch.arange(3), "empty": torch.zeros(0), "steps": 4, "flag": True})
+    assert torch.equal(ids["ids"], torch.tensor([5, 3, 1])) and ids["steps"] == 9 and ids["flag"] is True
     assert wrong_copy({"x": torch.full((3,), -1.0), "s": -1.0}) is None  # nothing it changes: no control
     assert np.array_equal(wrong_copy([np.arange(3.0)])[0], [5.0, 3.0, 1.0])  # a numpy output too
     largest = torch.max(torch.tensor([[1.0, 5.0], [3.0, 2.0]]), dim=1)  # torch's named tuple of values, indices
@@ -197,4 +200,6 @@ def test_a_check_that_passes_a_plainly_wrong_output_fails_the_trial():
     itself.check = lambda output, reference, config: Check.from_metrics({"x": (relative_error(output, output), 1e-6)})
     with pytest.raises(ValueError, match="passed a plainly wrong output"):  # an output compared with itself
         control(itself, itself.check(reference, reference, {}), reference, reference, {})
-    control(lax, lax.check(torch.arange(4), torch.arange(4), {}), torch.arange(4), torch.arange(4), {})  # no float
+    with pytest.raises(ValueError, match="passed a plainly wrong output"):  # integers alone: made wrong too
+        control(lax, lax.check(torch.arange(4), torch.arange(4), {}), torch.arange(4), torch.arange(4), {})
+    control(lax, lax.check(torch.tensor(True), torch.tensor(True), {}), torch.tensor(True), torch.tensor(True), {})
