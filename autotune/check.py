@@ -254,7 +254,8 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
         return
     passed = _passes(workload, wrong, reference, config)
     if passed is not None:
-        raise ValueError(f"{name} passed a plainly wrong output under this config (the first run's, each float "
+        number = "float" if _wrong(output)[1] else "integer"  # an output with no float part: its integers
+        raise ValueError(f"{name} passed a plainly wrong output under this config (the first run's, each {number} "
                          f"doubled plus one and reversed; {passed.metric or 'error'} {passed.error:.3g} <= tolerance "
                          f"{passed.tolerance:.3g}), so its pass says nothing of this config's output: compare every "
                          f"output with the reference, within tolerances that a wrong output exceeds")

@@ -255,8 +255,9 @@ def result_table(result: Any) -> str:
         # Every trial killed at its timeout (a workload too slow at this size): the way on is the user's to take.
         slow = (" Each ran past the trial timeout: a measurement takes a first run, a warm-up and 3 timed runs at "
                 "least, so raise --trial-timeout or take a smaller --size.") if set(result.counts) == {"timeout"} else ""
-        lines.append("No configuration ran as far as its correctness check (each trial failed first; see its "
-                     f"error above or in `autotune report`): nothing exported.{slow}")
+        lines.append("No configuration came through its trial with figures and a check (each failed: an error, such "
+                     "as a check that passed a plainly wrong output, or a crash, oom or timeout; see each above or in "
+                     f"`autotune report`): nothing exported.{slow}")
         return "\n".join(lines)
     if result.winner is None:
         lines.append("No configuration passed its correctness check: nothing exported.")

@@ -1002,7 +1002,7 @@ def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_expo
                              export_path="x.json", unused=(), restricted=0)
     assert "\n  baseline #0      -  (timeout in the search, not re-measured)\n" in result_table(result)
     result.winner, result.counts = None, {"oom": 2}
-    assert "No configuration ran as far as its correctness check" in result_table(result)
+    assert "No configuration came through its trial with figures and a check (each failed" in result_table(result)
     assert "trial timeout" not in result_table(result)
     result.counts = {"timeout": 2}  # a workload too slow at this size for --trial-timeout: the way on, said
     assert "Each ran past the trial timeout: a measurement takes" in result_table(result)
