@@ -197,12 +197,20 @@ def _wrong(output: Any, only: int | None = None, integers: bool = False) -> "tup
             if only is not None and len(parts) - 1 != only:
                 return value
         if isinstance(value, torch.Tensor) and is_part:
+            def doubled(x: "torch.Tensor") -> "torch.Tensor":
+                return (x * 2 + 1).flip(-1) if x.dim() else x * 2 + 1
+
             try:
-                made = value.detach() * 2 + 1
-                made = made.flip(-1) if made.dim() else made
-            except RuntimeError:  # a layout torch has no such arithmetic for (sparse): it stays, the rest is made wrong
-                return value
-            changed = changed or not torch.equal(made, value)  # every value -1 (and in mirror order) stays itself
+                made = doubled(value.detach())
+                moved = not torch.equal(made, value)  # every value -1 (and in mirror order) stays itself
+            except RuntimeError:  # float8, complex32, uint16: no arithmetic of their own, so in a wider type
+                wide = torch.complex128 if value.is_complex() else torch.float64 if value.is_floating_point() else torch.int64
+                try:
+                    made = doubled(value.detach().to(wide)).to(value.dtype)
+                    moved = not torch.equal(made.to(wide), value.detach().to(wide))
+                except RuntimeError:  # a layout torch has no such arithmetic for (sparse): it stays, the rest made wrong
+                    return value
+            changed = changed or moved
             return made
         if isinstance(value, np.ndarray) and is_part:
             made = np.flip(value * 2 + 1, -1) if value.ndim else value * 2 + 1

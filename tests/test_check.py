@@ -148,6 +148,11 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
         loss: torch.Tensor
         steps: int
 
+    # float8, complex32 and uint16 have no arithmetic of their own: such an output had no control at all.
+    for dtype in (torch.float8_e4m3fn, torch.complex32, torch.uint16):
+        made = wrong_copy(torch.arange(4).to(dtype))
+        assert made.dtype == dtype and torch.equal(made.to(torch.complex64).real, torch.tensor([7.0, 5.0, 3.0, 1.0]))
+
     wrong = wrong_copy(Out(torch.tensor(2.0), 3))
     assert type(wrong) is Out and wrong.loss.item() == 5.0 and wrong.steps == 3
 
