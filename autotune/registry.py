@@ -26,11 +26,14 @@ from dataclasses import dataclass, fields
 from importlib.metadata import entry_points
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune._version import __version__
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.workload import REGISTERED, Workload
+
+if TYPE_CHECKING:
+    from autotune.config import Config
 
 __all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "WorkloadFacts", "cache_folder", "check_unchanged", "declared_version",
            "earlier_versions", "get_workload_class", "literals", "measured_with", "numba_folder", "space_path",
@@ -235,12 +238,16 @@ def workload_code(spec: str) -> str:
     return f"{_file_of(spec).name} {_file_digest(spec)}" if _is_file_spec(spec) else f"autotune {__version__}"
 
 
-def measured_with(spec: str) -> dict[str, str]:
+def measured_with(spec: str, reference: Config | None = None) -> dict[str, str]:
     """What a trial's outcome rests on besides its config, as a study records it: the workload's code (a file's
-    name and digest; a built-in's or plug-in's, autotune's version) and the versions of torch and numba, read
-    without importing them. A config measured with others is measured again when asked: a kernel fixed in the
-    file, or a compile mode that crashed under the old torch, was a repeat of its old failure."""
+    name and digest; a built-in's or plug-in's, autotune's version), the versions of torch and numba, read
+    without importing them, and the ``reference`` config its outputs were checked against (the space file's). A
+    config measured with others is measured again when asked: a kernel fixed in the file, or a compile mode that
+    crashed under the old torch, was a repeat of its old failure, and a config failed against a wrong reference
+    stayed "incorrect" once the space file named a right one."""
     found = {"workload": workload_code(spec)}
+    if reference is not None:
+        found["reference"] = reference.describe()
     for package in ("torch", "numba"):
         try:
             found[package] = importlib.metadata.version(package)

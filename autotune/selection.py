@@ -291,7 +291,7 @@ class ChoiceOutcome:
 
     parameter: str
     value: Any
-    measured: int  # trials (repeats not counted) that ran with this value
+    measured: int  # configs (each by its latest trial; repeats not counted) that ran with this value
     best_throughput: float | None  # best among those that passed their check (that may win, where one may)
     statuses: dict[str, int]  # how those trials ended
     in_winner: bool
@@ -325,7 +325,13 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
     budget, or faster in the search than the winner but slower when
     re-measured beside it (its best trial among the ``lost`` candidates).
     """
-    trials = [t for t in outcomes(study.get_trials(deepcopy=False)) if "config" in t.user_attrs]
+    # Each config by its latest outcome, as the candidates are: a kernel that passed against a reference since found
+    # wrong read "slower" at its old figure beside its new "incorrect" (registry.measured_with).
+    latest: dict[Any, "FrozenTrial"] = {}
+    for t in sorted(outcomes(study.get_trials(deepcopy=False)), key=lambda t: t.number):
+        if "config" in t.user_attrs and (not t.user_attrs.get("lost") or t.user_attrs.get("config_key") not in latest):
+            latest[t.user_attrs.get("config_key")] = t  # a lost trial stands only where its config has no other
+    trials = list(latest.values())
     found = []
     # A conditional knob counts only where it was active (an inactive one holds its default).
     active = {t.number: space.active(t.user_attrs["config"]) for t in trials if set(space.parameters) <= set(t.user_attrs["config"])}

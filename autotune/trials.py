@@ -153,9 +153,15 @@ def best_throughput(trials: Iterable["FrozenTrial"], memory_budget_bytes: int | 
 
 
 def measured_here(trial: "FrozenTrial", measured_with: Mapping[str, str] | None) -> bool:
-    """Whether a trial was measured with the workload code, torch and numba of ``measured_with`` (None: any). A
-    trial that does not say (a study of an older autotune) is taken as measured with them."""
-    return measured_with is None or trial.user_attrs.get("measured_with", measured_with) == measured_with
+    """Whether a trial was measured with the workload code, torch, numba and reference config of ``measured_with``
+    (None: any). A trial that does not say (a study of an older autotune) is taken as measured with them, and so is
+    one that does not name its reference config (recorded before it was)."""
+    if measured_with is None:
+        return True
+    recorded = trial.user_attrs.get("measured_with", measured_with)
+    if isinstance(recorded, dict) and "reference" not in recorded:
+        measured_with = {key: value for key, value in measured_with.items() if key != "reference"}
+    return recorded == measured_with
 
 
 def measured_configs(trials: Iterable["FrozenTrial"], measured_with: Mapping[str, str] | None = None) -> dict[str, int]:
@@ -183,11 +189,14 @@ def other_setups(others: list[Any], measured_with: Mapping[str, str]) -> str:
     2.11.0" (the study's message when resumed, and the report's trials table)."""
     others = [other if isinstance(other, dict) else {} for other in others]  # another autotune's form: unknown
     said = []
-    for key in ("workload", "torch", "numba"):
-        old = sorted({other.get(key, "") for other in others if other.get(key) != measured_with.get(key)})
+    for key in ("workload", "torch", "numba", "reference"):
+        old = sorted({other.get(key, "") for other in others if other.get(key) != measured_with.get(key)
+                      and (key != "reference" or key in other)})  # not recorded before: taken as the same
         if not old:
             continue
-        if key == "workload":
+        if key == "reference":
+            said += [f"the reference config {config}" for config in old]
+        elif key == "workload":
             file = measured_with[key].split()[0]  # "fixw.py", or "autotune" for a built-in or a plug-in
             said.append(f"another {file}" if file.endswith(".py")
                         else " or ".join(v or "unknown workload code" for v in old))  # "autotune 0.0.9"

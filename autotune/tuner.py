@@ -130,7 +130,7 @@ class Tuner:
         self.storage = user_storage(storage) if storage else default_storage(self.studies)
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload.name / cache_folder(workload, self.workload, self.size)
-        self.measured_with = measured_with(workload)  # a config measured with others is measured again when asked
+        self.measured_with = measured_with(workload, self.reference_config)  # others': measured again when asked
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
         self.trial_workload = trial_spec(workload) if self.runner.isolation != "inprocess" else workload
         check_limits(self.runner.isolation, self.device.kind, memory_limit_bytes, trial_timeout)

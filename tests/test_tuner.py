@@ -472,6 +472,55 @@ def test_a_trial_measured_with_another_torch_or_numba_is_said_and_not_a_repeat()
     assert so_far(odd.get_trials(deepcopy=False), now).startswith("1 trial so far, 1 of them with unknown workload code")
 
 
+def test_configs_checked_against_another_reference_config_are_measured_again(studies, tmp_path):
+    # A reference config found wrong (its kernel scaled the output) and fixed in the space file: the right kernel
+    # stayed "incorrect" from its check against the wrong one, never measured again ("all 2 allowed configs of the
+    # space are measured: no new trials"), and the choices table read the wrong kernel "slower" at its old figure.
+    from autotune.trials import measured_configs, so_far
+
+    space = ("schema_version: 1\nparameters:\n  kernel: {choices: [exact, scaled]}\n"
+             "defaults: {kernel: exact}\nbaseline: {kernel: exact}\nreference: {kernel: %s}\n")
+    (tmp_path / "refw.yaml").write_text(space % "scaled")
+    (tmp_path / "refw.py").write_text(
+        "from autotune.check import Check, relative_error\nfrom autotune.workload import Workload\n\n\n"
+        "class Refw(Workload):\n    name, unit = 'refw', 'items'\n    sizes = {'tiny': {}, 'small': {}, 'full': {}}"
+        "\n\n    def build(self, config):\n        import torch\n        x = torch.linspace(0, 1, 100, dtype=torch.float64)\n"
+        "        return lambda: {'x': x if config['kernel'] == 'exact' else 1.5 * x}\n\n"
+        "    def items_per_run(self, config):\n        return 100\n\n"
+        "    def check(self, output, reference, config):\n"
+        "        return Check.from_metrics({'x': (relative_error(output['x'], reference['x']), 1e-9)})\n")
+
+    def search():
+        tuner = Tuner(f"{tmp_path / 'refw.py'}:Refw", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
+        try:
+            return tuner, tuner.search(n_trials=2)
+        finally:
+            tuner.close()
+
+    _, first = search()
+    assert {r.config["kernel"]: r.result.status for r in first.trials} == {"exact": "incorrect", "scaled": "ok"}
+    (tmp_path / "refw.yaml").write_text(space % "exact")
+    tuner, second = search()
+    assert {r.config["kernel"]: r.result.status for r in second.trials} == {"exact": "ok", "scaled": "incorrect"}
+    assert tuner.measured_with["reference"] == "kernel=exact"
+    assert second.winner.config["kernel"] == "exact"
+    verdicts = {o.value: (o.verdict, o.statuses) for o in second.choices}  # by each config's latest outcome
+    assert verdicts == {"exact": ("winner", {"ok": 1}), "scaled": ("incorrect", {"incorrect": 1})}
+    study = optuna.load_study(study_name="refw-cpu-tiny", storage=tuner.storage)
+    old = [t for t in study.get_trials(deepcopy=False) if t.user_attrs["measured_with"]["reference"] != "kernel=exact"]
+    assert so_far(old, tuner.measured_with) == ("2 trials so far, 2 of them with the reference config kernel=scaled: "
+                                                "their configs are measured again when asked")
+    assert measured_configs(old, tuner.measured_with) == {}
+    older = optuna.create_study(direction="maximize")  # recorded before the reference config was: taken as this one
+    trial = older.ask()
+    for key, value in {"status": "ok", "config_key": "k", "throughput": 1.0,
+                       "measured_with": {k: v for k, v in tuner.measured_with.items() if k != "reference"}}.items():
+        trial.set_user_attr(key, value)
+    older.tell(trial, 1.0)
+    assert measured_configs(older.get_trials(deepcopy=False), tuner.measured_with) == {"k": 0}
+    assert so_far(older.get_trials(deepcopy=False), tuner.measured_with) == "1 trial so far"
+
+
 def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     """A sampler stuck on one config cannot stall the search: repeats enqueue unseen configs."""
     steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")  # runs of milliseconds
