@@ -138,7 +138,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     if result is None:
         say(f"{tuner.study_name}: its trials are done; another process re-measures and exports the winner.")
     else:
-        say(json.dumps(result_json(result), indent=2) if as_json else result_table(result))
+        say(json.dumps(result_json(result), indent=2) if as_json else result_table(result, shared))
         if result.winner is None:
             sys.exit(1)  # nothing exported: a script must not go on to load_config an older export
 

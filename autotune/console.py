@@ -224,11 +224,13 @@ def figures_row(label: str, figures: dict[str, Any] | None, failure: str | None 
             f"{format_bytes(figures.get('peak_memory_bytes')):>10}  {spread}{why}")
 
 
-def result_table(result: Any) -> str:
+def result_table(result: Any, workers: bool = False) -> str:
+    """A search's summary; ``workers``: its trials were run by worker processes, which the result does not hold."""
     counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
     repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
-    measured = (f"{plural(len(result.trials) - repeats, 'config')} measured this run"
-                + (f" (+{plural(repeats, 'repeat')} not re-run)" if repeats else "")) if result.trials else "measured by its workers"
+    measured = f"{plural(len(result.trials) - repeats, 'config')} measured this run" + (
+        f" (+{plural(repeats, 'repeat')} not re-run)" if repeats else "")
+    measured = "measured by its workers" if workers else measured
     restricted = (f" (and {plural(result.restricted, 'ask')} for a config that breaks a constraint: never measured)"
                   if result.restricted else "")
     lines = [

@@ -503,6 +503,9 @@ def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
             "baseline\n" in result_table(table))
     table.winner = tied
     assert "measurably" not in result_table(table)
+    # A lone search that found every config measured read "measured by its workers", as the workers' driver does.
+    assert "w (tiny) on cpu: study s, 0 configs measured this run; in the study: ok 2; 1 s" in result_table(table)
+    assert "w (tiny) on cpu: study s, measured by its workers; in the study" in result_table(table, workers=True)
 
 
 def test_best_says_why_the_baseline_has_no_figures_or_no_speedup():
