@@ -152,7 +152,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
     from autotune.shared_study import release_dead_owners
     from autotune.storage import redact_storage
     from autotune.devices import detect
-    from autotune.workers import check_gpus, plan_workers, run_workers
+    from autotune.workers import check_gpus, pinned_threads, plan_workers, run_workers
 
     started = time.perf_counter()  # the summary's time, as one process's search counts it: the trials included
     if gpus is not None:  # before the study is touched: a refused --gpus writes nothing
@@ -164,7 +164,8 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
     plans, warning = plan_workers(n_workers, gpus)
     if warning:
         progress.stage(f"warning: {warning}")
-    progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)} ({tuner.trials_so_far()}): budget "
+    so_far = tuner.trials_so_far(threads=pinned_threads(plans))  # as the workers measure: on their own cores
+    progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)} ({so_far}): budget "
                    f"{budget} trials, {len(plans)} worker(s) here")
     library_call(tuner.ensure_reference)
     with tempfile.TemporaryDirectory(prefix="autotune-workers-") as folder:
@@ -196,8 +197,7 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
               help="Configs evaluated per simulated search.")
 @click.option("--repeats", type=Count(min=1), default=20, show_default=True,
               help="Simulated searches per strategy, with seeds S, S+1, ...")
-@click.option("--seed", type=Count(*WHOLE["seed"]), default=0, show_default=True,
-              help="Seed of the first repeat.")
+@click.option("--seed", type=Count(*WHOLE["seed"]), default=0, show_default=True, help="Seed of the first repeat.")
 @click.option("--sampler", "samplers", multiple=True,
               help=f"Search strategy (repeatable, to compare): {', '.join(SAMPLERS)} "
                    "[default: the default of `search`].")

@@ -238,16 +238,19 @@ def workload_code(spec: str) -> str:
     return f"{_file_of(spec).name} {_file_digest(spec)}" if _is_file_spec(spec) else f"autotune {__version__}"
 
 
-def measured_with(spec: str, reference: Config | None = None) -> dict[str, str]:
+def measured_with(spec: str, reference: Config | None = None, threads: int | None = None) -> dict[str, str]:
     """What a trial's outcome rests on besides its config, as a study records it: the workload's code (a file's
     name and digest; a built-in's or plug-in's, autotune's version), the versions of torch and numba, read
-    without importing them, and the ``reference`` config its outputs were checked against (the space file's). A
-    config measured with others is measured again when asked: a kernel fixed in the file, or a compile mode that
-    crashed under the old torch, was a repeat of its old failure, and a config failed against a wrong reference
-    stayed "incorrect" once the space file named a right one."""
+    without importing them, the ``reference`` config its outputs were checked against (the space file's) and the
+    CPU ``threads`` it ran on. A config measured with others is measured again when asked: a kernel fixed in the
+    file, or a compile mode that crashed under the old torch, was a repeat of its old failure, a config failed
+    against a wrong reference stayed "incorrect" once the space file named a right one, and a study resumed with
+    --threads 2 took the baseline's figure at --threads 1 as its own."""
     found = {"workload": workload_code(spec)}
     if reference is not None:
         found["reference"] = reference.describe()
+    if threads is not None:
+        found["threads"] = str(threads)
     for package in ("torch", "numba"):
         try:
             found[package] = importlib.metadata.version(package)

@@ -152,6 +152,11 @@ def best_throughput(trials: Iterable["FrozenTrial"], memory_budget_bytes: int | 
     return max((t.user_attrs.get("throughput") or 0.0 for t in trials if feasible(t, memory_budget_bytes)), default=0.0)
 
 
+#: What a trial's ``measured_with`` holds since 2026-11-28: one recorded before says nothing of them, and is taken
+#: as measured with this search's.
+LATER = ("reference", "threads")
+
+
 def measured_here(trial: "FrozenTrial", measured_with: Mapping[str, str] | None) -> bool:
     """Whether a trial was measured with the workload code, torch, numba and reference config of ``measured_with``
     (None: any). A trial that does not say (a study of an older autotune) is taken as measured with them, and so is
@@ -159,8 +164,8 @@ def measured_here(trial: "FrozenTrial", measured_with: Mapping[str, str] | None)
     if measured_with is None:
         return True
     recorded = trial.user_attrs.get("measured_with", measured_with)
-    if isinstance(recorded, dict) and "reference" not in recorded:
-        measured_with = {key: value for key, value in measured_with.items() if key != "reference"}
+    if isinstance(recorded, dict):
+        measured_with = {key: value for key, value in measured_with.items() if key in recorded or key not in LATER}
     return recorded == measured_with
 
 
@@ -189,13 +194,15 @@ def other_setups(others: list[Any], measured_with: Mapping[str, str]) -> str:
     2.11.0" (the study's message when resumed, and the report's trials table)."""
     others = [other if isinstance(other, dict) else {} for other in others]  # another autotune's form: unknown
     said = []
-    for key in ("workload", "torch", "numba", "reference"):
+    for key in ("workload", "torch", "numba", *LATER):
         old = sorted({other.get(key, "") for other in others if other.get(key) != measured_with.get(key)
-                      and (key != "reference" or key in other)})  # not recorded before: taken as the same
+                      and (key not in LATER or key in other)})  # not recorded before: taken as the same
         if not old:
             continue
         if key == "reference":
             said += [f"the reference config {config}" for config in old]
+        elif key == "threads":
+            said += [f"{n} thread{'' if n == '1' else 's'}" for n in old]
         elif key == "workload":
             file = measured_with[key].split()[0]  # "fixw.py", or "autotune" for a built-in or a plug-in
             said.append(f"another {file}" if file.endswith(".py")

@@ -6,9 +6,8 @@ One search is:
 2. open (or resume) the study ``<workload>-<device>-<size>`` in the storage;
 3. make sure the reference output is cached (the workload's reference config);
 4. enqueue the baseline, the defaults and any probes as the first trials of a new study (SearchSpace.firsts);
-5. run the trial budget (the time budget starts once those two are measured):
-   each config is measured and checked in a fresh process; an incorrect or
-   out-of-memory result is infeasible, so it can never be chosen;
+5. run the trial budget (the time budget starts once those two are measured): each config is measured and checked
+   in a fresh process; an incorrect or out-of-memory result is infeasible, so it can never be chosen;
 6. re-measure the best few feasible configs and the baseline interleaved, in
    rounds, pick the winner (ties within noise broken deterministically) and
    export it with its speedup.
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.config import Config, as_asked, config_path, default_storage, studies_dir, writable
-from autotune.devices import DetectedDevice, resolve_device
+from autotune.devices import DetectedDevice, cpu_threads, resolve_device
 from autotune.environment import before_timing, busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
@@ -130,7 +129,6 @@ class Tuner:
         self.storage = user_storage(storage) if storage else default_storage(self.studies)
         self.study_name = study_name or f"{self.workload.name}-{self.device.name}-{self.size}"
         self.cache_dir = self.studies / "cache" / self.workload.name / cache_folder(workload, self.workload, self.size)
-        self.measured_with = measured_with(workload, self.reference_config)  # others': measured again when asked
         self.runner = runner or Runner(isolation, trial_timeout)  # given: its server may be starting already
         self.trial_workload = trial_spec(workload) if self.runner.isolation != "inprocess" else workload
         check_limits(self.runner.isolation, self.device.kind, memory_limit_bytes, trial_timeout)
@@ -142,6 +140,7 @@ class Tuner:
         if isinstance(sampler, str) and sampler not in SAMPLERS:
             raise UnknownNameError("sampler", sampler, SAMPLERS)
         self.threads, self.on_trial = threads, on_trial
+        self.measured_with = measured_with(workload, self.reference_config, threads or cpu_threads())  # others': again
         self.on_stage = on_stage or (lambda message: None)
         self.stop_requested = False  # set by a caller (or the time budget): no new trial is taken
         self.time_budget = time_budget  # seconds, then no new trial (the running one finishes; re-measure, export)
@@ -318,9 +317,10 @@ class Tuner:
                              shared=True)
         return run_trials(self, study, trials, self._retry, poll_seconds, self.configs())
 
-    def trials_so_far(self, study: "optuna.Study | None" = None) -> str:
-        """How many trials the study counts ("4 trials so far"), and how many of them were measured otherwise."""
-        return so_far((study or self.open_study()).get_trials(deepcopy=False), self.measured_with)
+    def trials_so_far(self, study: "optuna.Study | None" = None, threads: int | None = None) -> str:
+        """The trials the study counts ("4 trials so far"), those measured otherwise (``threads``: a worker's cores)."""
+        mine = {**self.measured_with, **({"threads": str(threads)} if threads and not self.threads else {})}
+        return so_far((study or self.open_study()).get_trials(deepcopy=False), mine)
 
     def budget_done(self, budget: int) -> bool:
         return len(counted(self.open_study().get_trials(deepcopy=False))) >= budget

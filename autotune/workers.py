@@ -92,6 +92,12 @@ def plan_workers(workers: int, gpus: list[int] | None, cpus: list[int] | None = 
     return plans, None
 
 
+def pinned_threads(plans: list[WorkerPlan]) -> int | None:
+    """The cores each worker is pinned to (and so its trials' threads), or None where they are not pinned."""
+    cpus = plans[0].env.get(CPUS_ENV) if plans else None
+    return len(cpus.split(",")) if cpus else None
+
+
 def apply_cpu_pinning() -> None:
     """In a worker: keep to the cores the driver gave it (trials forked from it inherit them)."""
     cpus = os.environ.get(CPUS_ENV)

@@ -521,6 +521,31 @@ def test_configs_checked_against_another_reference_config_are_measured_again(stu
     assert so_far(older.get_trials(deepcopy=False), tuner.measured_with) == "1 trial so far"
 
 
+def test_a_config_measured_on_another_number_of_threads_is_measured_again(studies):
+    # A study run with --threads 1, resumed with --threads 2: the baseline's 1-thread figure stood as its own, and
+    # the race judged 2-thread configs against a 1-thread best, without a word.
+    from autotune.devices import cpu_threads
+    from autotune.trials import measured_configs, so_far
+
+    one = Tuner("chmm", "cpu", "tiny", threads=1)
+    assert one.measured_with["threads"] == "1"
+    assert Tuner("chmm", "cpu", "tiny").measured_with["threads"] == str(cpu_threads())
+    study = optuna.create_study(direction="maximize")
+    for n, threads in enumerate(["1", "2", None]):  # None: recorded before the threads were
+        trial = study.ask()
+        with_ = {k: v for k, v in one.measured_with.items() if k != "threads"}
+        with_.update({"threads": threads} if threads else {})
+        for key, value in {"status": "ok", "config_key": f"k{n}", "throughput": 1.0, "measured_with": with_}.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, 1.0)
+    trials = study.get_trials(deepcopy=False)
+    assert measured_configs(trials, one.measured_with) == {"k0": 0, "k2": 2}
+    assert so_far(trials, one.measured_with) == ("3 trials so far, 1 of them with 2 threads: their configs are "
+                                                 "measured again when asked")
+    assert so_far(trials, {**one.measured_with, "threads": "2"}).endswith("1 of them with 1 thread: their configs "
+                                                                           "are measured again when asked")
+
+
 def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     """A sampler stuck on one config cannot stall the search: repeats enqueue unseen configs."""
     steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")  # runs of milliseconds

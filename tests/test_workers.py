@@ -18,7 +18,7 @@ import pytest
 
 from autotune.storage import open_storage, redact_storage, retrying
 from autotune.trials import counted
-from autotune.workers import CPUS_ENV, plan_workers
+from autotune.workers import CPUS_ENV, pinned_threads, plan_workers
 from tests.conftest import run_cli, stop_when_said, tagged_processes, wait_or_kill
 
 TESTS = Path(__file__).resolve().parent
@@ -133,6 +133,9 @@ def test_workers_get_their_own_devices(monkeypatch):
     assert [p.env[CPUS_ENV] for p in plans] == ["0,1", "2,3"] and warning is None
     plans, warning = plan_workers(4, None, cpus=[0, 1])
     assert all(CPUS_ENV not in p.env for p in plans) and "share them" in warning
+    # Their trials run on their own cores, as the driver's line on the trials so far must count them.
+    assert pinned_threads(plan_workers(2, None, cpus=[0, 1, 2, 3])[0]) == 2
+    assert pinned_threads(plans) is None and pinned_threads(plan_workers(2, [0, 1])[0]) is None
 
 
 def test_workers_under_a_cpu_quota_share_its_cores_not_the_machine_s(monkeypatch):
