@@ -67,7 +67,8 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
         while not tuner.should_stop():
             if every:
                 trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
-                known, busy = measured_configs(trials, tuner.measured_with), in_flight(tuner.space, trials)
+                known = measured_configs(trials, tuner.measured_with, tuner.runner.timeout)
+                busy = in_flight(tuner.space, trials)
                 left = [c for c in every if c.key not in known] if len(known) + len(busy) >= len(every) else every
                 if not left:
                     tuner.on_stage(f"all {len(every)} allowed configs of the space are measured: no new trials"
@@ -86,7 +87,7 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
                 time.sleep(poll_seconds)
                 continue
             trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
-            known = measured_configs(trials, tuner.measured_with)
+            known = measured_configs(trials, tuner.measured_with, tuner.runner.timeout)  # a longer timeout: again
             # A config is cut short against a best measured as it is now, not with another torch or workload code.
             here = [t for t in trials if measured_here(t, tuner.measured_with)]
             best = best_throughput(here, tuner.memory_budget_bytes)

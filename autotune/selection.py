@@ -18,7 +18,7 @@ from autotune.config import Config
 from autotune.environment import beside_other_work
 from autotune.measure import Measurement
 from autotune.runner import TrialResult
-from autotune.trials import counted, ended, feasible, outcomes
+from autotune.trials import counted, ended, feasible, outcomes, timed_out_sooner
 
 if TYPE_CHECKING:
     import optuna
@@ -111,7 +111,7 @@ class Candidate:
 
 def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_budget_bytes: int | None = None,
                allows: Callable[[Mapping[str, Any]], bool] = lambda config: True,
-               on_stage: Callable[[str], None] = lambda message: None) -> list[Candidate]:
+               on_stage: Callable[[str], None] = lambda message: None, timeout: float | None = None) -> list[Candidate]:
     """The baseline, then the ``top`` fastest configs of a study (each config once, by its latest outcome)
     :func:`feasible` under ``memory_budget_bytes`` that the space ``allows``: a study resumed after its space
     file changed holds configs the space no longer has, and the export of one would be refused by
@@ -150,7 +150,8 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
             chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate"))
     first = latest.get(baseline.key) or next((t for t in trials if t.user_attrs.get("config_key") == baseline.key),
                                              None)
-    status = first.user_attrs.get("status") if first else None
+    # A baseline that timed out under a shorter trial timeout than now's may finish now: re-measured, not skipped.
+    status = first.user_attrs.get("status") if first and not timed_out_sooner(first, timeout) else None
     warm = first.user_attrs.get("median_seconds") if status == "ok" else None
     return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm, search_status=status),
             *chosen]
@@ -273,8 +274,9 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
     if peaks:
         leanest = min(peaks)
         tied = [c for c in tied if c.peak_memory_bytes is not None and c.peak_memory_bytes <= leanest * (1 + MEMORY_TOLERANCE)]
-    if any(c.role == "baseline" and c.measurement.throughput >= top * (1 - TIE_TOLERANCE) for c in tied):  # type: ignore[union-attr]
-        return next(c for c in tied if c.role == "baseline")
+    base = next((c for c in tied if c.role == "baseline"), None)
+    if base is not None and base.measurement.throughput >= top * (1 - TIE_TOLERANCE):  # type: ignore[union-attr]
+        return base
     return min(
         tied,
         key=lambda c: (

@@ -46,6 +46,8 @@ class Repeat:
 class _Replay:
     """The runner of a simulation: a config's recorded outcome, never a run."""
 
+    timeout = None  # a recorded timeout is the config's, under whatever limit it was recorded
+
     def __init__(self, recorded: Recorded) -> None:
         self.recorded = recorded
 

@@ -169,12 +169,21 @@ def measured_here(trial: "FrozenTrial", measured_with: Mapping[str, str] | None)
     return recorded == measured_with
 
 
-def measured_configs(trials: Iterable["FrozenTrial"], measured_with: Mapping[str, str] | None = None) -> dict[str, int]:
-    """Config key -> the trial that measured it (with ``measured_with``): a config asked for again is a repeat of
-    that trial."""
+def measured_configs(trials: Iterable["FrozenTrial"], measured_with: Mapping[str, str] | None = None,
+                     timeout: float | None = None) -> dict[str, int]:
+    """Config key -> the trial that measured it (with ``measured_with``, and not :func:`timed_out_sooner` than
+    ``timeout``): a config asked for again is a repeat of that trial."""
     return {t.user_attrs["config_key"]: t.number for t in trials  # a lost trial's config is measured again
             if t.state.is_finished() and "config_key" in t.user_attrs and not is_repeat(t)
-            and not t.user_attrs.get("lost") and measured_here(t, measured_with)}
+            and not t.user_attrs.get("lost") and measured_here(t, measured_with) and not timed_out_sooner(t, timeout)}
+
+
+def timed_out_sooner(trial: "FrozenTrial", timeout: float | None) -> bool:
+    """Whether a trial was killed at a trial timeout shorter than ``timeout`` (its wall time under it). Raised, as
+    a search whose trials all timed out advises, every config stayed a repeat of its timeout: "all 2 allowed configs
+    of the space are measured: no new trials", and the baseline was not re-measured."""
+    return (timeout is not None and trial.user_attrs.get("status") == "timeout"
+            and (trial.user_attrs.get("wall_seconds") or 0.0) < timeout)
 
 
 def so_far(trials: list["FrozenTrial"], measured_with: Mapping[str, str]) -> str:

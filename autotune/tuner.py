@@ -378,7 +378,7 @@ class Tuner:
     def finish(self, study: "optuna.Study", records: list[TrialRecord], started: float) -> SearchResult:
         trials = study.get_trials(deepcopy=False)
         candidates = select(trials, self.space.baseline, self.remeasure_top, self.memory_budget_bytes,
-                            allows=self.space.admits, on_stage=self.on_stage)
+                            allows=self.space.admits, on_stage=self.on_stage, timeout=self.runner.timeout)
         winner = baseline = speedup = document = export_path = None
         # Re-measure when something may win: a baseline alone only if its trial was feasible (not wrong, not over budget).
         if len(candidates) > 1 or any(feasible(t, self.memory_budget_bytes) for t in trials if t.number == candidates[0].trial):

@@ -5,6 +5,7 @@ import json
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -546,6 +547,40 @@ def test_a_config_measured_on_another_number_of_threads_is_measured_again(studie
                                                                            "are measured again when asked")
 
 
+def test_configs_that_timed_out_are_measured_again_under_a_longer_trial_timeout(studies, tmp_path):
+    # A search whose every trial timed out says "raise --trial-timeout"; raised, every config stayed a repeat of its
+    # timeout ("all 2 allowed configs of the space are measured: no new trials"), the baseline was not re-measured,
+    # and nothing was exported.
+    (tmp_path / "slow.yaml").write_text("schema_version: 1\nparameters:\n  kernel: {choices: [exact, fast]}\n"
+                                        "defaults: {kernel: exact}\nbaseline: {kernel: exact}\n")
+    (tmp_path / "slow.py").write_text(
+        "import time\nfrom autotune.check import Check, relative_error\nfrom autotune.workload import Workload\n\n\n"
+        "class Slow(Workload):\n    name, unit = 'slow', 'items'\n    sizes = {'tiny': {}, 'small': {}, 'full': {}}"
+        "\n\n    def build(self, config):\n        import torch\n\n        def run():\n            time.sleep(0.3)\n"
+        "            return {'x': torch.ones(4, dtype=torch.float64)}\n        return run\n\n"
+        "    def items_per_run(self, config):\n        return 4\n\n"
+        "    def check(self, output, reference, config):\n"
+        "        return Check.from_metrics({'x': (relative_error(output['x'], reference['x']), 1e-9)})\n")
+
+    def search(timeout):
+        tuner = Tuner(f"{tmp_path / 'slow.py'}:Slow", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1,
+                      trial_timeout=timeout)
+        try:
+            return tuner.search(n_trials=2)
+        finally:
+            tuner.close()
+
+    short = search(0.5)
+    assert {r.result.status for r in short.trials} == {"timeout"} and short.winner is None
+    again = search(0.5)  # as short as theirs: still repeats of the timeouts
+    assert all(r.duplicate_of is not None for r in again.trials) and again.winner is None
+    longer = search(30)
+    measured = [r for r in longer.trials if r.duplicate_of is None]
+    assert sorted(r.config["kernel"] for r in measured) == ["exact", "fast"]
+    assert {r.result.status for r in measured} == {"ok"} and longer.winner is not None
+    assert longer.baseline.passed  # re-measured: its timeout was under the shorter limit
+
+
 def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     """A sampler stuck on one config cannot stall the search: repeats enqueue unseen configs."""
     steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")  # runs of milliseconds
@@ -799,10 +834,11 @@ class _Worker:
     seed, on_trial, memory_budget_bytes, memory_bytes, measured_with = 0, None, None, 0, None
 
     def __init__(self, space, runner=None):
-        self.space, self.runner, self.said = space, runner, []
+        self.space, self.said, self.measures = space, [], runner is not None
+        self.runner = runner or SimpleNamespace(timeout=None)  # the loop reads its trial timeout
 
     def request(self, config, best_throughput=None):
-        assert self.runner is not None, "measured a config another worker is measuring"
+        assert self.measures, "measured a config another worker is measuring"
         return config
 
     def first_measured(self):
@@ -854,6 +890,8 @@ def test_a_waiting_worker_finds_a_dead_worker_s_trial_and_measures_its_config(mo
     monkeypatch.setattr(loop.time, "sleep", wait)
 
     class Runner:
+        timeout = None
+
         def run(self, config):
             return TrialResult("ok", config.to_dict(), "items", 1, throughput=2.0, times=[0.5], median_seconds=0.5)
 
@@ -1067,7 +1105,7 @@ def test_a_round_timed_beside_other_work_is_made_up_and_left_out_of_the_figures(
 
 
 def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_exported():
-    from types import SimpleNamespace
+
 
     slow = Candidate(Config({"t": 0}), 0, "baseline", search_status="timeout")
     fast = Candidate(Config({"t": 1}), 1, "candidate")
@@ -1398,6 +1436,8 @@ def test_the_sampler_s_arithmetic_runs_on_one_blas_thread_so_none_spins_beside_a
     seen = []
 
     class Runner:
+        timeout = None
+
         def run(self, request):
             seen.append(max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"))
             return TrialResult(status="ok", config=request.to_dict(), times=[1.0], items_per_run=1, unit="items")
