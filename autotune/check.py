@@ -167,8 +167,13 @@ def wrong_copy(output: Any) -> Any:
     An output with no floating part has its integers made wrong so (token ids, an argmax, counts): it had no
     control, and a check that compared nothing passed it.
     """
-    copy, parts = _wrong(output)
-    return _wrong(output, integers=True)[0] if not parts else copy
+    return _whole(output)[0]
+
+
+def _whole(output: Any) -> "tuple[Any, list[str]]":
+    """:func:`wrong_copy`, and where the output's floating parts lie (none: its integers were made wrong)."""
+    copy, floats = _wrong(output)
+    return (copy if floats else _wrong(output, integers=True)[0]), floats
 
 
 def _wrong(output: Any, only: int | None = None, integers: bool = False) -> "tuple[Any, list[str]]":
@@ -233,10 +238,10 @@ def _wrong(output: Any, only: int | None = None, integers: bool = False) -> "tup
     return (copy if changed else None), parts
 
 
-def wrong_parts(output: Any) -> "list[tuple[str, Any]]":
-    """Where ``output`` has several floating parts: each made wrong alone as :func:`wrong_copy` makes them, with where
-    it lies (``['grads']``); none that no doubling changes."""
-    parts = _wrong(output)[1]
+def wrong_parts(output: Any, floats: "list[str] | None" = None) -> "list[tuple[str, Any]]":
+    """Where ``output`` has several floating parts (``floats``, where known): each made wrong alone as
+    :func:`wrong_copy` makes them, with where it lies (``['grads']``); none that no doubling changes."""
+    parts = _wrong(output)[1] if floats is None else floats
     copies = [(part, _wrong(output, only=i)[0]) for i, part in enumerate(parts if len(parts) > 1 else ())]
     return [(part, copy) for part, copy in copies if copy is not None]
 
@@ -255,14 +260,15 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
         return
     name = f"{type(workload).__name__}.check"
     try:
-        wrong, parts = wrong_copy(output), wrong_parts(output)
+        wrong, floats = _whole(output)
+        parts = wrong_parts(output, floats)
     except Exception:  # noqa: BLE001 - an output no copy can be made of (a class that will not copy) has no control
         return
     if wrong is None:
         return
     passed = _passes(workload, wrong, reference, config)
     if passed is not None:
-        number = "float" if _wrong(output)[1] else "integer"  # an output with no float part: its integers
+        number = "float" if floats else "integer"  # an output with no float part: its integers
         raise ValueError(f"{name} passed a plainly wrong output under this config (the first run's, each {number} "
                          f"doubled plus one and reversed; {passed.metric or 'error'} {passed.error:.3g} <= tolerance "
                          f"{passed.tolerance:.3g}), so its pass says nothing of this config's output: compare every "
