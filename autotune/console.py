@@ -6,6 +6,7 @@ export document hold.
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import os
 import sys
@@ -335,12 +336,11 @@ def baseline_failure(baseline: Mapping[str, Any], remeasure: Mapping[str, Any] |
 
 
 def tuned_with(environment: Mapping[str, Any], exported_at: str | None) -> list[str]:
-    """What an export was measured with, and this machine's torch where it is another: the figures are that
-    setup's (the presets were tuned on torch 2.11 with CUDA 13.0). A line, or none where the export does not say."""
-    import importlib.metadata
-
+    """What an export was measured with (its CPU threads too: --threads 1 went unsaid), and this machine's torch where
+    it is another: the figures are that setup's (the presets': torch 2.11, CUDA 13.0). A line, or none if unsaid."""
     said = ", ".join(f"{label} {environment[key]}" for key, label in (("torch", "torch"), ("cuda", "CUDA"),
                                                                       ("python", "Python")) if environment.get(key))
+    said += f", {plural(environment['cpu_threads'], 'CPU thread')}" if said and environment.get("cpu_threads") else ""
     try:
         here = importlib.metadata.version("torch")  # read, not imported: best imports no torch
     except importlib.metadata.PackageNotFoundError:

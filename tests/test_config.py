@@ -333,6 +333,11 @@ def test_best_says_what_the_export_was_tuned_with_and_this_machine_s_torch_where
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == ("  tuned with       torch 2.11.0+cu130, CUDA 13.0, Python 3.12.3, on "
                                             f"2026-11-26 (here: torch {importlib.metadata.version('torch')})")
+    # And on how many CPU threads: a search with --threads 1 said nothing of them.
+    write_tuned_config(_document(environment={**environment, "cpu_threads": 1}), config_path("chmm", "cpu", "small",
+                                                                                             tmp_path))
+    done = run_cli("best", "-w", "chmm", "-d", "cpu", "--studies", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert "  tuned with       torch 2.11.0+cu130, CUDA 13.0, Python 3.12.3, 1 CPU thread" in done.stdout
 
 
 def test_a_tilde_in_a_studies_folder_or_a_journal_is_the_home_folder(tmp_path, monkeypatch):
