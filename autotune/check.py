@@ -7,8 +7,8 @@ import warnings
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
-__all__ = ["MAX_PARTS", "Check", "control", "differs", "share_of_tolerance", "relative_error", "worst_error", "wrong_copy",
-           "wrong_parts"]
+__all__ = ["MAX_PARTS", "Check", "control", "differs", "share_of_tolerance", "relative_error", "worst_error",
+           "wrong_copy", "wrong_parts"]
 
 
 @dataclass(frozen=True)
