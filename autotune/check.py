@@ -186,42 +186,43 @@ def _wrong(output: Any, only: int | None = None, integers: bool = False) -> "tup
     changed = False
     parts: list[str] = []
 
+    def is_part(value: Any) -> bool:
+        if isinstance(value, torch.Tensor):
+            floating = value.is_floating_point() or value.is_complex()
+            return bool(value.numel()) and (not floating and value.dtype != torch.bool if integers else floating)
+        if isinstance(value, np.ndarray):
+            return bool(value.size) and value.dtype.kind in ("iu" if integers else "fc")
+        return isinstance(value, int) and not isinstance(value, bool) if integers else isinstance(value, float)
+
+    def doubled(x: "torch.Tensor") -> "torch.Tensor":
+        return (x * 2 + 1).flip(-1) if x.dim() else x * 2 + 1
+
     def wrong(value: Any, path: str) -> Any:
         nonlocal changed
-        if integers:
-            is_part = (isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex())
-                        and value.dtype != torch.bool and value.numel()) \
-                or (isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.size) \
-                or (isinstance(value, int) and not isinstance(value, bool))
-        else:
-            is_part = (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
-                        and value.numel()) or (isinstance(value, np.ndarray) and value.dtype.kind in "fc" and value.size) \
-                or isinstance(value, float)
-        if is_part:
+        part = is_part(value)
+        if part:
             parts.append(path or "the output")
             if only is not None and len(parts) - 1 != only:
                 return value
-        if isinstance(value, torch.Tensor) and is_part:
-            def doubled(x: "torch.Tensor") -> "torch.Tensor":
-                return (x * 2 + 1).flip(-1) if x.dim() else x * 2 + 1
-
+        if isinstance(value, torch.Tensor) and part:
             try:
                 made = doubled(value.detach())
                 moved = not torch.equal(made, value)  # every value -1 (and in mirror order) stays itself
             except RuntimeError:  # float8, complex32, uint16: no arithmetic of their own, so in a wider type
-                wide = torch.complex128 if value.is_complex() else torch.float64 if value.is_floating_point() else torch.int64
+                wide = (torch.complex128 if value.is_complex() else
+                        torch.float64 if value.is_floating_point() else torch.int64)
                 try:
                     made = doubled(value.detach().to(wide)).to(value.dtype)
                     moved = not torch.equal(made.to(wide), value.detach().to(wide))
-                except RuntimeError:  # a layout torch has no such arithmetic for (sparse): it stays, the rest made wrong
+                except RuntimeError:  # a layout with no such arithmetic (sparse): it stays, the rest made wrong
                     return value
             changed = changed or moved
             return made
-        if isinstance(value, np.ndarray) and is_part:
+        if isinstance(value, np.ndarray) and part:
             made = np.flip(value * 2 + 1, -1) if value.ndim else value * 2 + 1
             changed = changed or not np.array_equal(made, value)
             return made
-        if is_part:  # a Python number
+        if part:  # a Python number
             changed = changed or value != -1
             return value * 2 + 1
         if isinstance(value, Mapping):
