@@ -67,7 +67,7 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
         while not tuner.should_stop():
             if every:
                 trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
-                known = measured_configs(trials, tuner.measured_with, tuner.runner.timeout)
+                known = measured_configs(trials, tuner.measured_with, tuner.runner.timeout, tuner.memory_limit_bytes)
                 busy = in_flight(tuner.space, trials)
                 left = [c for c in every if c.key not in known] if len(known) + len(busy) >= len(every) else every
                 if not left:
@@ -87,7 +87,7 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
                 time.sleep(poll_seconds)
                 continue
             trials = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
-            known = measured_configs(trials, tuner.measured_with, tuner.runner.timeout)  # a longer timeout: again
+            known = measured_configs(trials, tuner.measured_with, tuner.runner.timeout, tuner.memory_limit_bytes)
             # A config is cut short against a best measured as it is now, not with another torch or workload code.
             here = [t for t in trials if measured_here(t, tuner.measured_with)]
             best = best_throughput(here, tuner.memory_budget_bytes)
@@ -156,7 +156,7 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", tria
             study.tell(trial, state=TrialState.FAIL)
             raise
         known[config.key] = trial.number
-    attrs = to_attrs(result, config, role, duplicate_of, tuner.measured_with)
+    attrs = to_attrs(result, config, role, duplicate_of, tuner.measured_with, tuner.memory_limit_bytes)
     guard(lambda: _record(trial, attrs), "recording a trial")
     fits = guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
     if result.lost:  # every next trial would fail as this one did, and be recorded as its config's error

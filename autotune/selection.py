@@ -18,7 +18,7 @@ from autotune.config import Config
 from autotune.environment import beside_other_work
 from autotune.measure import Measurement
 from autotune.runner import TrialResult
-from autotune.trials import counted, ended, feasible, outcomes, timed_out_sooner
+from autotune.trials import counted, ended, feasible, outcomes, under_a_tighter_limit
 
 if TYPE_CHECKING:
     import optuna
@@ -151,7 +151,7 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
     first = latest.get(baseline.key) or next((t for t in trials if t.user_attrs.get("config_key") == baseline.key),
                                              None)
     # A baseline that timed out under a shorter trial timeout than now's may finish now: re-measured, not skipped.
-    status = first.user_attrs.get("status") if first and not timed_out_sooner(first, timeout) else None
+    status = first.user_attrs.get("status") if first and not under_a_tighter_limit(first, timeout, None) else None
     warm = first.user_attrs.get("median_seconds") if status == "ok" else None
     return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm, search_status=status),
             *chosen]

@@ -64,6 +64,7 @@ class _Simulation:
     on_trial: Callable[[TrialRecord, int, int], None] | None = None
     memory_budget_bytes: int | None = None
     memory_bytes: int = 0
+    memory_limit_bytes: None = None
     measured_with: None = None  # every recorded outcome is of one setup
     runner: _Replay = field(init=False)
 

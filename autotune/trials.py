@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TrialRecord", "best_throughput", "counted", "ended", "feasible", "in_flight", "is_repeat", "measured_configs",
     "measured_here", "never_measured", "outcomes",
-    "other_setups", "result_of", "retried", "so_far", "status_counts", "to_attrs",
+    "other_setups", "result_of", "retried", "so_far", "status_counts", "to_attrs", "under_a_tighter_limit",
 ]
 
 #: Long tracebacks are cut to their end (the raising frame) before they are stored.
@@ -48,15 +48,16 @@ class TrialRecord:
 
 
 def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int | None,
-             measured_with: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The user attributes of a finished trial: every figure of its result (None values left out), and what it
-    was ``measured_with`` (``registry.measured_with``)."""
+             measured_with: Mapping[str, str] | None = None, memory_limit: int | None = None) -> dict[str, Any]:
+    """The user attributes of a finished trial: every figure of its result (None values left out), what it was
+    ``measured_with`` (``registry.measured_with``), and the --memory-limit it ran out of memory under."""
     attrs = result.to_dict()
     attrs.pop("environment", None)  # one per study, not per trial (see Tuner.finish)
     attrs.pop("relative_spread", None)  # derived from iqr and median
     if attrs.get("traceback"):
         attrs["traceback"] = attrs["traceback"][-TRACEBACK_CHARS:]
-    attrs.update(role=role, config=config.to_dict(), config_key=config.key, measured_with=measured_with)
+    attrs.update(role=role, config=config.to_dict(), config_key=config.key, measured_with=measured_with,
+                 memory_limit_bytes=memory_limit if result.status == "oom" else None)
     if duplicate_of is not None:
         attrs["duplicate_of"] = duplicate_of
     return {key: value for key, value in attrs.items() if value is not None and value != []}
@@ -170,20 +171,24 @@ def measured_here(trial: "FrozenTrial", measured_with: Mapping[str, str] | None)
 
 
 def measured_configs(trials: Iterable["FrozenTrial"], measured_with: Mapping[str, str] | None = None,
-                     timeout: float | None = None) -> dict[str, int]:
-    """Config key -> the trial that measured it (with ``measured_with``, and not :func:`timed_out_sooner` than
-    ``timeout``): a config asked for again is a repeat of that trial."""
+                     timeout: float | None = None, memory_limit: int | None = None) -> dict[str, int]:
+    """Config key -> the trial that measured it (with ``measured_with``, and not :func:`under_a_tighter_limit` than
+    ``timeout`` and ``memory_limit``): a config asked for again is a repeat of that trial."""
     return {t.user_attrs["config_key"]: t.number for t in trials  # a lost trial's config is measured again
             if t.state.is_finished() and "config_key" in t.user_attrs and not is_repeat(t)
-            and not t.user_attrs.get("lost") and measured_here(t, measured_with) and not timed_out_sooner(t, timeout)}
+            and not t.user_attrs.get("lost") and measured_here(t, measured_with)
+            and not under_a_tighter_limit(t, timeout, memory_limit)}
 
 
-def timed_out_sooner(trial: "FrozenTrial", timeout: float | None) -> bool:
-    """Whether a trial was killed at a trial timeout shorter than ``timeout`` (its wall time under it). Raised, as
-    a search whose trials all timed out advises, every config stayed a repeat of its timeout: "all 2 allowed configs
-    of the space are measured: no new trials", and the baseline was not re-measured."""
-    return (timeout is not None and trial.user_attrs.get("status") == "timeout"
-            and (trial.user_attrs.get("wall_seconds") or 0.0) < timeout)
+def under_a_tighter_limit(trial: "FrozenTrial", timeout: float | None, memory_limit: int | None) -> bool:
+    """Whether a trial was killed at a trial timeout shorter than ``timeout`` (its wall time under it), or ran out of
+    memory under a --memory-limit lower than ``memory_limit`` (None: no limit now). Raised, as such a search's
+    messages advise, every config stayed a repeat of its failure: "all 2 allowed configs of the space are measured:
+    no new trials", the baseline not re-measured, nothing exported."""
+    status, limit = trial.user_attrs.get("status"), trial.user_attrs.get("memory_limit_bytes")
+    if status == "timeout":
+        return timeout is not None and (trial.user_attrs.get("wall_seconds") or 0.0) < timeout
+    return status == "oom" and limit is not None and (memory_limit is None or limit < memory_limit)
 
 
 def so_far(trials: list["FrozenTrial"], measured_with: Mapping[str, str]) -> str:

@@ -581,6 +581,27 @@ def test_configs_that_timed_out_are_measured_again_under_a_longer_trial_timeout(
     assert longer.baseline.passed  # re-measured: its timeout was under the shorter limit
 
 
+def test_configs_out_of_memory_under_a_lower_memory_limit_are_measured_again():
+    # "--memory-limit 300 MiB is below the 629 MiB a trial maps before it starts (...); raise it": raised or dropped,
+    # every config stayed a repeat of its oom ("all 2 allowed configs of the space are measured: no new trials").
+    from autotune.trials import measured_configs, to_attrs
+
+    study = optuna.create_study(direction="maximize")
+    results = [TrialResult("oom", {"k": 0}), TrialResult("oom", {"k": 1}), TrialResult("ok", {"k": 2}, throughput=1.0)]
+    limits = [300 * 2**20, None, 300 * 2**20]  # the second ran out of all the machine's memory, under no limit
+    for n, (result, limit) in enumerate(zip(results, limits)):
+        trial = study.ask()
+        for key, value in to_attrs(result, Config({"k": n}), "", None, None, limit).items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, 1.0)
+    trials = study.get_trials(deepcopy=False)
+    assert trials[0].user_attrs["memory_limit_bytes"] == 300 * 2**20 and "memory_limit_bytes" not in trials[2].user_attrs
+    keys = [t.user_attrs["config_key"] for t in trials]
+    assert measured_configs(trials, memory_limit=300 * 2**20) == {keys[0]: 0, keys[1]: 1, keys[2]: 2}  # the same limit
+    assert measured_configs(trials, memory_limit=2**30) == {keys[1]: 1, keys[2]: 2}  # raised: measured again
+    assert measured_configs(trials, memory_limit=None) == {keys[1]: 1, keys[2]: 2}  # dropped: measured again
+
+
 def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     """A sampler stuck on one config cannot stall the search: repeats enqueue unseen configs."""
     steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")  # runs of milliseconds
@@ -831,7 +852,7 @@ def _two_configs_one_measured(owner):
 class _Worker:
     """What the search loop asks of a tuner, measuring with ``runner`` (none: it must measure nothing)."""
 
-    seed, on_trial, memory_budget_bytes, memory_bytes, measured_with = 0, None, None, 0, None
+    seed, on_trial, memory_budget_bytes, memory_bytes, measured_with, memory_limit_bytes = 0, None, None, 0, None, None
 
     def __init__(self, space, runner=None):
         self.space, self.said, self.measures = space, [], runner is not None
