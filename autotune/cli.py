@@ -68,7 +68,7 @@ def cli() -> None:
 @click.option("--memory-budget", type=Size(), default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
 @click.option("--memory-limit", type=Size(), default=None,
               help="Cap on a trial's address space on a CPU device, e.g. 16GiB (RLIMIT_AS): beyond it a trial is "
-                   "oom. Must exceed what a trial maps at start (~630 MiB with torch), else all are oom.")
+                   "oom, measured again under a higher cap. Must exceed what a trial maps at start (~630 MiB).")
 @measure_options
 @click.option("--remeasure-top", type=Count(min=1), default=3, show_default=True,
               help="How many of the best configs to re-measure beside the baseline at the end.")

@@ -299,7 +299,8 @@ def measure_options(f: Callable) -> Callable:
     f = click.option("--min-time", type=Seconds(), default=1.0, show_default=True,
                      help="Seconds of timed runs per measurement, at least (and at least 3 runs; at most 200 runs).")(f)
     f = click.option("--trial-timeout", type=Seconds(), default=None,
-                     help="Seconds before a trial is killed and recorded as a timeout [default: 600].")(f)
+                     help="Seconds before a trial is killed and recorded as a timeout, measured again under a "
+                          "longer one [default: 600].")(f)
     f = click.option("--isolation", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True,
                      help="Run each trial in a fresh process (default), or in this one (debugging only).")(f)
     # More threads than cores only time the OS scheduler: a bound, not a silent cap.
