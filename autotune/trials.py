@@ -159,9 +159,9 @@ LATER = ("reference", "threads")
 
 
 def measured_here(trial: "FrozenTrial", measured_with: Mapping[str, str] | None) -> bool:
-    """Whether a trial was measured with the workload code, torch, numba and reference config of ``measured_with``
-    (None: any). A trial that does not say (a study of an older autotune) is taken as measured with them, and so is
-    one that does not name its reference config (recorded before it was)."""
+    """Whether a trial was measured with the workload code, torch, numba, reference config and CPU threads of
+    ``measured_with`` (None: any). A trial that does not say (a study of an older autotune) is taken as measured with
+    them, and so is one that does not name its reference config or threads (recorded before they were: ``LATER``)."""
     if measured_with is None:
         return True
     recorded = trial.user_attrs.get("measured_with", measured_with)
