@@ -18,7 +18,7 @@ from autotune.config import Config
 from autotune.environment import beside_other_work
 from autotune.measure import Measurement
 from autotune.runner import TrialResult
-from autotune.trials import counted, ended, feasible, outcomes, under_a_tighter_limit
+from autotune.trials import counted, ended, feasible, latest_by_config, outcomes, under_a_tighter_limit
 
 if TYPE_CHECKING:
     import optuna
@@ -118,7 +118,7 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
     ``load_config``. Then up to ``top`` more whose trials were timed beside other work."""
     # A config measured again (its workload file edited, torch upgraded: trials.measured_here) stands by its latest
     # outcome: its old figure is no reason to re-measure it, and its old pass none where it fails now.
-    latest = {t.user_attrs.get("config_key"): t for t in sorted(counted(trials), key=lambda t: t.number)}
+    latest = latest_by_config(counted(trials))
     fits = [t for t in latest.values() if feasible(t, memory_budget_bytes)]
     stale = {t.user_attrs["config_key"] for t in fits if not allows(t.user_attrs["config"])}  # configs, not trials
     if stale:
@@ -329,11 +329,8 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
     """
     # Each config by its latest outcome, as the candidates are: a kernel that passed against a reference since found
     # wrong read "slower" at its old figure beside its new "incorrect" (registry.measured_with).
-    latest: dict[Any, "FrozenTrial"] = {}
-    for t in sorted(outcomes(study.get_trials(deepcopy=False)), key=lambda t: t.number):
-        if "config" in t.user_attrs and (not t.user_attrs.get("lost") or t.user_attrs.get("config_key") not in latest):
-            latest[t.user_attrs.get("config_key")] = t  # a lost trial stands only where its config has no other
-    trials = list(latest.values())
+    measured = [t for t in outcomes(study.get_trials(deepcopy=False)) if "config" in t.user_attrs]
+    trials = list(latest_by_config(measured).values())
     found = []
     # A conditional knob counts only where it was active (an inactive one holds its default).
     active = {t.number: space.active(t.user_attrs["config"]) for t in trials if set(space.parameters) <= set(t.user_attrs["config"])}

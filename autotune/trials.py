@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from autotune.space import SearchSpace
 
 __all__ = [
-    "TrialRecord", "best_throughput", "counted", "ended", "feasible", "in_flight", "is_repeat", "measured_configs",
+    "TrialRecord", "best_throughput", "counted", "ended", "feasible", "in_flight", "is_repeat", "latest_by_config",
+    "measured_configs",
     "measured_here", "never_measured", "outcomes",
     "other_setups", "result_of", "retried", "so_far", "status_counts", "to_attrs", "under_a_tighter_limit",
 ]
@@ -189,6 +190,17 @@ def under_a_tighter_limit(trial: "FrozenTrial", timeout: float | None, memory_li
     if status == "timeout":
         return timeout is not None and (trial.user_attrs.get("wall_seconds") or 0.0) < timeout
     return status == "oom" and limit is not None and (memory_limit is None or limit < memory_limit)
+
+
+def latest_by_config(trials: Iterable["FrozenTrial"]) -> dict[Any, "FrozenTrial"]:
+    """Config key -> its latest trial among ``trials``: a config measured again (its workload file edited, torch
+    upgraded: :func:`measured_here`) stands by its latest outcome. A lost trial stands only where its config has no
+    other (a stop's, which never measured it)."""
+    latest: dict[Any, "FrozenTrial"] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        if not t.user_attrs.get("lost") or t.user_attrs.get("config_key") not in latest:
+            latest[t.user_attrs.get("config_key")] = t
+    return latest
 
 
 def so_far(trials: list["FrozenTrial"], measured_with: Mapping[str, str]) -> str:

@@ -399,23 +399,35 @@ def test_a_workload_file_edited_while_its_search_runs_fails_the_trials_after_the
         "as it was then; run the command again to tune the file as it is now"), result.error
 
 
+def _kernel_workload(folder: Path, name: str, build: str, items: int, key: str = "x", imports: str = "") -> str:
+    """A workload file ``<name>.py`` in ``folder`` whose ``build`` body (indented lines; ``config['kernel']`` names the
+    kernel) returns the run, its output ``{key: tensor}`` checked by relative error within 1e-9; its space file is
+    the caller's. Returns the --workload spec."""
+    cls = name.capitalize()
+    (folder / f"{name}.py").write_text(
+        f"{imports}from autotune.check import Check, relative_error\nfrom autotune.workload import Workload\n\n\n"
+        f"class {cls}(Workload):\n    name, unit = '{name}', 'items'\n"
+        "    sizes = {'tiny': {}, 'small': {}, 'full': {}}"
+        f"\n\n    def build(self, config):\n        import torch\n{build}\n"
+        f"    def items_per_run(self, config):\n        return {items}\n\n"
+        f"    def check(self, output, reference, config):\n"
+        f"        return Check.from_metrics({{'{key}': (relative_error(output['{key}'], reference['{key}']), "
+        "1e-9)})\n")
+    return f"{folder / name}.py:{cls}"
+
+
 def test_a_reference_config_whose_output_changes_from_process_to_process_is_named_as_the_cause(studies, tmp_path):
     # An unseeded generator (numpy's default_rng() draws from the OS): every config failed, the reference's own
     # config too, each "output differs from the reference: y error 1.5 > tolerance 1e-09", and nothing said why;
     # a tolerance raised until they pass would pass wrong outputs as well.
     (tmp_path / "rnd.yaml").write_text("schema_version: 1\nparameters:\n  kernel: {choices: [matmul, mulsum]}\n"
                                        "defaults: {kernel: matmul}\nbaseline: {kernel: mulsum}\n")
-    (tmp_path / "rnd.py").write_text(
-        "import numpy as np\nfrom autotune.check import Check, relative_error\nfrom autotune.workload import Workload"
-        "\n\n\nclass Rnd(Workload):\n    name, unit = 'rnd', 'items'\n    sizes = {'tiny': {}, 'small': {}, 'full': {}}"
-        "\n\n    def build(self, config):\n        import torch\n"
-        "        w = torch.from_numpy(np.random.default_rng().standard_normal((8, 8)))\n"
-        "        x = torch.ones(8, dtype=torch.float64)\n"
-        "        return lambda: {'y': w @ x if config['kernel'] == 'matmul' else (w * x).sum(1)}\n\n"
-        "    def items_per_run(self, config):\n        return 8\n\n"
-        "    def check(self, output, reference, config):\n"
-        "        return Check.from_metrics({'y': (relative_error(output['y'], reference['y']), 1e-9)})\n")
-    tuner = Tuner(f"{tmp_path / 'rnd.py'}:Rnd", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
+    spec = _kernel_workload(tmp_path, "rnd",
+                            "        w = torch.from_numpy(np.random.default_rng().standard_normal((8, 8)))\n"
+                            "        x = torch.ones(8, dtype=torch.float64)\n"
+                            "        return lambda: {'y': w @ x if config['kernel'] == 'matmul' else (w * x).sum(1)}\n",
+                            8, key="y", imports="import numpy as np\n")
+    tuner = Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
     try:
         result = tuner.search(n_trials=2)
     finally:
@@ -482,17 +494,11 @@ def test_configs_checked_against_another_reference_config_are_measured_again(stu
     space = ("schema_version: 1\nparameters:\n  kernel: {choices: [exact, scaled]}\n"
              "defaults: {kernel: exact}\nbaseline: {kernel: exact}\nreference: {kernel: %s}\n")
     (tmp_path / "refw.yaml").write_text(space % "scaled")
-    (tmp_path / "refw.py").write_text(
-        "from autotune.check import Check, relative_error\nfrom autotune.workload import Workload\n\n\n"
-        "class Refw(Workload):\n    name, unit = 'refw', 'items'\n    sizes = {'tiny': {}, 'small': {}, 'full': {}}"
-        "\n\n    def build(self, config):\n        import torch\n        x = torch.linspace(0, 1, 100, dtype=torch.float64)\n"
-        "        return lambda: {'x': x if config['kernel'] == 'exact' else 1.5 * x}\n\n"
-        "    def items_per_run(self, config):\n        return 100\n\n"
-        "    def check(self, output, reference, config):\n"
-        "        return Check.from_metrics({'x': (relative_error(output['x'], reference['x']), 1e-9)})\n")
+    spec = _kernel_workload(tmp_path, "refw", "        x = torch.linspace(0, 1, 100, dtype=torch.float64)\n"
+                            "        return lambda: {'x': x if config['kernel'] == 'exact' else 1.5 * x}\n", 100)
 
     def search():
-        tuner = Tuner(f"{tmp_path / 'refw.py'}:Refw", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
+        tuner = Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1)
         try:
             return tuner, tuner.search(n_trials=2)
         finally:
@@ -553,18 +559,12 @@ def test_configs_that_timed_out_are_measured_again_under_a_longer_trial_timeout(
     # and nothing was exported.
     (tmp_path / "slow.yaml").write_text("schema_version: 1\nparameters:\n  kernel: {choices: [exact, fast]}\n"
                                         "defaults: {kernel: exact}\nbaseline: {kernel: exact}\n")
-    (tmp_path / "slow.py").write_text(
-        "import time\nfrom autotune.check import Check, relative_error\nfrom autotune.workload import Workload\n\n\n"
-        "class Slow(Workload):\n    name, unit = 'slow', 'items'\n    sizes = {'tiny': {}, 'small': {}, 'full': {}}"
-        "\n\n    def build(self, config):\n        import torch\n\n        def run():\n            time.sleep(0.3)\n"
-        "            return {'x': torch.ones(4, dtype=torch.float64)}\n        return run\n\n"
-        "    def items_per_run(self, config):\n        return 4\n\n"
-        "    def check(self, output, reference, config):\n"
-        "        return Check.from_metrics({'x': (relative_error(output['x'], reference['x']), 1e-9)})\n")
+    spec = _kernel_workload(tmp_path, "slow", "\n        def run():\n            time.sleep(0.3)\n"
+                            "            return {'x': torch.ones(4, dtype=torch.float64)}\n        return run\n", 4,
+                            imports="import time\n")
 
     def search(timeout):
-        tuner = Tuner(f"{tmp_path / 'slow.py'}:Slow", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1,
-                      trial_timeout=timeout)
+        tuner = Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, trial_timeout=timeout)
         try:
             return tuner.search(n_trials=2)
         finally:
