@@ -86,7 +86,7 @@ class Config(Mapping[str, Any]):
     def describe(self, unused: Collection[str] = ()) -> str:
         """``name=value`` pairs on one line, for progress output; the knobs in ``unused`` (inactive under the
         others, so holding their defaults) are named after the pairs, not shown with a value that does nothing."""
-        pairs = " ".join(f"{name}={value}" for name, value in self._values.items() if name not in unused)
+        pairs = " ".join(f"{name}={show(value)}" for name, value in self._values.items() if name not in unused)
         return pairs + (f" {no_effect(unused)}" if unused else "")
 
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import click
 
-from autotune.config import Config
+from autotune.config import Config, show
 from autotune.devices import cpu_threads
 from autotune.exceptions import SearchSpaceError
 from autotune.selection import quiet_everywhere
@@ -290,13 +290,13 @@ def result_table(result: Any, workers: bool = False) -> str:
     if result.choices:
         lines.insert(-2, "")
         lines.insert(-2, "What each choice did (best correct throughput in the study; how its trials ended):")
-        width = max(12, *(len(str(o.value)) for o in result.choices))  # compile=max-autotune-no-cudagraphs
+        width = max(12, *(len(show(o.value)) for o in result.choices))  # compile=max-autotune-no-cudagraphs
         said = max(10, *(len(o.verdict) for o in result.choices))
         for outcome in result.choices:
             ended = ", ".join(f"{status} {n}" for status, n in sorted(outcome.statuses.items()))
             if outcome.verdict == "ruled out":
                 ended = f"breaks {outcome.ruled_out}"
-            lines.insert(-2, f"  {outcome.parameter:<16} {str(outcome.value):<{width}} {outcome.verdict:<{said}} "
+            lines.insert(-2, f"  {outcome.parameter:<16} {show(outcome.value):<{width}} {outcome.verdict:<{said}} "
                              f"{rate(outcome.best_throughput, result.unit):>22}  {ended}".rstrip())
     losers = [c for c in result.candidates if c is not winner and c.role != "baseline"]
     if losers:

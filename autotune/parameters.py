@@ -10,6 +10,7 @@ the file, the key and what is allowed.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 from dataclasses import dataclass, field, replace
@@ -373,9 +374,14 @@ def _categorical(name: str, spec: dict, where: str, fail: Fail, condition: Condi
         infinite = isinstance(choice, float) and not math.isfinite(choice)  # nan is no value; a config could not match
         if not isinstance(choice, (str, int, float, bool, type(None))) or infinite:
             raise fail(f"{where}.choices", f"{choice!r} must be a string, finite number, boolean or null")
-    shown = {show(c) for c in choices}
-    if len(shown) != len(choices):
-        raise fail(f"{where}.choices", "must not repeat a choice")
+    shown: dict[str, Any] = {}
+    for choice in choices:  # "1" and 1 are both 1 to --set and in a config's description: which one is asked for?
+        if show(choice) in shown:
+            same = json.dumps(shown[show(choice)]) == json.dumps(choice)
+            raise fail(f"{where}.choices", f"must not repeat a choice: {json.dumps(choice)} is there twice" if same else
+                       f"must not repeat a choice: {json.dumps(shown[show(choice)])} and {json.dumps(choice)} are both "
+                       f"written {show(choice)}")
+        shown[show(choice)] = choice
     equal = next(((a, b) for i, a in enumerate(choices) for b in choices[i + 1:] if a == b), None)
     if equal:  # Optuna stores a choice by its index in the list, found by ==: a trial of the second reads as the first
         raise fail(f"{where}.choices", f"{show(equal[0])} and {show(equal[1])} are one value to Python (and to the "

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
-from autotune.config import Config, no_effect
+from autotune.config import Config, no_effect, show
+from autotune.console import rate
 from autotune.environment import beside_other_work
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
@@ -131,7 +132,7 @@ def _draw_winner(info: dict[str, Any]) -> "go.Figure":
 # -- optimisation history -------------------------------------------------------------------
 
 
-def _get_history_info(study: "optuna.Study", space: "SearchSpace | None" = None) -> dict[str, Any]:
+def _get_history_info(study: "optuna.Study", space: "SearchSpace | None" = None, unit: str = "items") -> dict[str, Any]:
     """Throughput per trial, the best correct throughput so far, and every trial that failed."""
     points: dict[str, dict[str, list]] = {status: {"number": [], "throughput": [], "text": []} for status in STATUSES}
     best_number, best_value, best = [], [], None
@@ -143,7 +144,7 @@ def _get_history_info(study: "optuna.Study", space: "SearchSpace | None" = None)
         bucket["number"].append(t.number)
         # Failed trials measured nothing: they sit on the axis, marked by their status.
         bucket["throughput"].append(throughput if throughput is not None else 0.0)
-        bucket["text"].append(_hover(t, space))
+        bucket["text"].append(_hover(t, space, unit))
         if feasible(t, budget) and throughput is not None and (best is None or throughput > best):
             best = throughput
         if best is not None:
@@ -153,14 +154,14 @@ def _get_history_info(study: "optuna.Study", space: "SearchSpace | None" = None)
             "best_number": best_number, "best_value": best_value}
 
 
-def _hover(t: "optuna.trial.FrozenTrial", space: "SearchSpace | None" = None) -> str:
-    config = t.user_attrs.get("config", t.params)
+def _hover(t: "optuna.trial.FrozenTrial", space: "SearchSpace | None" = None, unit: str = "items") -> str:
+    """A trial's hover text: its figure as `search` wrote it (a format of whole numbers read 0.4 steps/s as 0)."""
+    config, figure = t.user_attrs.get("config", t.params), t.user_attrs.get("throughput")
     inactive = _inactive(config, space)
-    lines = [f"trial #{t.number}: {ended(t)}"]
-    lines += [f"{k}={v}" for k, v in config.items() if k not in inactive]
+    lines = [f"trial #{t.number}: {ended(t)}", *(f"{k}={show(v)}" for k, v in config.items() if k not in inactive)]
     lines += [no_effect(inactive)] if inactive else []
-    if t.user_attrs.get("error"):
-        lines.append(html.escape(str(t.user_attrs["error"]))[:200])
+    lines += [rate(figure, unit)] if figure is not None else []
+    lines += [html.escape(str(t.user_attrs["error"]))[:200]] if t.user_attrs.get("error") else []
     return "<br>".join(lines)
 
 
@@ -171,7 +172,7 @@ def _draw_history(info: dict[str, Any], unit: str) -> "go.Figure":
     for status, data in info["points"].items():
         fig.add_trace(go.Scatter(
             x=data["number"], y=data["throughput"], mode="markers", name=status, text=data["text"],
-            hovertemplate="%{text}<br>%{y:,.0f}<extra></extra>",
+            hovertemplate="%{text}<extra></extra>",
             marker={"color": STATUS_COLOURS.get(status, "#000"), "symbol": symbols.get(status, "circle"), "size": 8},
         ))
     if info["best_number"]:
@@ -203,7 +204,8 @@ def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str, memory_bud
         mine = [p for p in points if p[2] is ok]
         if mine:
             fig.add_trace(go.Scatter(x=[p[1] for p in mine], y=[p[0] for p in mine], mode="markers", name=label,
-                                     marker={"color": colour}, text=[_hover(p[3], space) for p in mine], hoverinfo="text"))
+                                     marker={"color": colour}, hoverinfo="text",
+                                     text=[_hover(p[3], space, unit) for p in mine]))
     front, best = [], -1.0
     for throughput, memory, ok, _ in sorted((p for p in points if p[2]), key=lambda p: (p[1], -p[0])):
         if throughput > best:  # nothing needing less memory is as fast
@@ -266,7 +268,7 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         return f"<td>{html.escape(str(value)) if value is not None else ''}</td>"
 
     out = ["<table class='trials'><thead><tr><th>#</th><th>status</th><th>config</th>"
-           f"<th>throughput ({html.escape(unit)}/s)</th><th>peak memory</th><th>spread</th>"
+           "<th>throughput</th><th>peak memory</th><th>spread</th>"
            "<th>check error / tolerance</th><th>error</th></tr></thead><tbody>"]
     for row in rows:
         config = row["described"]
@@ -275,7 +277,7 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         config += f" (measured with {row['setup']})" if row.get("setup") else ""  # its file edited since, say
         if row["role"] in ("baseline", "defaults", "probe"):
             config = f"[{row['role']}] {config}"
-        throughput = f"{row['throughput']:,.0f}" if row["throughput"] else None
+        throughput = rate(row["throughput"], unit) if row["throughput"] else None
         if throughput and beside_other_work(row["busy_elsewhere"]):  # as the search's progress line says
             throughput += f" (timed beside other work: {row['busy_elsewhere']:.1f} cores busy)"
         memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
@@ -304,7 +306,6 @@ class ReportInfo:
 def _in_memory(study: "optuna.Study") -> "optuna.Study":
     """A copy of ``study`` in memory: every plot reads all trials, and SQL would be asked each time."""
     import optuna
-
     copy = optuna.create_study(directions=study.directions, study_name=study.study_name)
     for key, value in study.user_attrs.items():
         copy.set_user_attr(key, value)
@@ -318,7 +319,6 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
     the latest ``autotune explain`` of it; ``space``: the workload's, to name the knobs a config leaves inactive;
     each may be None)."""
     import optuna.visualization as ov
-
     study = _in_memory(study)
     header = _get_header_info(study, document)
     unit = header["unit"]
@@ -352,7 +352,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
         info.sections.append(("explain", "What each fix bought (autotune explain)", draw_waterfall(explained), other))
         info.extra_html["explain"] = claims_html(explained)
 
-    history = _get_history_info(study, space)
+    history = _get_history_info(study, space, unit)
     if not history["points"]:
         info.sections.append(("history", "Optimisation history", None, "The study has no finished trials."))
     else:

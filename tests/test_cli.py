@@ -506,6 +506,12 @@ def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
     # A lone search that found every config measured read "measured by its workers", as the workers' driver does.
     assert "w (tiny) on cpu: study s, 0 configs measured this run; in the study: ok 2; 1 s" in result_table(table)
     assert "w (tiny) on cpu: study s, measured by its workers; in the study" in result_table(table, workers=True)
+    # Values as the space file and --set write them: "None" and "True" read as Python's, and --set refuses "None".
+    from autotune.selection import ChoiceOutcome
+    table.winner = Candidate(Config(x=None, fast=True), 1, "candidate", rounds([0.5, 0.5, 0.5]))
+    table.choices, table.unit = [ChoiceOutcome("x", None, 1, 2.0, {"ok": 1}, True)], "items"
+    assert "Best config (trial #1): fast=true x=null\n" in result_table(table)
+    assert "\n  x                null         winner  " in result_table(table)
 
 
 def test_best_says_why_the_baseline_has_no_figures_or_no_speedup():

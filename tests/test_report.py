@@ -185,8 +185,8 @@ def test_the_report_says_which_config_won_not_only_by_how_much():
         "dtype=float32 kernel=loop", "kernel=numba (no effect under these: dtype)", "dtype=float16 kernel=scan"]
     assert "<td>kernel=numba (no effect under these: dtype)</td>" in render_html(info)
     # And in the plots' hover texts, a knob a line.
-    numba = _get_history_info(make_study(*KNOWN), space)["points"]["ok"]["text"][1]
-    assert numba == "trial #1: ok<br>kernel=numba<br>(no effect under these: dtype)", numba
+    numba = _get_history_info(make_study(*KNOWN), space, "timesteps")["points"]["ok"]["text"][1]
+    assert numba == "trial #1: ok<br>kernel=numba<br>(no effect under these: dtype)<br>30 timesteps/s", numba
     figure = {section_id: f for section_id, _, f, _ in info.sections}["pareto"]
     assert numba in [text for trace in figure.data if trace.text for text in trace.text]
 
@@ -205,7 +205,7 @@ def test_a_trial_timed_beside_other_work_is_marked_in_the_table():
     add_trial(study, "scan", "float16", "ok", 25.0, 400, busy=0.2)  # below BUSY_CORES: quiet
     page = render_html(build_report(study, DOCUMENT))
     assert page.count("timed beside other work") == 1
-    assert "<td>36 (timed beside other work: 1.0 cores busy)</td>" in page
+    assert "<td>36 timesteps/s (timed beside other work: 1.0 cores busy)</td>" in page
 
 
 def test_a_restricted_ask_is_listed_as_never_measured_not_as_a_failure():
@@ -361,3 +361,15 @@ def test_a_report_outlives_its_workload_s_space_file(tmp_path, monkeypatch):
     monkeypatch.setattr(autotune.stored, "load_space", gone)
     page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "gone.html").read_text()
     assert "<td>dtype=float32 kernel=loop</td>" in page
+
+
+def test_a_slow_workloads_figures_and_odd_values_read_as_search_writes_them():
+    # One full-size step in 2.5 s is 0.4 steps/s: the table and the hover text read "0" (a format of whole numbers),
+    # and a null knob value read as Python's "None", which `--set` refuses (it takes "null", as the space file).
+    study = make_study(("loop", None, "ok", 0.4, 300), ("numba", None, "ok", 12345.6, 300))
+    info = build_report(study)
+    assert [row["described"] for row in info.table] == ["dtype=null kernel=loop", "dtype=null kernel=numba"]
+    page = render_html(info)
+    assert "<td>0.4 timesteps/s</td>" in page and "<td>12,346 timesteps/s</td>" in page
+    texts = _get_history_info(study, unit="timesteps")["points"]["ok"]["text"]
+    assert [text.rsplit("<br>", 1)[1] for text in texts] == ["0.4 timesteps/s", "12,346 timesteps/s"]

@@ -56,7 +56,9 @@ def test_baseline_is_defaults_overridden():
         (["schema_version"], 2, "schema_version"),
         (["parameters"], {}, "parameters"),
         (["parameters", "kernel", "choices"], [], "parameters.kernel.choices"),
-        (["parameters", "kernel", "choices"], ["a", "a"], "must not repeat"),
+        (["parameters", "kernel", "choices"], ["a", "a"], 'must not repeat a choice: "a" is there twice'),
+        # Which two: "1" and 1 read as one to --set and in a config's description (true and "true" too).
+        (["parameters", "kernel", "choices"], ["a", "1", 1], 'must not repeat a choice: "1" and 1 are both written 1'),
         (["parameters", "kernel", "type"], "enum", "parameters.kernel.type"),
         (["parameters", "kernel", "colour"], "red", "parameters.kernel.colour"),
         (["parameters", "kernel"], {"choices": ["a"], 1: "x", "zz": "y"}, "parameters.kernel.1: unknown key"),  # was

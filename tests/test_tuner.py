@@ -12,7 +12,7 @@ import pytest
 
 import autotune
 from autotune.check import Check
-from autotune.config import Config
+from autotune.config import Config, show
 from autotune.exceptions import SearchSpaceError, StorageError
 from autotune.registry import get_workload_class
 from autotune.console import result_json, result_table
@@ -65,7 +65,7 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     best_line = next(line for line in result_table(result).splitlines() if line.startswith("Best config"))
     assert best_line.endswith(f"(no effect under these: {', '.join(sorted(unused))})")
     assert all(f"{name}=" not in best_line for name in unused), best_line
-    assert all(f"{name}={value}" in best_line for name, value in result.winner.config.items() if name not in unused)
+    assert all(f"{name}={show(value)}" in best_line for name, value in result.winner.config.items() if name not in unused)
 
     # The same command again adds trials to the same study; its progress starts from the study's best.
     resumed = []
