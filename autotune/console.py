@@ -17,7 +17,7 @@ import click
 from autotune.config import Config, show
 from autotune.devices import cpu_threads
 from autotune.exceptions import SearchSpaceError
-from autotune.selection import quiet_everywhere
+from autotune.selection import quiet_everywhere, slower_in_a_row
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
            "simulation_table", "tell", "to_devnull", "warnings_only", "workload_text"]
@@ -82,10 +82,8 @@ def check_line(check: dict[str, Any] | None) -> str:
 
 def terminal_width() -> int:
     """Columns of the terminal on stderr; 0 when it is no terminal (or one that reports no width)."""
-    if not sys.stderr.isatty():
-        return 0
     try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
+        return os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 0
     except OSError:
         return 0
 
@@ -109,7 +107,6 @@ class Progress:
         self.bar = None
         if not quiet and (terminal_width() > 0 if bar is None else bar):
             from tqdm import tqdm
-
             self.bar = tqdm(total=total, unit=unit, file=sys.stderr)
 
     def _echo(self, line: str) -> None:
@@ -283,7 +280,8 @@ def result_table(result: Any, workers: bool = False) -> str:
     if warning:
         lines.insert(-2, warning)
     # selection.pick_winner gives a tie to the baseline: "#3 323,110 items/s" beside it read as a loss unsaid.
-    top = max((c.figures()["throughput"] for c in result.candidates if c.figures()), default=0.0)
+    top = max((c.figures()["throughput"] for c in result.candidates
+               if c.figures() and not slower_in_a_row(c, baseline)), default=0.0)
     if winner.role == "baseline" and top > winner.figures()["throughput"]:
         lines.insert(-2, f"  a candidate's median was {100 * (top / winner.figures()['throughput'] - 1):.2g}% faster: within "
                          "the runs' noise, so no config measurably beats the baseline")
@@ -302,6 +300,8 @@ def result_table(result: Any, workers: bool = False) -> str:
     if losers:
         lines.insert(-2, "  other candidates: " + "; ".join(
             f"#{c.trial} {rate(c.figures()['throughput'], c.figures()['unit']) if c.figures() else c.results[-1].status}"
+            + (f" (over runs in a row {slower_in_a_row(c, baseline):.2f}x the baseline: a cost paid every few runs, "
+               "left out of a median)" if slower_in_a_row(c, baseline) else "")
             for c in losers))
     return "\n".join(lines)
 

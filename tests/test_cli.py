@@ -506,6 +506,16 @@ def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
     # A lone search that found every config measured read "measured by its workers", as the workers' driver does.
     assert "w (tiny) on cpu: study s, 0 configs measured this run; in the study: ok 2; 1 s" in result_table(table)
     assert "w (tiny) on cpu: study s, measured by its workers; in the study" in result_table(table, workers=True)
+    # A candidate whose median run is faster, but whose runs in a row are slower (a cost every 4th run), is said to
+    # be so: "a candidate's median was 180% faster: within the runs' noise" was its only word.
+    table.candidates = [Candidate(Config(x=0), 0, "baseline", [TrialResult("ok", {}, unit="items", items_per_run=1,
+                                                                           times=[0.003] * 40)]),
+                        Candidate(Config(x=2), 2, "candidate", [TrialResult("ok", {}, unit="items", items_per_run=1,
+                                                                            times=[0.001, 0.001, 0.001, 0.02] * 10)])]
+    table.winner = table.baseline = table.candidates[0]
+    said = result_table(table)
+    assert ("other candidates: #2 1,000 items/s (over runs in a row 0.52x the baseline: a cost paid every few runs, "
+            "left out of a median)") in said and "measurably" not in said, said
     # Values as the space file and --set write them: "None" and "True" read as Python's, and --set refuses "None".
     from autotune.selection import ChoiceOutcome
     table.winner = Candidate(Config(x=None, fast=True), 1, "candidate", rounds([0.5, 0.5, 0.5]))

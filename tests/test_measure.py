@@ -96,6 +96,15 @@ def test_spread_and_noise_come_from_the_raw_times():
     assert len(pooled.times) == 6
 
 
+def test_the_sustained_figure_keeps_a_cost_paid_every_few_runs_and_drops_a_rare_stall():
+    every_fourth = Measurement([0.001, 0.001, 0.001, 0.020] * 10, items_per_run=2, first_run_seconds=0.1)
+    assert every_fourth.throughput == 2 / 0.001  # the median run leaves the cost out
+    assert every_fourth.sustained_throughput == pytest.approx(2 / 0.00575)  # a job of many runs pays it
+    stalled = Measurement([0.002] * 29 + [0.2], items_per_run=1, first_run_seconds=0.1)  # one run in 30, 100x
+    assert stalled.sustained_throughput == pytest.approx(1 / 0.002)  # one stretch of five spoilt
+    assert Measurement([0.5, 0.7], 1, 0.5).sustained_throughput == pytest.approx(1 / 0.6)  # few runs: a stretch each
+
+
 def test_synchronises_around_every_timed_run():
     clock = FakeClock([0.2] * 20)
     events = []
