@@ -17,7 +17,7 @@ import click
 from autotune.config import Config, show
 from autotune.devices import cpu_threads
 from autotune.exceptions import SearchSpaceError
-from autotune.selection import quiet_everywhere, slower_in_a_row
+from autotune.selection import beaten_in_a_row, quiet_everywhere
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
            "simulation_table", "tell", "to_devnull", "warnings_only", "workload_text"]
@@ -281,7 +281,7 @@ def result_table(result: Any, workers: bool = False) -> str:
         lines.insert(-2, warning)
     # selection.pick_winner gives a tie to the baseline: "#3 323,110 items/s" beside it read as a loss unsaid.
     top = max((c.figures()["throughput"] for c in result.candidates
-               if c.figures() and not slower_in_a_row(c, baseline)), default=0.0)
+               if c.figures() and not beaten_in_a_row(c, result.candidates)), default=0.0)
     if winner.role == "baseline" and top > winner.figures()["throughput"]:
         lines.insert(-2, f"  a candidate's median was {100 * (top / winner.figures()['throughput'] - 1):.2g}% faster: within "
                          "the runs' noise, so no config measurably beats the baseline")
@@ -300,8 +300,8 @@ def result_table(result: Any, workers: bool = False) -> str:
     if losers:
         lines.insert(-2, "  other candidates: " + "; ".join(
             f"#{c.trial} {rate(c.figures()['throughput'], c.figures()['unit']) if c.figures() else c.results[-1].status}"
-            + (f" (over runs in a row {slower_in_a_row(c, baseline):.2f}x the baseline: a cost paid every few runs, "
-               "left out of a median)" if slower_in_a_row(c, baseline) else "")
+            + (f" (over runs in a row {b[1]:.2f}x {b[0].name}: a cost paid every few runs, left out of a median)"
+               if (b := beaten_in_a_row(c, result.candidates)) else "")
             for c in losers))
     return "\n".join(lines)
 

@@ -18,7 +18,7 @@ from autotune.registry import get_workload_class
 from autotune.console import result_json, result_table
 from autotune.tuner import HOPELESS_FACTOR, RACE_FACTOR, Candidate, Tuner
 from autotune.runner import TrialResult
-from autotune.selection import slower_in_a_row
+from autotune.selection import beaten_in_a_row
 from autotune.space import SearchSpace
 from tests.conftest import BROKEN, FAST_MEASURER
 
@@ -207,9 +207,12 @@ def test_a_cost_paid_every_few_runs_is_no_speedup_however_fast_the_median_run():
     refresh = _candidate([0.001, 0.001, 0.001, 0.020] * 10, 100, 3)
     assert refresh.measurement.throughput > 2.5 * steady.measurement.throughput
     assert Tuner.pick_winner([steady, refresh]) is steady
-    assert slower_in_a_row(refresh, steady) == pytest.approx(0.003 / 0.00575)
-    # One that pays its cost and is still faster in a row wins; so does one with a rare stall (a stretch of five).
+    assert beaten_in_a_row(refresh, [steady]) == (steady, pytest.approx(0.003 / 0.00575))
+    # One that pays its cost and is still faster in a row wins, unless another is faster in a row; so does one with
+    # a rare stall (a stretch of five).
     assert Tuner.pick_winner([baseline([0.008] * 40), refresh]) is refresh
+    twice = _candidate([0.002] * 40, 100, 5)  # half refresh's speed by the median run, 2.9x its speed in a row
+    assert Tuner.pick_winner([baseline([0.008] * 40), refresh, twice]) is twice
     stalled = _candidate([0.0023] * 29 + [0.030], 100, 4)  # 1.3x faster; by its mean, 0.93x, it would have lost
     assert Tuner.pick_winner([steady, stalled]) is stalled
     assert Tuner.pick_winner([baseline([0.003] * 30), stalled]) is stalled
