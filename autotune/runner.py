@@ -206,9 +206,8 @@ def _peak_memory(torch_device: str) -> int:
         return int(torch.cuda.max_memory_allocated())
     if torch_device == "mps":
         return int(torch.mps.driver_allocated_memory())
-    # ru_maxrss is KiB on Linux and bytes on macOS.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # KiB on Linux, bytes on macOS
 
 
 def execute(request: TrialRequest) -> dict[str, Any]:
@@ -236,8 +235,10 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         # numba (when a workload uses it) caches compiled kernels here, shared by all trials.
         os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_folder(request.cache_dir)))
 
-        # Set explicitly, never inherited: the count is part of what was measured.
-        torch.set_num_threads(request.threads or cpu_threads())
+        # The count is part of what was measured; set only where torch's differs: set again to 2 on 2 cores, numba's
+        # 0.12 ms runs (chmm, tiny) stalled 4 ms every 30 or so once a check had run (in a plain script too).
+        if torch.get_num_threads() != (request.threads or cpu_threads()):
+            torch.set_num_threads(request.threads or cpu_threads())
         result.threads = torch.get_num_threads()
         # numpy's BLAS and any other OpenMP pool too: torch's count alone left a workload's numpy products on
         # every core (--threads 1 ran an 800x800 product at 123 a second, 116 at 2). Held until the process ends.
