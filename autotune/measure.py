@@ -21,7 +21,8 @@ __all__ = ["Measurement", "Measurer"]
 #: Stretches of runs in a row that :attr:`Measurement.sustained_throughput` takes the median of: a cost paid
 #: once every fifth of the runs at most is in each. Against the median run, on the trials of the studies kept
 #: (1,616 on this CPU, 212 on the GPUs), the stretches' figure was within 10% in 99% (GPU: 12% at most); the
-#: most, 2.7x, numba's 0.12 ms runs at chmm's tiny, stalled 4 ms every 30 runs or so in a trial.
+#: most, 2.7x, numba's 0.12 ms runs at chmm's tiny, stalled 4 ms every 30 runs or so in a trial by torch's thread
+#: count set again (since set only where it differs: runner.py).
 STRETCHES = 5
 
 
