@@ -400,7 +400,7 @@ def test_load_config_of_a_workload_file_looks_under_its_name(tmp_path):
 
     write_tuned_config(_document(workload="broken", size="tiny", config={"behaviour": "ok"}),
                        config_path("broken", "cpu", "tiny", tmp_path))
-    assert load_config(BROKEN, device="cpu", studies=tmp_path, strict=True)["behaviour"] == "ok"
+    assert load_config(BROKEN, device="cpu", size="tiny", studies=tmp_path, strict=True)["behaviour"] == "ok"
 
 
 def test_load_config_of_a_plug_in_looks_under_the_name_search_exports_it_by(tmp_path, monkeypatch):
@@ -418,7 +418,7 @@ def test_load_config_of_a_plug_in_looks_under_the_name_search_exports_it_by(tmp_
     monkeypatch.setattr(registry, "_entry_points", lambda: {"broken-plugin": EntryPoint()})
     write_tuned_config(_document(workload="broken", size="tiny", config={"behaviour": "ok"}),
                        config_path("broken", "cpu", "tiny", tmp_path))
-    assert load_config("broken-plugin", device="cpu", studies=tmp_path, strict=True)["behaviour"] == "ok"
+    assert load_config("broken-plugin", device="cpu", size="tiny", studies=tmp_path, strict=True)["behaviour"] == "ok"
 
 
 def test_a_workload_file_under_the_home_folder_is_found_by_a_tilde(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -57,8 +58,13 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     assert document["measured"]["unit"] == "timesteps" and document["measured"]["throughput"] > 0
     assert document["baseline"]["throughput"] > 0 and document["check"]["passed"]
     assert document["environment"]["torch"] and document["environment"]["cpu_threads"] >= 1
-    cfg = autotune.load_config("chmm", device="auto")
+    # A tiny search's export, taken where no size is named, says so: its winner is tiny's, not a real run's.
+    with pytest.warns(UserWarning, match="cpu-tiny.json was tuned at size 'tiny', the size for tests"):
+        cfg = autotune.load_config("chmm", device="auto")
     assert dict(cfg) == document["config"] and cfg.speedup == document["speedup"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dict(autotune.load_config("chmm", device="auto", size="tiny")) == document["config"]  # taken knowingly
     # The export holds every knob; the table says which of them do nothing under the winner's other knobs
     # (chmm's chunk size is the scan's, its indices and workspace the loop kernel's: one kernel wins).
     unused = [name for name, on in tuner.space.active(result.winner.config).items() if not on]
