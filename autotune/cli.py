@@ -20,7 +20,7 @@ from autotune.cli_options import (
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
-    Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, simulation_table, tell,
+    Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, tell,
     warnings_only, workload_text,
 )
 from autotune.samplers import DEFAULT, SAMPLERS
@@ -218,7 +218,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
       autotune simulate --study chmm-cpu-tiny --storage sqlite:///studies/autotune.db
     """
     from autotune.recorded import load_recorded, load_recorded_study
-    from autotune.simulate import budgets_for, repeats_json, run_repeats, strategies_asked, summary
+    from autotune.simulate import budgets_for, repeats_json, run_repeats, simulation_table, strategies_asked, summary
 
     names = library_call(strategies_asked, samplers, as_json, recorded_path is not None,
                          study_name is not None or storage is not None)

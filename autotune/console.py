@@ -20,7 +20,7 @@ from autotune.exceptions import SearchSpaceError
 from autotune.selection import beaten_in_a_row, quiet_everywhere
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
-           "simulation_table", "tell", "to_devnull", "warnings_only", "workload_text"]
+           "tell", "to_devnull", "warnings_only", "workload_text"]
 
 
 def tell(line: str) -> None:
@@ -427,24 +427,3 @@ def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:
               for p in profiles.values()]
     return "\n".join(lines)
 
-
-def _and(items: list[str]) -> str:
-    """"20", "20 and 30", "20, 50 and 100"."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
-def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeats: int) -> str:
-    """`autotune simulate`: each strategy's mean score (and spread) at each budget of its summary, and at its time."""
-    budgets = [key for key in next(iter(summaries.values())) if key.isdigit()]  # "20", "50"... as summary made them
-    lines = [f"{recorded.source}: optimum {recorded.optimum:.4g} ({recorded.objective}, {recorded.direction}d); "
-             f"score 0 = random search, 1 = the optimum; mean ± sd over {repeats} repeats",
-             f"  {'strategy':<18} " + " ".join(f"{'at ' + m:>13}" for m in budgets) + f" {'ms/evaluation':>14}"]
-    for name, figures in summaries.items():
-        for label, keys in (("", budgets), ("  by time", [f"time {m}" for m in budgets])):
-            cells = [f"{figures[m]['mean']:>6.2f} ± {figures[m]['std']:<4.2f}" if figures[m]["mean"] is not None
-                     else "-" for m in keys]
-            cost = f"{1000 * figures['seconds_per_evaluation']:>14.1f}" if not label else ""
-            lines.append(f"  {label or name:<18} " + " ".join(f"{cell:>13}" for cell in cells) + f" {cost}".rstrip())
-    lines.append(f"  (by time: at the time that {_and(budgets)} evaluations take on average, by the recorded costs; "
-                 "a search that ran out of evaluations first is scored on all of them, a lower bound)")
-    return "\n".join(lines)

@@ -27,8 +27,8 @@ from autotune.samplers import DEFAULT, OBJECTIVES, SAMPLERS, make_sampler
 from autotune.shared_study import NoLock, TrialBudget, enqueue_first
 from autotune.trials import TrialRecord
 
-__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "strategies_asked",
-           "summary", "time_score"]
+__all__ = ["Repeat", "expected_random_best", "repeats_json", "run_repeats", "score", "simulate", "simulation_table",
+           "strategies_asked", "summary", "time_score"]
 
 
 @dataclass
@@ -261,3 +261,25 @@ def repeats_json(recorded: Recorded, source: str, sampler: str, repeats: list[Re
             "optimum": recorded.optimum, "sampler": sampler,
             "repeats": [{"seed": r.seed, "evaluations": r.evaluations, "best_so_far": r.best_so_far,
                          "seconds_so_far": r.seconds_so_far} for r in repeats]}
+
+
+def _and(items: list[str]) -> str:
+    """"20", "20 and 30", "20, 50 and 100"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeats: int) -> str:
+    """`autotune simulate`: each strategy's mean score (and spread) at each budget of its summary, and at its time."""
+    budgets = [key for key in next(iter(summaries.values())) if key.isdigit()]  # "20", "50"... as summary made them
+    lines = [f"{recorded.source}: optimum {recorded.optimum:.4g} ({recorded.objective}, {recorded.direction}d); "
+             f"score 0 = random search, 1 = the optimum; mean ± sd over {repeats} repeats",
+             f"  {'strategy':<18} " + " ".join(f"{'at ' + m:>13}" for m in budgets) + f" {'ms/evaluation':>14}"]
+    for name, figures in summaries.items():
+        for label, keys in (("", budgets), ("  by time", [f"time {m}" for m in budgets])):
+            cells = [f"{figures[m]['mean']:>6.2f} ± {figures[m]['std']:<4.2f}" if figures[m]["mean"] is not None
+                     else "-" for m in keys]
+            cost = f"{1000 * figures['seconds_per_evaluation']:>14.1f}" if not label else ""
+            lines.append(f"  {label or name:<18} " + " ".join(f"{cell:>13}" for cell in cells) + f" {cost}".rstrip())
+    lines.append(f"  (by time: at the time that {_and(budgets)} evaluations take on average, by the recorded costs; "
+                 "a search that ran out of evaluations first is scored on all of them, a lower bound)")
+    return "\n".join(lines)
