@@ -276,6 +276,12 @@ def result_table(result: Any, workers: bool = False) -> str:
         "",
         f"Exported to {result.export_path}",
     ]
+    # The speedup is the median runs' ratio; where runs in a row say clearly less (beyond the 10% that the two
+    # figures of a config differed by in 99% of the trials kept: measure.STRETCHES), a job gets that, and is told.
+    sustained = [c.measurement.sustained_throughput if c.passed and c.measurement else None for c in (winner, baseline)]
+    if None not in sustained and result.speedup and sustained[0] / sustained[1] < 0.9 * result.speedup:
+        lines.insert(-3, f"  {'':<16} {sustained[0] / sustained[1]:>23.2f}x   over runs in a row: a cost paid every "
+                         "few runs is in it, left out of a median run")
     warning = other_work_line(result.candidates)
     if warning:
         lines.insert(-2, warning)

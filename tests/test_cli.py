@@ -516,6 +516,15 @@ def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
     said = result_table(table)
     assert ("other candidates: #2 1,000 items/s (over runs in a row 0.52x the baseline: a cost paid every few runs, "
             "left out of a median)") in said and "measurably" not in said, said
+    # One that wins in a row too, but by less than by its median run: the speedup (the medians' ratio) read 8x
+    # alone, where a job gets 1.39x.
+    table.candidates[0].results[0].times = [0.008] * 40
+    table.winner, table.speedup = table.candidates[1], 8.0
+    assert ("  speedup                             8.00x   (re-measured side by side, 1 interleaved round)\n"
+            "                                      1.39x   over runs in a row: a cost paid every few runs is in it, left "
+            "out of a median run\n  check") in result_table(table), result_table(table)
+    table.candidates[1].results[0].times = [0.001] * 40  # runs in a row agree with the median run: no such line
+    assert "over runs in a row" not in result_table(table)
     # Values as the space file and --set write them: "None" and "True" read as Python's, and --set refuses "None".
     from autotune.selection import ChoiceOutcome
     table.winner = Candidate(Config(x=None, fast=True), 1, "candidate", rounds([0.5, 0.5, 0.5]))
