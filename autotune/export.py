@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -68,7 +69,27 @@ class ExportDocument:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def write(self, path: Path) -> Path:
+        """Write to ``path``, with a warning where it held another study's winner: one export per workload,
+        device and size, and a search of another study (``--study``: a three-trial experiment, say) replaced a long
+        search's winner there without a word."""
+        earlier, mine = _earlier_study(path), (self.study or {}).get("name")
+        if earlier is not None and mine is not None and earlier["name"] != mine:  # by name: a storage has spellings
+            won = earlier["speedup"] and earlier["trial"] is not None
+            was = f" (trial #{earlier['trial']}, {earlier['speedup']:.2f}x)" if won else ""
+            warnings.warn(f"{path} held the export of study {earlier['name']!r}{was}; it now holds the export of "
+                          f"study {mine!r} (a search of {earlier['name']!r} exports its winner again)", stacklevel=2)
         return write_json(self.to_json(), path)
+
+
+def _earlier_study(path: Path) -> dict[str, Any] | None:
+    """The study name, trial and speedup of the export at ``path``, where it is one that names its study."""
+    try:
+        data = json.loads(Path(path).read_text())
+        study = data["study"]
+        return {"name": str(study["name"]), "trial": data.get("trial"),
+                "speedup": data["speedup"] if is_number(data.get("speedup")) else None}
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 #: The figures ``autotune best`` shows from ``measured`` and ``baseline``: each a number when present.

@@ -547,3 +547,22 @@ def test_the_cached_data_of_earlier_versions_of_a_workload_file_is_named_once_it
     monkeypatch.setattr(registry, "EARLIER_VERSIONS_BYTES", 1101)
     assert registry.earlier_versions(spec, here) == []  # under the line's threshold: not worth a line
     assert registry.earlier_versions("chmm", here) == []  # a built-in's folder has no digest
+
+
+def test_an_export_that_replaces_another_studys_winner_says_so(tmp_path):
+    # One export per workload, device and size: a three-trial experiment (--study other) replaced a long search's
+    # winner there without a word, and load_config took the experiment's.
+    from autotune.export import ExportDocument
+
+    path = config_path("chmm", "cpu", "small", tmp_path)
+    main = ExportDocument({"dtype": "float64"}, "chmm", "cpu", "small", speedup=3.5, trial=41,
+                          study={"name": "chmm-cpu-small"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        main.write(path)  # nothing there before
+        main.write(path)  # the same study again: its own winner, updated
+    other = ExportDocument({"dtype": "float32"}, "chmm", "cpu", "small", speedup=1.2, trial=2, study={"name": "other"})
+    with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'chmm-cpu-small' (trial #41, "
+                                                   "3.50x); it now holds the export of study 'other'")):
+        other.write(path)
+    assert json.loads(path.read_text())["study"]["name"] == "other"
