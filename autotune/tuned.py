@@ -228,8 +228,8 @@ def load_config(
             _warn_if_tuned_on_another_version(document, workload, path)
             if size is None and document.size == "tiny":  # the largest exported, and the size for tests
                 warnings.warn(f"{path} was tuned at size 'tiny', the size for tests: its winner may not be the fastest "
-                              "at the size you run; search at 'small' or 'full', or pass size='tiny' to take it "
-                              "knowingly", stacklevel=2)
+                              "at the size you run; search at 'small' or 'full', or name the size (size='tiny', "
+                              "-s tiny) to take it knowingly", stacklevel=2)
             document = _filled_in(document, config, space, facts.name, device, path)
             return TunedConfig(document, str(path), space.unused(config))
     # Name the pattern searched, not only the files that happened to be tried.
