@@ -17,7 +17,8 @@ import click
 from autotune.config import Config, show
 from autotune.devices import cpu_threads
 from autotune.exceptions import SearchSpaceError
-from autotune.selection import beaten_in_a_row, quiet_everywhere
+from autotune.measure import IN_A_ROW_NOISE
+from autotune.selection import beaten_in_a_row, in_a_row, quiet_everywhere
 
 __all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
            "tell", "to_devnull", "warnings_only", "workload_text"]
@@ -276,12 +277,12 @@ def result_table(result: Any, workers: bool = False) -> str:
         "",
         f"Exported to {result.export_path}",
     ]
-    # The speedup is the median runs' ratio; where runs in a row say clearly less (beyond the 10% that the two
-    # figures of a config differed by in 99% of the trials kept: measure.STRETCHES), a job gets that, and is told.
-    sustained = [c.measurement.sustained_throughput if c.passed and c.measurement else None for c in (winner, baseline)]
-    if None not in sustained and result.speedup and sustained[0] / sustained[1] < 0.9 * result.speedup:
-        lines.insert(-3, f"  {'':<16} {sustained[0] / sustained[1]:>23.2f}x   over runs in a row: a cost paid every "
-                         "few runs is in it, left out of a median run")
+    # The speedup is the median runs' ratio; where runs in a row say clearly less (beyond the noise between the two
+    # figures: measure.IN_A_ROW_NOISE), a job gets that, and is told.
+    share = in_a_row(winner, baseline) if winner.passed else None
+    if share is not None and result.speedup and share < (1 - IN_A_ROW_NOISE) * result.speedup:
+        lines.insert(-3, f"  {'':<16} {share:>23.2f}x   over runs in a row: a cost paid every few runs is in it, left "
+                         "out of a median run")
     warning = other_work_line(result.candidates)
     if warning:
         lines.insert(-2, warning)

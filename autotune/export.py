@@ -73,23 +73,22 @@ class ExportDocument:
         device and size, and a search of another study (``--study``: a three-trial experiment, say) replaced a long
         search's winner there without a word."""
         earlier, mine = _earlier_study(path), (self.study or {}).get("name")
-        if earlier is not None and mine is not None and earlier["name"] != mine:  # by name: a storage has spellings
-            won = earlier["speedup"] and earlier["trial"] is not None
-            was = f" (trial #{earlier['trial']}, {earlier['speedup']:.2f}x)" if won else ""
-            warnings.warn(f"{path} held the export of study {earlier['name']!r}{was}; it now holds the export of "
-                          f"study {mine!r} (a search of {earlier['name']!r} exports its winner again)", stacklevel=2)
+        name = earlier.study["name"] if earlier is not None else None  # by name: a storage has several spellings
+        if name is not None and mine is not None and name != mine:
+            won = earlier.speedup and earlier.trial is not None
+            was = f" (trial #{earlier.trial}, {earlier.speedup:.2f}x)" if won else ""
+            warnings.warn(f"{path} held the export of study {name!r}{was}; it now holds the export of study {mine!r} "
+                          f"(a search of {name!r} exports its winner again)", stacklevel=2)
         return write_json(self.to_json(), path)
 
 
-def _earlier_study(path: Path) -> dict[str, Any] | None:
-    """The study name, trial and speedup of the export at ``path``, where it is one that names its study."""
+def _earlier_study(path: Path) -> "ExportDocument | None":
+    """The export at ``path``, where there is a valid one that names its study."""
     try:
-        data = json.loads(Path(path).read_text())
-        study = data["study"]
-        return {"name": str(study["name"]), "trial": data.get("trial"),
-                "speedup": data["speedup"] if is_number(data.get("speedup")) else None}
-    except (OSError, ValueError, TypeError, KeyError):
+        earlier = read_document(Path(path))
+    except InvalidConfigError:  # none there (or none readable): nothing replaced to name
         return None
+    return earlier if isinstance(earlier.study, dict) and earlier.study.get("name") else None
 
 
 #: The figures ``autotune best`` shows from ``measured`` and ``baseline``: each a number when present.

@@ -24,6 +24,8 @@ __all__ = ["Measurement", "Measurer"]
 #: most, 2.7x, numba's 0.12 ms runs at chmm's tiny, stalled 4 ms every 30 runs or so in a trial by torch's thread
 #: count set again (since set only where it differs: runner.py).
 STRETCHES = 5
+#: Runs in a row slower than the median run by more than this share say a cost the median leaves out (the 99% above).
+IN_A_ROW_NOISE = 0.1
 
 
 @dataclass

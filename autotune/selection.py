@@ -295,15 +295,21 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
     )
 
 
+def in_a_row(candidate: Candidate, other: Candidate) -> float | None:
+    """``candidate``'s throughput over runs in a row (its sustained throughput) as a share of ``other``'s; None
+    where either has no figures or ``other`` failed a round."""
+    ours, theirs = candidate.measurement, other.measurement if other.passed else None
+    return None if ours is None or theirs is None else ours.sustained_throughput / theirs.sustained_throughput
+
+
 def beaten_in_a_row(candidate: Candidate, others: list[Candidate]) -> tuple[Candidate, float] | None:
     """The first of ``others`` (that passed every round) that ``candidate`` beats by its median run and not by its
-    runs in a row (its sustained throughput), with ``candidate``'s share of that other's; None where there is none."""
+    runs in a row, with :func:`in_a_row` of the two; None where there is none."""
     ours = candidate.measurement
     for other in others:
-        theirs = other.measurement if other.passed and other is not candidate else None
-        if (ours is not None and theirs is not None and ours.throughput > theirs.throughput
-                and ours.sustained_throughput <= theirs.sustained_throughput):
-            return other, ours.sustained_throughput / theirs.sustained_throughput
+        share = in_a_row(candidate, other) if other is not candidate else None
+        if share is not None and share <= 1 and ours.throughput > other.measurement.throughput:  # type: ignore[union-attr]
+            return other, share
     return None
 
 
