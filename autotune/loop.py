@@ -104,6 +104,9 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
             if record is None:  # not measured by this trial (see run_trial): not a trial of the budget
                 tuner.on_stage(f"trial #{trial.number} not measured, not counted: {never_measured(trial)}")
                 continue
+            if budget.shared:  # other workers' trials that ended meanwhile: a worker's line showed its own best alone
+                after = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
+                here = [t for t in after if t.number != trial.number and measured_here(t, tuner.measured_with)]
             record.study_best = best_throughput(here, tuner.memory_budget_bytes)  # a resumed study's best, too
             if record.role in FIRST_ROLES:
                 tuner.first_measured()

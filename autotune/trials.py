@@ -43,7 +43,7 @@ class TrialRecord:
     result: TrialResult
     role: str = "search"  # "baseline", "defaults", "probe": enqueued first (SearchSpace.firsts); "random" after a repeat
     duplicate_of: int | None = None
-    study_best: float = 0.0  # the best throughput that may win among the study's trials before this one
+    study_best: float = 0.0  # the best that may win among the study's other trials as this one ended (workers')
     fits_memory: bool = True  # within --memory-budget (see loop.tell); one over it can never win
     unused: tuple[str, ...] = ()  # knobs with no effect under the others (SearchSpace.unused): progress names them
 
