@@ -216,6 +216,7 @@ class Measurer:
                     and Measurement(times, items_per_run, first, noisy_threshold=self.noisy_threshold).noisy)
 
         while len(times) < self.max_runs and more(times, total):
+            output = None  # the last run's output is not held while the next allocates its own, as in the warm-up
             seconds, output = self._timed(run, sync)
             times.append(seconds)
             total += seconds

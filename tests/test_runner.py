@@ -117,6 +117,23 @@ def test_peak_memory_is_the_runs_not_a_first_run_s_one_off(runner, tmp_path, run
     assert first_run_peak(result).startswith(" (its first run: ") is one_off
 
 
+def test_peak_memory_holds_one_output_not_the_reference_nor_the_last_run_s_output_as_well(runner, tmp_path):
+    # A run whose output is 200 MiB read 774 MiB on a process of 171: the reference (the same size, loaded for the
+    # whole trial) and the last timed run's output, held while the next run allocated its own, were in every peak.
+    peaks = {}
+    for mib in (0, 200):
+        folder = tmp_path / str(mib)
+        folder.mkdir()
+        workload = _steady_variant(folder, "            return torch.arange(4, dtype=torch.float64)\n",
+                                   f"            return torch.ones({mib} * 2**20 // 8 + 4, dtype=torch.float64)\n")
+        for purpose in ("reference", "trial"):
+            result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(folder),
+                                             {**FAST_MEASURER, "min_runs": 5}, purpose=purpose))
+            assert result.status == "ok", result.error
+        peaks[mib] = result.peak_memory_bytes / 2**20
+    assert 150 < peaks[200] - peaks[0] < 300, peaks
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not os.path.exists("/dev/nvidia0"), reason="needs a CUDA device")
 @pytest.mark.parametrize("runs, one_off", [("len(calls) == 1", True), ("True", False)])
