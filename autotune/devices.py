@@ -264,6 +264,10 @@ def filed_device_name(name: str) -> str:
     """
     if name in PROFILES or re.fullmatch(r"cuda-[a-z0-9]+(?:-[a-z0-9]+)*", name):
         return name
+    if index := re.fullmatch(r"cuda:(\d+)", name):  # torch's spelling of one GPU: a kind of device is asked here
+        raise UnknownNameError("device", name, [*PROFILES, *LOCAL_NAMES],
+                               hint=f"A device here is a kind, not one GPU: give cuda (or the GPU's profile) and pick "
+                                    f"GPU {index[1]} with CUDA_VISIBLE_DEVICES={index[1]}")
     raise UnknownNameError("device", name, [*PROFILES, *LOCAL_NAMES],
                            hint="A GPU without a profile goes by its derived name, as `autotune devices` shows it "
                                 "(cuda-nvidia-l4)")

@@ -303,9 +303,6 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     """Time the runs (see :class:`Measurer`) and check the first and last output against the reference."""
     import torch
 
-    def load_reference() -> Any:  # weights_only: a reference file is data; a planted pickle must not run code
-        return torch.load(request.reference_path, weights_only=True, mmap=True)
-
     items = result.items_per_run  # every throughput divides it (judged here: a reference's run is not timed)
     if isinstance(items, bool) or not isinstance(items, numbers.Real) or not 0 < items < math.inf:
         raise ValueError(f"{type(workload).__name__}.items_per_run returned {items!r}; it must be a positive number "
@@ -323,8 +320,8 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
             peaks.append(peak)
             result.peak_memory_bytes = max(peaks)
         # Checked at once: a workload may reuse its output buffers on the next run. The reference is loaded for the
-        # check alone: held from the start, it was in every run's peak on the CPU (a run of 200 MiB read 774 MiB).
-        reference = load_reference()
+        # check alone (held from the start, it was in every CPU run's peak); weights_only: it is data, not code.
+        reference = torch.load(request.reference_path, weights_only=True, mmap=True)
         check = workload.check(output, reference, config)
         if not isinstance(check, Check):
             raise TypeError(f"{type(workload).__name__}.check returned a {type(check).__name__}; it must return an "
@@ -332,17 +329,16 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         checks.append(check)
         if which == "first":
             control(workload, check, output, reference, config)  # a pass says something only if a wrong output fails
-        del reference
-        _reset_peak_memory(request.torch_device)  # a check's own memory is no run's
+        del reference  # a check's own memory is no run's
+        _reset_peak_memory(request.torch_device)
         return check.passed
 
     measurer = Measurer(**request.measurer, other_work=lambda: OtherWork(result.threads))  # beyond its idle cores
     measurement = measurer.measure(run, items, workload.synchronize, on_output)
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()
-    result.times = measurement.times
+    result.times, result.warmup_times = measurement.times, measurement.warmup_times
     result.warmup_seconds = measurement.first_run_seconds
-    result.warmup_times = measurement.warmup_times
     result.median_seconds, result.iqr_seconds = measurement.median, measurement.iqr
     result.relative_spread, result.noisy = measurement.relative_spread, measurement.noisy
     result.cut_short = measurement.cut_short

@@ -52,6 +52,16 @@ def test_unknown_profile_lists_the_valid_ones():
         get_profile("tpu")
 
 
+def test_one_gpu_named_as_torch_names_it_says_how_to_pick_it():
+    # `--device cuda:1`, torch's spelling, was "unknown device" and a hint of derived names (cuda-nvidia-l4).
+    from autotune.devices import filed_under
+
+    for name in ("cuda:1", "CUDA:1"):
+        with pytest.raises(UnknownNameError, match=r"give cuda \(or the GPU's profile\) and pick GPU 1 with "
+                                                   "CUDA_VISIBLE_DEVICES=1$"):
+            filed_under(name)
+
+
 def test_a_device_is_named_in_any_case(tmp_path):
     # `--device H100`, as the card is called, was "unknown device 'H100'".
     import autotune
