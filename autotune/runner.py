@@ -1,14 +1,12 @@
 """Running one configuration of a workload, isolated, and classifying what happened.
 
-By default every trial runs in a fresh process, so that threads, TF32 flags,
-``cudnn.benchmark`` and compile caches never leak from one trial into the
-next. Importing torch costs seconds, so children are forked from a server
-process that has imported torch (and the built-in workloads) but never
-touched CUDA: Python's ``forkserver`` start method with a preload list.
+By default every trial runs in a fresh process, so that threads, TF32 flags, ``cudnn.benchmark`` and compile
+caches never leak from one trial into the next. Importing torch costs seconds, so children are forked from a
+server process that has imported torch (and the built-in workloads) but never touched CUDA: Python's
+``forkserver`` start method with a preload list.
 
-Each child starts its own process group; a trial that runs past its timeout
-is killed with its whole group (DataLoader workers included). The outcome of
-every trial is one of :data:`STATUSES`:
+Each child starts its own process group; a trial that runs past its timeout is killed with its whole group
+(DataLoader workers included). The outcome of every trial is one of :data:`STATUSES`:
 
 ==========  ==============================================================
 ok          measured, and the output matches the reference
@@ -23,6 +21,7 @@ error       an exception in build, run or check (its type and message kept)
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import hashlib
 import json
@@ -67,8 +66,8 @@ class TrialRequest:
     measurer: dict[str, Any] = field(default_factory=dict)  # Measurer fields
     threads: int | None = None
     memory_limit_bytes: int | None = None  # RLIMIT_AS of the child (CPU devices only)
-    # "trial" measures and checks; "reference" writes the reference output; "cached reference" checks that the
-    # file written loads as plain tensor data (here, where torch is loaded: the tuner's process never imports it)
+    # "trial" measures and checks; "reference" writes the reference output; "cached reference" checks that the file
+    # written loads as plain tensor data (here, where torch is loaded: the tuner's process never imports it)
     purpose: str = "trial"
     #: The reference config, which names the reference's file: one edited in the space file (float64 for a
     #: reference found too coarse, another kernel for one found wrong) is computed anew, not read from the cache.
@@ -154,13 +153,12 @@ def _is_out_of_memory(exc: BaseException, torch_device: str) -> bool:
     if oom_type is not None and isinstance(exc, oom_type):  # CUDA caching allocator
         return True
     if torch_device.startswith("cuda") and isinstance(exc, RuntimeError):
-        # Some CUDA paths (cuBLAS and cuDNN workspaces, NCCL) surface exhaustion as a plain
-        # RuntimeError that says so. Device-wide free memory is no sign: it counts the caching
-        # allocator's reserve and other processes, and after a sticky CUDA error asking for it
-        # raises again.
+        # Some CUDA paths (cuBLAS and cuDNN workspaces, NCCL) surface exhaustion as a plain RuntimeError that says
+        # so. Device-wide free memory is no sign: it counts the caching allocator's reserve and other processes,
+        # and after a sticky CUDA error asking for it raises again.
         return any(sign in str(exc) for sign in _CUDA_OOM_SIGNS)
-    # torch's CPU allocator raises a plain RuntimeError (no OOM type exists for
-    # it); its C++ origin, the DefaultCPUAllocator, is the only signal it gives.
+    # torch's CPU allocator raises a plain RuntimeError (no OOM type exists for it); its C++ origin, the
+    # DefaultCPUAllocator, is the only signal it gives.
     return isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)
 
 
@@ -195,6 +193,8 @@ def _reset_peak_memory(torch_device: str) -> None:
     if torch_device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     elif torch_device == "cpu":
+        with contextlib.suppress(OSError, AttributeError):  # glibc: freed heap (a check's) back to the system; kept,
+            ctypes.CDLL(None).malloc_trim(0)  # it was in the runs' peak (one chmm config: 279-357 MiB, 257-276 now)
         with contextlib.suppress(OSError):  # Linux: the high-water RSS (ru_maxrss) from now; elsewhere the whole life
             Path("/proc/self/clear_refs").write_text("5")
 
