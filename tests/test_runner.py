@@ -117,39 +117,36 @@ def test_peak_memory_is_the_runs_not_a_first_run_s_one_off(runner, tmp_path, run
     assert first_run_peak(result).startswith(" (its first run: ") is one_off
 
 
+def _peak_mib_of_variant(runner, folder: Path, old: str, new: str) -> float:
+    """The peak memory, in MiB, of a trial of the steady workload with ``old`` replaced by ``new`` (5 timed runs)."""
+    folder.mkdir()
+    workload = _steady_variant(folder, old, new)
+    for purpose in ("reference", "trial"):
+        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(folder),
+                                         {**FAST_MEASURER, "min_runs": 5}, purpose=purpose))
+        assert result.status == "ok", result.error
+    return result.peak_memory_bytes / 2**20
+
+
 def test_peak_memory_holds_one_output_not_the_reference_nor_the_last_run_s_output_as_well(runner, tmp_path):
     # A run whose output is 200 MiB read 774 MiB on a process of 171: the reference (the same size, loaded for the
     # whole trial) and the last timed run's output, held while the next run allocated its own, were in every peak.
-    peaks = {}
-    for mib in (0, 200):
-        folder = tmp_path / str(mib)
-        folder.mkdir()
-        workload = _steady_variant(folder, "            return torch.arange(4, dtype=torch.float64)\n",
-                                   f"            return torch.ones({mib} * 2**20 // 8 + 4, dtype=torch.float64)\n")
-        for purpose in ("reference", "trial"):
-            result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(folder),
-                                             {**FAST_MEASURER, "min_runs": 5}, purpose=purpose))
-            assert result.status == "ok", result.error
-        peaks[mib] = result.peak_memory_bytes / 2**20
+    output = "            return torch.arange(4, dtype=torch.float64)\n"
+    peaks = {mib: _peak_mib_of_variant(runner, tmp_path / str(mib), output,
+                                       f"            return torch.ones({mib} * 2**20 // 8 + 4, dtype=torch.float64)\n")
+             for mib in (0, 200)}
     assert 150 < peaks[200] - peaks[0] < 300, peaks
 
 
 def test_memory_a_check_freed_is_not_in_the_runs_peak(runner, tmp_path):
-    # Freed heap memory that malloc keeps (here 200 MB in 100 KB blocks under a live one) stayed resident, in the
+    # Freed heap memory that malloc keeps (here 200 MB in 100 KB blocks under live ones) stayed resident, in the
     # peak of the runs after the check: chmm at `small` read 279-357 MiB for one config, 257-276 once handed back.
-    peaks = {}
-    for blocks in (0, 2000):
-        folder = tmp_path / str(blocks)
-        folder.mkdir()
-        workload = _steady_variant(folder, "        return Check.from_metrics(",
-                                   f"        import numpy\n        kept = self.__dict__.setdefault('kept', [])\n"
-                                   f"        held = [(numpy.ones(100_000 // 8), kept.append(bytearray(2000))) "
-                                   f"for _ in range({blocks})]\n        del held\n        return Check.from_metrics(")
-        for purpose in ("reference", "trial"):
-            result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(folder), FAST_MEASURER,
-                                             purpose=purpose))
-            assert result.status == "ok", result.error
-        peaks[blocks] = result.peak_memory_bytes / 2**20
+    check = "        return Check.from_metrics("
+    peaks = {blocks: _peak_mib_of_variant(runner, tmp_path / str(blocks), check,
+                                          "        import numpy\n        kept = self.__dict__.setdefault('kept', [])\n"
+                                          "        held = [(numpy.ones(100_000 // 8), kept.append(bytearray(2000))) "
+                                          f"for _ in range({blocks})]\n        del held\n" + check)
+             for blocks in (0, 2000)}
     assert peaks[2000] - peaks[0] < 50, peaks
 
 
