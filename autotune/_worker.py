@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 from autotune.cli_options import show_warning
-from autotune.console import Progress
+from autotune.progress import Progress
 from autotune.exceptions import AutotuneError
 from autotune.settings import SearchSettings
 from autotune.stopping import stop_on_sigterm

@@ -20,9 +20,9 @@ from autotune.cli_options import (
 )
 from autotune.stopping import stop_on_sigterm
 from autotune.console import (
-    Progress, best_text, devices_json, devices_text, result_json, result_table, run_text, tell,
-    warnings_only, workload_text,
+    best_text, devices_json, devices_text, result_json, result_table, run_text, tell, warnings_only, workload_text,
 )
+from autotune.progress import Progress
 from autotune.samplers import DEFAULT, SAMPLERS
 from autotune.storage import STORAGE_ENV
 

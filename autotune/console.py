@@ -20,7 +20,7 @@ from autotune.exceptions import SearchSpaceError
 from autotune.measure import IN_A_ROW_NOISE
 from autotune.selection import beaten_in_a_row, in_a_row, quiet_everywhere
 
-__all__ = ["Progress", "best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
+__all__ = ["best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
            "tell", "to_devnull", "warnings_only", "workload_text"]
 
 
@@ -81,100 +81,25 @@ def check_line(check: dict[str, Any] | None) -> str:
     return ("passed" if check["passed"] else "FAILED") + (": " + ", ".join(parts) if parts else "")
 
 
-def terminal_width() -> int:
-    """Columns of the terminal on stderr; 0 when it is no terminal (or one that reports no width)."""
-    try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns if sys.stderr.isatty() else 0
-    except OSError:
-        return 0
+#: Seconds of one-off cost (build and first run) the winner adds to the baseline's that the summary says.
+ONE_OFF_SAID = 1.0
 
 
-class Progress:
-    """Search progress on stderr: a bar on a terminal, one plain line per trial otherwise.
-
-    The bar counts measured configs against ``--trials`` and shows the best
-    correct throughput in the study so far (of configs within ``--memory-budget``:
-    one over it can never win), the last trial's status and the count per status.
-    """
-
-    def __init__(self, quiet: bool, total: int | None, bar: bool | None = None, prefix: str = "",
-                 unit: str = "trial", memory_budget_bytes: int | None = None) -> None:
-        self.quiet = quiet
-        self.memory_budget_bytes = memory_budget_bytes
-        self.prefix = prefix
-        self.best: float | None = None
-        self.best_unit: str | None = None  # a trial that timed out or crashed reports no unit of its own
-        self.counts: dict[str, int] = {}
-        self.bar = None
-        if not quiet and (terminal_width() > 0 if bar is None else bar):
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, unit=unit, file=sys.stderr)
-
-    def _echo(self, line: str) -> None:
-        line = self.prefix + line
-        if self.bar is not None:
-            self.bar.write(line, file=sys.stderr)
-        else:
-            tell(line)
-
-    def stage(self, message: str) -> None:
-        if not self.quiet:
-            self._echo(f"autotune: {message}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-    def step(self, done: int, total: int, what: str) -> None:
-        """A measurement of ``explain`` starts: ``done`` of ``total`` are measured (the total can grow)."""
-        if self.quiet:
-            return
-        if self.bar is None:
-            if done < total:
-                self._echo(f"autotune: [{done + 1}/{total}] {what}")
-            return
-        self.bar.total = total
-        self.bar.n = min(done, total)
-        self.bar.set_postfix_str(what if done < total else "all measured", refresh=False)
-        self.bar.refresh()
-
-    def trial(self, record: Any, index: int, total: int) -> None:
-        result = record.result
-        self.best_unit = result.unit or self.best_unit
-        if record.study_best:  # trials of earlier runs of the study, or of other workers
-            self.best = max(self.best or 0.0, record.study_best)
-        over = result.status == "ok" and not record.fits_memory
-        if result.status == "ok" and result.throughput is not None and not over:
-            self.best = max(self.best or 0.0, result.throughput)
-        if record.duplicate_of is None:
-            self.counts[result.status] = self.counts.get(result.status, 0) + 1
-        if self.quiet:
-            return
-        if self.bar is not None:
-            if record.duplicate_of is None:
-                self.bar.update(1)
-            self.bar.set_postfix_str(
-                f"best {rate(self.best, self.best_unit)}, last {result.status}, "
-                + " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-            )
-            return
-        width = len(str(total))
-        figures = f"{rate(result.throughput, result.unit):>22}  {format_bytes(result.peak_memory_bytes):>10}"
-        note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
-        note += f"  (over --memory-budget {format_bytes(self.memory_budget_bytes)}: it cannot win)" if over else ""
-        if result.cut_short:
-            note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"
-                     else "  (cut short once warm: over 3x slower than the best)")
-        if record.duplicate_of is None and result.beside_other_work:
-            note += f"  (timed beside other work: {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy)"
-        error = f"  {result.error}" if result.error and result.status != "ok" else ""
-        role = record.role if record.role in ("baseline", "defaults", "probe") else ""
-        counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="
-        # Fixed-width fields up to trial #999, so that the figures of trial #9 and #10 line up.
-        self._echo(
-            f"[{counter}/{total}] trial #{record.number:<3} {role:<8} {result.status:<9} {figures}  "
-            f"best {rate(self.best, self.best_unit)}  {record.config.describe(record.unused)}{note}{error}"
-        )
+def one_off_line(ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None) -> str | None:
+    """Where the winner (its figures: ``ours``) pays more than ``ONE_OFF_SAID`` once a job (a compile, a precompute)
+    than the baseline (``theirs``), when it gains that back: a speedup of runs told nothing of a cold compile of 37 s
+    (ten at `tiny`, this CPU; 615 s at `small`)."""
+    if not ours or not theirs or not ours.get("one_off_seconds") or not ours.get("throughput") \
+            or not theirs.get("throughput"):
+        return None
+    once, before = ours["one_off_seconds"], theirs.get("one_off_seconds") or 0.0
+    saved = 1 / theirs["throughput"] - 1 / ours["throughput"]  # seconds a unit of work
+    if once - before <= ONE_OFF_SAID or saved <= 0:
+        return None
+    items, unit = (once - before) / saved, ours.get("unit") or "items"
+    return (f"  {'one-off':<16} {f'{once:.3g} s':>24}   build and first run, once a job (the baseline's "
+            f"{before:.3g} s): ahead of the baseline after {items:,.0f} {unit}, {items / theirs['throughput']:.3g} s "
+            "of its runs")
 
 
 def other_work_line(candidates: list[Any]) -> str | None:
@@ -283,6 +208,9 @@ def result_table(result: Any, workers: bool = False) -> str:
     if share is not None and result.speedup and share < (1 - IN_A_ROW_NOISE) * result.speedup:
         lines.insert(-3, f"  {'':<16} {share:>23.2f}x   over runs in a row: a cost paid every few runs is in it, left "
                          "out of a median run")
+    said = one_off_line(winner.figures(), baseline.figures()) if winner is not baseline else None
+    if said:
+        lines.insert(-3, said)
     warning = other_work_line(result.candidates)
     if warning:
         lines.insert(-2, warning)
@@ -325,6 +253,7 @@ def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
         figures_row("best", doc.measured),
         figures_row("baseline", doc.baseline, baseline_failure(doc.baseline or {}, doc.remeasure)),
         f"  {'speedup':<16} {speedup_text(doc.speedup):>24}",
+        *filter(None, [one_off_line(doc.measured, doc.baseline)]),
         f"  {'check':<16} {check_line(doc.check)}",
         *tuned_with(doc.environment or {}, doc.exported_at),
     ])
@@ -371,7 +300,8 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
         lines += [
             f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
             f"over {plural(len(result.times), 'run')}, spread ±{100 * (result.relative_spread or 0):.1f}%"
-            f"{', noisy' if result.noisy else ''}); first run {result.warmup_seconds:.3g} s",
+            f"{', noisy' if result.noisy else ''}); first run {result.warmup_seconds:.3g} s"
+            f"{f', after a build of {result.build_seconds:.3g} s' if result.build_seconds else ''}",
             f"  peak memory  {format_bytes(result.peak_memory_bytes)}{first_run_peak(result)}, "
             f"{plural(result.threads, 'thread')}",
             f"  check        {check_line(result.check)}",

@@ -33,7 +33,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,7 @@ class TrialResult:
     cut_short: bool | None = None  # stopped early: far slower than the best once warm, or a wrong first output
     times: list[float] = field(default_factory=list)
     warmup_seconds: float | None = None  # the first run, compilation included
+    build_seconds: float | None = None  # build(config), before the first run
     warmup_times: list[float] = field(default_factory=list)
     peak_memory_bytes: int | None = None  # from the first run's end: its one-off compile or search left out
     first_run_peak_memory_bytes: int | None = None  # the first run's (a cold compile's, cuDNN's search), apart
@@ -251,7 +252,9 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         config = Config(request.config)
         Path(request.cache_dir).mkdir(parents=True, exist_ok=True)
         workload.prepare()
+        built = time.perf_counter()
         run = workload.build(config)
+        result.build_seconds = time.perf_counter() - built  # once a job, as the first run: a precompute, a model
         if not callable(run):  # else "'NoneType' object is not callable", with no word of build
             got = "None" if run is None else f"a {type(run).__name__}"
             raise TypeError(f"{type(workload).__name__}.build returned {got}; it must return the run: a function of "
@@ -377,9 +380,8 @@ def _run_in_child(request: TrialRequest) -> dict[str, Any]:
 class Runner:
     """Runs trial requests, each in a fresh child process (``isolation="subprocess"``).
 
-    ``isolation="inprocess"`` runs them in this process: faster to start, but
-    global state leaks between trials, a timeout cannot be enforced, and a
-    crash takes the tuner down. Use it for debugging only.
+    ``isolation="inprocess"`` runs them in this process: faster to start, but global state leaks between trials,
+    a timeout cannot be enforced, and a crash takes the tuner down. Use it for debugging only.
 
     Example::
 
@@ -391,8 +393,7 @@ class Runner:
     def __init__(self, isolation: str = "subprocess", timeout: float | None = None) -> None:
         if isolation not in ("subprocess", "inprocess"):
             raise ValueError(f"isolation must be 'subprocess' or 'inprocess', got {isolation!r}")
-        self.isolation = isolation
-        self.timeout = TRIAL_TIMEOUT if timeout is None else timeout
+        self.isolation, self.timeout = isolation, TRIAL_TIMEOUT if timeout is None else timeout
         self._server: ForkServer | None = None
 
     @property
@@ -437,9 +438,7 @@ class Runner:
         if timed_out:
             return TrialResult("timeout", config, error=f"ran past the {timeout:g} s trial timeout; killed", wall_seconds=wall)
         if outcome is not None:
-            result = TrialResult.from_dict(outcome)
-            result.wall_seconds = wall
-            return result
+            return replace(TrialResult.from_dict(outcome), wall_seconds=wall)
         if exitcode is not None and exitcode < 0:
             return _died(config, f"process died from {signal_name(-exitcode)}", -exitcode, kills, started)
         return TrialResult("crash", config, error=f"process exited with status {exitcode} without a result", wall_seconds=wall)

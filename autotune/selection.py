@@ -59,6 +59,7 @@ class Candidate:
     results: list[TrialResult] = field(default_factory=list)
     warm_seconds: float | None = None  # its median run in the search: a round's first run that agrees needs no warm-up
     search_status: str | None = None  # how its trial in the search ended (None: it had none)
+    search_one_off: float | None = None  # its build and first run in the search, compile caches as they were then
 
     @property
     def name(self) -> str:
@@ -82,6 +83,13 @@ class Candidate:
         parts = [m for m in (r.measurement() for r in quiet_rounds([r for r in self.results if r.status == "ok"]))
                  if m is not None]
         return Measurement.pooled(parts) if parts else None
+
+    @property
+    def one_off_seconds(self) -> float | None:
+        """What a job pays once before its runs: the build and the first run (a compile), the most that any of its
+        processes took, the search's trial and each round (a later one finds its compile cached)."""
+        seen = [one_off(vars(r)) for r in self.results if r.status == "ok"] + [self.search_one_off]
+        return max((s for s in seen if s is not None), default=None)
 
     @property
     def peak_memory_bytes(self) -> int | None:
@@ -109,6 +117,8 @@ class Candidate:
             "runs": len(m.times),
             "peak_memory_bytes": self.peak_memory_bytes,
             "warmup_seconds": self.results[0].warmup_seconds,
+            "build_seconds": self.results[0].build_seconds,
+            "one_off_seconds": self.one_off_seconds,
             "threads": self.results[0].threads,
         }
 
@@ -138,7 +148,7 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
             continue
         seen.add(key)
         chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate",
-                                warm_seconds=t.user_attrs.get("median_seconds")))
+                                warm_seconds=t.user_attrs.get("median_seconds"), search_one_off=one_off(t.user_attrs)))
         if len(chosen) >= top:
             break
     # A trial timed beside other work may have read far too slow (numba's probe at chmm's tiny, 74x under a busy
@@ -151,14 +161,21 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
         if len(chosen) < wanted and key not in seen and key != baseline.key and \
                 beside_other_work(t.user_attrs.get("busy_elsewhere")):
             seen.add(key)
-            chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate"))
+            chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate",
+                                    search_one_off=one_off(t.user_attrs)))
     first = latest.get(baseline.key) or next((t for t in trials if t.user_attrs.get("config_key") == baseline.key),
                                              None)
     # A baseline that timed out under a shorter trial timeout than now's may finish now: re-measured, not skipped.
     status = first.user_attrs.get("status") if first and not under_a_tighter_limit(first, timeout, None) else None
     warm = first.user_attrs.get("median_seconds") if status == "ok" else None
-    return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm, search_status=status),
-            *chosen]
+    return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm, search_status=status,
+                      search_one_off=one_off(first.user_attrs) if status == "ok" else None), *chosen]
+
+
+def one_off(figures: Mapping[str, Any]) -> float | None:
+    """The build and first run of a trial's figures (a result's, a trial's attributes); None before it ran."""
+    first = figures.get("warmup_seconds")
+    return None if first is None else (figures.get("build_seconds") or 0.0) + first
 
 
 def runs_per_round(runs: int, rounds: int) -> int:

@@ -396,7 +396,7 @@ def test_console_script_is_installed():
 
 
 def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
-    from autotune.console import Progress
+    from autotune.progress import Progress
     from autotune.config import Config
     from autotune.runner import TrialResult
     from autotune.tuner import TrialRecord
@@ -444,7 +444,8 @@ def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     from types import SimpleNamespace
 
     from autotune.config import Config
-    from autotune.console import Progress, result_table, run_text
+    from autotune.console import result_table, run_text
+    from autotune.progress import Progress
     from autotune.devices import cpu_threads
     from autotune.runner import TrialResult
     from autotune.selection import Candidate
@@ -561,7 +562,7 @@ def test_a_trial_without_figures_shows_the_best_in_the_workload_s_unit(capsys):
     # On an H200 (2026-11-25) a vlm_mc trial that timed out printed "best 69,225 items/s" among lines in
     # images/s: a trial the runner killed reports no unit of its own.
     from autotune.config import Config
-    from autotune.console import Progress
+    from autotune.progress import Progress
     from autotune.runner import TrialResult
     from autotune.tuner import TrialRecord
 

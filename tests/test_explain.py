@@ -194,7 +194,7 @@ def test_rounds_are_interleaved_and_every_config_is_measured_each_round(space):
 
 
 def test_progress_counts_every_measurement_and_ends_at_the_total(space, capsys):
-    from autotune.console import Progress
+    from autotune.progress import Progress
 
     target = space.validate({"kernel": "fast", "batch": 16})
     calls, measured = [], []

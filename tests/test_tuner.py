@@ -58,6 +58,9 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     assert document["measured"]["unit"] == "timesteps" and document["measured"]["throughput"] > 0
     assert document["baseline"]["throughput"] > 0 and document["check"]["passed"]
     assert document["environment"]["torch"] and document["environment"]["cpu_threads"] >= 1
+    # What a job pays once: the build and the first run, the most any of the config's processes took.
+    figures = document["measured"]
+    assert figures["build_seconds"] >= 0 and figures["one_off_seconds"] >= figures["warmup_seconds"]
     # A tiny search's export, taken where no size is named, says so: its winner is tiny's, not a real run's.
     with pytest.warns(UserWarning, match="cpu-tiny.json was tuned at size 'tiny', the size for tests"):
         cfg = autotune.load_config("chmm", device="auto")
@@ -222,6 +225,33 @@ def test_a_cost_paid_every_few_runs_is_no_speedup_however_fast_the_median_run():
     stalled = _candidate([0.0023] * 29 + [0.030], 100, 4)  # 1.3x faster; by its mean, 0.93x, it would have lost
     assert Tuner.pick_winner([steady, stalled]) is stalled
     assert Tuner.pick_winner([baseline([0.003] * 30), stalled]) is stalled
+
+
+def test_a_winner_s_one_off_cost_is_said_with_when_it_gains_it_back():
+    # ten's compile=default at `small` on this CPU: a first run of 615 s (a cold compile), runs of 0.22 s against
+    # 1.65 s; the summary said "7.6x" and nothing of the ten minutes a job pays first.
+    from autotune.console import one_off_line
+
+    def candidate(role, seconds, first, build, search_one_off=None):
+        result = TrialResult("ok", {"t": seconds}, items_per_run=1, unit="items", times=[seconds] * 5,
+                             warmup_seconds=first, build_seconds=build)
+        return Candidate(Config({"t": seconds}), 0, role, [result], search_one_off=search_one_off)
+
+    baseline = candidate("baseline", 0.1, 0.1, 0.0)
+    compiled = candidate("candidate", 0.01, 30.0, 2.0)
+    assert compiled.one_off_seconds == 32.0 and compiled.figures()["build_seconds"] == 2.0
+    # 31.9 s more, 0.09 s saved an item: level after 354 items, 35.4 s of the baseline's runs.
+    assert one_off_line(compiled.figures(), baseline.figures()) == (
+        f"  {'one-off':<16} {'32 s':>24}   build and first run, once a job (the baseline's 0.1 s): ahead of the "
+        "baseline after 354 items, 35.4 s of its runs")
+    # The search's trial compiled it cold; a round found it cached: the most any of its processes paid.
+    cold = candidate("candidate", 0.01, 3.0, 0.5, search_one_off=615.0)
+    assert cold.one_off_seconds == 615.0 and "  615 s " in one_off_line(cold.figures(), baseline.figures())
+    # A second more than the baseline's, or less, is not said; nor is it where the winner is no faster (the baseline
+    # itself), or for a hand-written export that gives no such figure.
+    assert one_off_line(candidate("candidate", 0.01, 1.0, 0.05).figures(), baseline.figures()) is None
+    assert one_off_line(baseline.figures(), baseline.figures()) is None
+    assert one_off_line({"throughput": 100.0}, {"throughput": 10.0}) is None
 
 
 def test_memory_budget_makes_big_configs_infeasible(studies):
