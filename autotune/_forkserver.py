@@ -33,6 +33,8 @@ from typing import Any, Callable
 from autotune.exceptions import AutotuneError, said
 
 _HEADER = struct.Struct("!Q")
+#: Seconds between the words a caller's ``on_wait`` is given while a trial runs: a cold compile ran 615 s unsaid.
+WAIT_SAID = 60.0
 
 
 def _write_frame(fd: int, obj: Any) -> None:
@@ -190,8 +192,10 @@ class ForkServer:
                                f"check that `{sys.executable} -c 'import torch'` works") from None
         self._ready = True
 
-    def call(self, function: Callable[..., Any], args: tuple, timeout: float | None) -> tuple[Any, int | None, bool]:
-        """Run ``function(*args)`` in a fresh child: ``(result or None, exit code, timed out)``."""
+    def call(self, function: Callable[..., Any], args: tuple, timeout: float | None,
+             on_wait: Callable[[float], None] | None = None) -> tuple[Any, int | None, bool]:
+        """Run ``function(*args)`` in a fresh child: ``(result or None, exit code, timed out)``; ``on_wait`` is told
+        the seconds it has run every ``WAIT_SAID`` seconds while it runs."""
         self.start()
         self.wait_ready()
         assert self._process is not None and self._process.stdin is not None and self._response_fd is not None
@@ -201,7 +205,14 @@ class ForkServer:
             _write_frame(self._process.stdin.fileno(), (function, args, str(result_path)))
             kind, pid = _read_frame(self._response_fd)
             assert kind == "started"
-            ready, _, _ = select.select([self._response_fd], [], [], timeout)
+            started = time.monotonic()
+            while True:  # until it ends or its timeout, telling on_wait every WAIT_SAID seconds
+                left = None if timeout is None else started + timeout - time.monotonic()
+                wait = left if on_wait is None else (WAIT_SAID if left is None else min(left, WAIT_SAID))
+                ready, _, _ = select.select([self._response_fd], [], [], None if wait is None else max(0.0, wait))
+                if ready or (timeout is not None and time.monotonic() >= started + timeout):
+                    break
+                on_wait(time.monotonic() - started)  # type: ignore[misc]
             if not ready:
                 timed_out = True
                 kill_group(pid)

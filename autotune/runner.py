@@ -383,11 +383,7 @@ class Runner:
     ``isolation="inprocess"`` runs them in this process: faster to start, but global state leaks between trials,
     a timeout cannot be enforced, and a crash takes the tuner down. Use it for debugging only.
 
-    Example::
-
-        runner = Runner(timeout=300)
-        result = runner.run(request)        # a TrialResult
-        runner.close()
+    Example: ``runner = Runner(timeout=300); result = runner.run(request); runner.close()``.
     """
 
     def __init__(self, isolation: str = "subprocess", timeout: float | None = None) -> None:
@@ -395,6 +391,7 @@ class Runner:
             raise ValueError(f"isolation must be 'subprocess' or 'inprocess', got {isolation!r}")
         self.isolation, self.timeout = isolation, TRIAL_TIMEOUT if timeout is None else timeout
         self._server: ForkServer | None = None
+        self.on_wait: Any = None  # told (request, seconds) every minute a trial runs: the tuner says it is running
 
     @property
     def server(self) -> ForkServer:
@@ -431,7 +428,8 @@ class Runner:
                 return TrialResult.from_dict(execute(request))
         started, config, kills = time.perf_counter(), dict(request.config), oom_kills()
         try:
-            outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout)
+            waiting = None if self.on_wait is None else (lambda seconds: self.on_wait(request, seconds))
+            outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout, waiting)
         except ServerDied as exc:  # its trial's processes went with it: a crash, or the OOM killer's pick
             return _died(config, f"process died: {exc}", exc.signum, kills, started)
         wall = time.perf_counter() - started

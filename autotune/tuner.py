@@ -8,9 +8,8 @@ One search is:
 4. enqueue the baseline, the defaults and any probes as the first trials of a new study (SearchSpace.firsts);
 5. run the trial budget (the time budget starts once those two are measured): each config is measured and checked
    in a fresh process; an incorrect or out-of-memory result is infeasible, so it can never be chosen;
-6. re-measure the best few feasible configs and the baseline interleaved, in
-   rounds, pick the winner (ties within noise broken deterministically) and
-   export it with its speedup.
+6. re-measure the best few feasible configs and the baseline interleaved, in rounds, pick the winner (ties within
+   noise broken deterministically) and export it with its speedup.
 """
 
 from __future__ import annotations
@@ -142,6 +141,10 @@ class Tuner:
         self.threads, self.on_trial = threads, on_trial
         self.measured_with = measured_with(workload, self.reference_config, threads or cpu_threads())  # others': again
         self.on_stage = on_stage or (lambda message: None)
+        # A trial silent for minutes (ten's cold compile at small, 615 s) is said to run, every minute.
+        self.runner.on_wait = lambda request, seconds: self.on_stage(
+            f"{request.purpose} still running after {seconds:.0f} s (a first run that compiles can take minutes): "
+            f"{Config(request.config).describe(self.space.unused(Config(request.config)))}")
         self.stop_requested = False  # set by a caller (or the time budget): no new trial is taken
         self.time_budget = time_budget  # seconds, then no new trial (the running one finishes; re-measure, export)
         self._deadline: float | None = None
@@ -414,8 +417,7 @@ class Tuner:
             workload=self.workload.name, device=self.device.name, size=self.size,
             study_name=self.study_name, storage=redact_storage(self.storage), unit=self.workload.unit,
             trials=records, counts=status_counts(study.get_trials(deepcopy=False)), candidates=candidates,
-            winner=winner, baseline=baseline,
-            speedup=speedup, export_path=export_path, document=document,
+            winner=winner, baseline=baseline, speedup=speedup, export_path=export_path, document=document,
             seconds=time.perf_counter() - started, restricted=sum("restricted" in t.user_attrs for t in trials),
             choices=choice_outcomes(study, self.space, winner.config if winner else None, self.memory_budget_bytes,
                                     frozenset(c.trial for c in candidates if c.results and c is not winner)),
@@ -428,16 +430,13 @@ class Tuner:
             workload=self.workload.name, device=self.device.name, device_name=self.detected.name,
             size=self.size, workload_version=self.workload.version,
             config=winner.config.to_dict(), measured=winner.figures(),
-            baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})},
-            speedup=speedup,
+            baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})}, speedup=speedup,
             check=winner.check,
             remeasure={"rounds": len(winner.results),
                        "beside_other_work": loaded_rounds(c.results for c in candidates), "candidates": [
                 {"trial": c.trial, "role": c.role, "passed": c.passed,
                  "throughput": (c.measurement.throughput if c.measurement else None),
-                 "statuses": [r.status for r in c.results]}
-                for c in candidates
-            ]},
+                 "statuses": [r.status for r in c.results]} for c in candidates]},
             environment={**next((r.environment for r in winner.results if r.environment), {}),
                          "workload_code": self.measured_with["workload"]},  # load_config tells an edited file
             study={"name": self.study_name, "storage": redact_storage(self.storage), "trials": len(study.get_trials(deepcopy=False))},

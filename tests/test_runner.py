@@ -173,6 +173,29 @@ def test_a_build_s_time_is_kept_apart_from_the_first_run_s(runner, tmp_path):
         result, Config(result.config), "steady", "cpu", "tiny")
 
 
+def test_a_trial_that_runs_long_is_said_to_run_and_still_killed_at_its_timeout(tmp_path, monkeypatch):
+    # ten's cold compile at `small` (this CPU) ran 615 s, and a search said nothing meanwhile.
+    import autotune._forkserver as forkserver
+    from autotune.tuner import Tuner
+
+    monkeypatch.setattr(forkserver, "WAIT_SAID", 0.3)
+    workload = _steady_variant(tmp_path, "        def run():\n", "        time.sleep(1.2)\n\n        def run():\n")
+    said = []
+    tuner = Tuner(workload, "cpu", "tiny", studies=tmp_path / "studies", measurer=FAST_MEASURER, trial_timeout=30,
+                  on_stage=said.append)
+    try:
+        tuner.ensure_reference()
+        assert tuner.run_config({"work": 5}).status == "ok"
+        waits = [line for line in said if line.startswith("trial still running after ")]
+        assert 2 <= len(waits) <= 6 and waits[0].endswith("(a first run that compiles can take minutes): work=5"), said
+        # The words do not stop the clock: a trial past its timeout is killed at it.
+        started = time.perf_counter()
+        result = tuner.runner.run(tuner.request(Config({"work": 5})), timeout=0.5)
+        assert result.status == "timeout" and time.perf_counter() - started < 5, result
+    finally:
+        tuner.close()
+
+
 def test_a_config_whose_check_passes_a_plainly_wrong_output_fails(runner, tmp_path):
     # A tuner finds any wrong output its check passes: a tolerance a typo made 1e3 under one config ("work" below
     # 100, the fastest) passed any output of it, a wrong one too ("ok" before). Now its trial fails, saying why.
