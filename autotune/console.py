@@ -17,6 +17,7 @@ import click
 from autotune.config import Config, show
 from autotune.devices import cpu_threads
 from autotune.exceptions import SearchSpaceError
+from autotune.export import is_number
 from autotune.measure import IN_A_ROW_NOISE
 from autotune.selection import beaten_in_a_row, in_a_row, quiet_everywhere
 
@@ -81,6 +82,15 @@ def check_line(check: dict[str, Any] | None) -> str:
     return ("passed" if check["passed"] else "FAILED") + (": " + ", ".join(parts) if parts else "")
 
 
+def interval_said(doc: Any) -> str | None:
+    """``95% interval [52.1, 57.3]`` from an export's re-measurement, or None where it gives none (an older export,
+    a hand-written one, a baseline that won): a speedup of a noisy winner (±12%) was one figure, with no word of it."""
+    low_high = ((getattr(doc, "remeasure", None) or {}).get("speedup_interval") if doc is not None else None) or ()
+    if not isinstance(low_high, list) or len(low_high) != 2 or not all(is_number(v) for v in low_high):
+        return None
+    return f"95% interval [{low_high[0]:.3g}, {low_high[1]:.3g}]"
+
+
 #: Seconds of one-off cost (build and first run) the winner adds to the baseline's that the summary says.
 ONE_OFF_SAID = 1.0
 
@@ -129,6 +139,7 @@ def result_json(result: Any) -> dict[str, Any]:
         "trials_run": len(result.trials), "counts": result.counts, "restricted_asks": result.restricted,
         "winner": candidate_json(result.winner), "baseline": candidate_json(result.baseline),
         "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
+        "speedup_interval": (getattr(result.document, "remeasure", None) or {}).get("speedup_interval"),
         "unused": list(result.unused),
         "choices": [{"parameter": o.parameter, "value": o.value, "verdict": o.verdict, "measured": o.measured,
                      "best_throughput": o.best_throughput, "statuses": o.statuses, "ruled_out": o.ruled_out}
@@ -196,8 +207,10 @@ def result_table(result: Any, workers: bool = False) -> str:
         figures_row(f"best #{winner.trial}", winner.figures()),
         figures_row(f"baseline #{baseline.trial}" if baseline.trial is not None else "baseline", baseline.figures(),
                     baseline.failure),
-        f"  {'speedup':<16} {speedup_text(result.speedup):>24}   "
-        f"(re-measured side by side, {plural(len(winner.results), 'interleaved round')})",
+        f"  {'speedup':<16} {speedup_text(result.speedup):>24}   ("
+        + "; ".join(filter(None, [interval_said(getattr(result, "document", None)),
+                                  f"re-measured side by side, {plural(len(winner.results), 'interleaved round')}"]))
+        + ")",
         f"  {'check':<16} {check_line(winner.check)}",
         "",
         f"Exported to {result.export_path}",
@@ -252,7 +265,7 @@ def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
         "",
         figures_row("best", doc.measured),
         figures_row("baseline", doc.baseline, baseline_failure(doc.baseline or {}, doc.remeasure)),
-        f"  {'speedup':<16} {speedup_text(doc.speedup):>24}",
+        f"  {'speedup':<16} {speedup_text(doc.speedup):>24}" + (f"   ({said})" if (said := interval_said(doc)) else ""),
         *filter(None, [one_off_line(doc.measured, doc.baseline)]),
         f"  {'check':<16} {check_line(doc.check)}",
         *tuned_with(doc.environment or {}, doc.exported_at),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-import random
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from autotune.config import Config, as_asked, show, writable
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import read_json, write_json
+from autotune.measure import COVERAGE, RESAMPLES, Measurement, ratio_interval
 from autotune.selection import keep_whole_rounds, loaded_rounds, next_round, quiet_everywhere, quiet_rounds
 
 if TYPE_CHECKING:
@@ -41,9 +42,6 @@ __all__ = ["SCHEMA_VERSION", "Fix", "explain_path", "plan", "read_explanation", 
 
 #: Version of the explanation's JSON layout.
 SCHEMA_VERSION = 1
-#: Bootstrap resamples per interval, and the interval's coverage.
-RESAMPLES = 2000
-COVERAGE = 0.95
 #: An interval within this of 1 reads "no effect" though it leaves 1 out. Two explain runs of one config on this
 #: CPU read speedups up to 4% apart (232.21x and 226.79x in another pair), each interval about +-0.5%: effects of
 #: a few percent do not repeat from run to run. lsd's SDPA alone on an H200 was "faster" at 1.003x [1.001, 1.004].
@@ -182,26 +180,13 @@ def _times(results: list["TrialResult"]) -> tuple[list[float], int] | None:
     return [t for r in quiet_rounds(results) for t in r.times], int(results[0].items_per_run)  # type: ignore[arg-type]
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-
-
 def speedup(base: list["TrialResult"], other: list["TrialResult"], seed: int = 0) -> dict[str, float] | None:
     """``other``'s throughput over ``base``'s, with a percentile-bootstrap interval (see :data:`METHOD`)."""
     a, b = _times(base), _times(other)
     if a is None or b is None:
         return None
-    (ta, na), (tb, nb) = a, b
-
-    def ratio(xa: list[float], xb: list[float]) -> float:
-        return (nb / _median(xb)) / (na / _median(xa))
-
-    rng = random.Random(seed)
-    draws = sorted(ratio(rng.choices(ta, k=len(ta)), rng.choices(tb, k=len(tb))) for _ in range(RESAMPLES))
-    tail = (1 - COVERAGE) / 2
-    return {"value": ratio(ta, tb), "low": draws[int(tail * RESAMPLES)], "high": draws[int((1 - tail) * RESAMPLES) - 1]}
+    value, low, high = ratio_interval(Measurement(a[0], a[1], 0.0), Measurement(b[0], b[1], 0.0), seed)
+    return {"value": value, "low": low, "high": high}
 
 
 def verdict(interval: dict[str, float] | None, claim: Mapping[str, Any] | None) -> str:
@@ -373,7 +358,7 @@ def _beside_other_work(*measured: Measured) -> dict[str, Any] | None:
 
 def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:
     pooled = _times(results)
-    throughput = pooled[1] / _median(pooled[0]) if pooled else None
+    throughput = pooled[1] / statistics.median(pooled[0]) if pooled else None
     return {"config": config.to_dict(), "throughput": throughput, "unit": results[0].unit if results else None,
             "runs": len(pooled[0]) if pooled else 0}
 

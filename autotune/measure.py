@@ -11,12 +11,13 @@ time. Every raw time is kept; the figures are computed from them.
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Measurement", "Measurer"]
+__all__ = ["Measurement", "Measurer", "ratio_interval"]
 
 #: Stretches of runs in a row that :attr:`Measurement.sustained_throughput` takes the median of: a cost paid
 #: once every fifth of the runs at most is in each. Against the median run, on the trials of the studies kept
@@ -87,6 +88,23 @@ class Measurement:
             warmup_times=[t for part in parts for t in part.warmup_times],
             noisy_threshold=parts[0].noisy_threshold,
         )
+
+
+#: Bootstrap resamples per interval of a speedup, and the interval's coverage (the search's and `autotune explain`'s).
+RESAMPLES = 2000
+COVERAGE = 0.95
+
+
+def ratio_interval(base: Measurement, other: Measurement, seed: int = 0) -> tuple[float, float, float]:
+    """``other``'s throughput over ``base``'s at their median runs, and its ``COVERAGE`` percentile-bootstrap interval
+    (``RESAMPLES`` resamples of each one's run times): ``(value, low, high)``."""
+    def ratio(xa: list[float], xb: list[float]) -> float:
+        return (other.items_per_run / statistics.median(xb)) / (base.items_per_run / statistics.median(xa))
+
+    rng, ta, tb = random.Random(seed), base.times, other.times
+    draws = sorted(ratio(rng.choices(ta, k=len(ta)), rng.choices(tb, k=len(tb))) for _ in range(RESAMPLES))
+    tail = (1 - COVERAGE) / 2
+    return ratio(ta, tb), draws[int(tail * RESAMPLES)], draws[int((1 - tail) * RESAMPLES) - 1]
 
 
 @dataclass

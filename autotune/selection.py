@@ -16,7 +16,7 @@ from autotune.check import share_of_tolerance
 from autotune.conditions import size_read
 from autotune.config import Config
 from autotune.environment import beside_other_work
-from autotune.measure import IN_A_ROW_NOISE, Measurement
+from autotune.measure import IN_A_ROW_NOISE, Measurement, ratio_interval
 from autotune.runner import TrialResult
 from autotune.trials import counted, ended, feasible, latest_by_config, outcomes, under_a_tighter_limit
 
@@ -310,6 +310,16 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
             c.config.key,
         ),
     )
+
+
+def speedup_interval(baseline: Candidate, winner: Candidate) -> list[float] | None:
+    """The 95% interval of ``winner``'s speedup over ``baseline`` as `autotune explain` gives each fix's (a percentile
+    bootstrap of their pooled runs: :func:`autotune.measure.ratio_interval`), ``[low, high]``; None for the baseline
+    itself, or where a round failed."""
+    ours, theirs = winner.measurement, baseline.measurement
+    if winner is baseline or not (winner.passed and baseline.passed) or ours is None or theirs is None:
+        return None
+    return list(ratio_interval(theirs, ours)[1:])
 
 
 def in_a_row(candidate: Candidate, other: Candidate) -> float | None:

@@ -31,7 +31,7 @@ from autotune.runner import Runner, TrialRequest, TrialResult, unless_lost
 from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
-                                loaded_rounds, pick_winner, remeasure, runs_per_round)
+                                loaded_rounds, pick_winner, remeasure, runs_per_round, speedup_interval)
 from autotune.limits import check_limits, check_numbers
 from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first,
                                    exporting)
@@ -432,7 +432,7 @@ class Tuner:
             config=winner.config.to_dict(), measured=winner.figures(),
             baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})}, speedup=speedup,
             check=winner.check,
-            remeasure={"rounds": len(winner.results),
+            remeasure={"rounds": len(winner.results), "speedup_interval": speedup_interval(baseline, winner),
                        "beside_other_work": loaded_rounds(c.results for c in candidates), "candidates": [
                 {"trial": c.trial, "role": c.role, "passed": c.passed,
                  "throughput": (c.measurement.throughput if c.measurement else None),

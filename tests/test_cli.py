@@ -558,6 +558,22 @@ def test_best_says_why_the_baseline_has_no_figures_or_no_speedup():
     assert "(" not in row(doc({}, None))  # a hand-written export says nothing of its re-measurement
 
 
+def test_best_says_the_speedup_s_interval_where_the_export_holds_one():
+    from types import SimpleNamespace
+
+    from autotune.console import best_text
+
+    def doc(interval):
+        return SimpleNamespace(workload="w", size="tiny", device="cpu", device_name=None, trial=1, config={"k": 1},
+                               measured={"throughput": 2.0, "unit": "items"}, speedup=2.0, check=None,
+                               baseline={"config": {"k": 0}, "throughput": 1.0, "unit": "items"}, environment=None,
+                               exported_at=None, remeasure={"speedup_interval": interval})
+
+    assert "2.00x   (95% interval [1.9, 2.1])" in best_text(doc([1.9, 2.1]), "x.json")
+    for hand_written in ("1.9-2.1", [1.9], ["1.9", 2.1], None, [True, 2]):  # said as nothing, never a traceback
+        assert "interval" not in best_text(doc(hand_written), "x.json")
+
+
 def test_a_trial_without_figures_shows_the_best_in_the_workload_s_unit(capsys):
     # On an H200 (2026-11-25) a vlm_mc trial that timed out printed "best 69,225 items/s" among lines in
     # images/s: a trial the runner killed reports no unit of its own.

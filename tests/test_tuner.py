@@ -61,6 +61,12 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     # What a job pays once: the build and the first run, the most any of the config's processes took.
     figures = document["measured"]
     assert figures["build_seconds"] >= 0 and figures["one_off_seconds"] >= figures["warmup_seconds"]
+    # The speedup's 95% interval, as explain gives a fix's, in the export and beside the figure (a noisy winner's
+    # speedup, ±12%, was one figure).
+    low, high = document["remeasure"]["speedup_interval"]
+    assert low <= document["speedup"] <= high and result_json(result)["speedup_interval"] == [low, high]
+    assert f"(95% interval [{low:.3g}, {high:.3g}]; re-measured side by side, 2 interleaved rounds)" in \
+        result_table(result)
     # A tiny search's export, taken where no size is named, says so: its winner is tiny's, not a real run's.
     with pytest.warns(UserWarning, match="cpu-tiny.json was tuned at size 'tiny', the size for tests"):
         cfg = autotune.load_config("chmm", device="auto")
