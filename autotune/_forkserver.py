@@ -18,6 +18,7 @@ starts its own process group and writes ``function(*args)`` to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -212,7 +213,8 @@ class ForkServer:
                 ready, _, _ = select.select([self._response_fd], [], [], None if wait is None else max(0.0, wait))
                 if ready or (timeout is not None and time.monotonic() >= started + timeout):
                     break
-                on_wait(time.monotonic() - started)  # type: ignore[misc]
+                with contextlib.suppress(Exception):  # words about a trial never end it
+                    on_wait(time.monotonic() - started)  # type: ignore[misc]
             if not ready:
                 timed_out = True
                 kill_group(pid)

@@ -192,6 +192,9 @@ def test_a_trial_that_runs_long_is_said_to_run_and_still_killed_at_its_timeout(t
         started = time.perf_counter()
         result = tuner.runner.run(tuner.request(Config({"work": 5})), timeout=0.5)
         assert result.status == "timeout" and time.perf_counter() - started < 5, result
+        # Nor do words that fail (a message of a config it cannot describe) end the trial.
+        tuner.runner.on_wait = lambda request, seconds: 1 / 0
+        assert tuner.runner.run(tuner.request(Config({"work": 5}))).status == "ok"
     finally:
         tuner.close()
 
