@@ -85,7 +85,8 @@ def check_line(check: dict[str, Any] | None) -> str:
 def interval_said(doc: Any) -> str | None:
     """``95% interval [52.1, 57.3]`` from an export's re-measurement, or None where it gives none (an older export,
     a hand-written one, a baseline that won): a speedup of a noisy winner (±12%) was one figure, with no word of it."""
-    low_high = ((getattr(doc, "remeasure", None) or {}).get("speedup_interval") if doc is not None else None) or ()
+    remeasure = doc.get("remeasure") if isinstance(doc, Mapping) else getattr(doc, "remeasure", None)  # the JSON too
+    low_high = (remeasure.get("speedup_interval") if isinstance(remeasure, Mapping) else None) or ()
     if not isinstance(low_high, list) or len(low_high) != 2 or not all(is_number(v) for v in low_high):
         return None
     return f"95% interval [{low_high[0]:.3g}, {low_high[1]:.3g}]"

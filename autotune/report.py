@@ -1,12 +1,9 @@
 """``autotune report``: one self-contained HTML file that shows why a config won.
 
-Every figure is a ``_get_*_info`` function that computes its data from the
-study (unit-tested without rendering) and a ``_draw_*`` function that turns
-it into a plotly figure. Optuna's own plots are used where they already do
-the job (Pareto front, parameter importances, parallel coordinates); what
-they lack (failed and incorrect trials on the history, the winner against
-the baseline) is drawn here. plotly.js is inlined once, so the file opens
-with no network.
+Every figure is a ``_get_*_info`` function that computes its data from the study (unit-tested without rendering)
+and a ``_draw_*`` function that turns it into a plotly figure. Optuna's own plots are used where they already do the
+job (Pareto front, parameter importances, parallel coordinates); what they lack (failed and incorrect trials on the
+history, the winner against the baseline) is drawn here. plotly.js is inlined once, so the file opens with no network.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
 from autotune.config import Config, no_effect, show
-from autotune.console import rate
+from autotune.console import interval_said, rate
 from autotune.environment import beside_other_work
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
@@ -102,7 +99,7 @@ def _get_winner_info(document: dict[str, Any] | None) -> dict[str, Any] | None:
     return {
         "rows": rows,
         "unit": document["measured"].get("unit", "items"),
-        "speedup": document.get("speedup"),
+        "speedup": document.get("speedup"), "interval": interval_said(document),  # as the search's table says it
         "check_error": check.get("error"),
         "check_tolerance": check.get("tolerance"),
         "check_metric": check.get("metric"),
@@ -124,7 +121,8 @@ def _draw_winner(info: dict[str, Any]) -> "go.Figure":
     fig.add_trace(go.Bar(x=labels, y=[(r["peak_memory_bytes"] or 0) / 2**20 for r in info["rows"]],
                          marker_color=colours, name="peak memory"), row=1, col=2)
     speedup = f"{info['speedup']:.2f}x" if info["speedup"] else "-"
-    fig.update_layout(title=f"Tuned against baseline, re-measured side by side: speedup {speedup}",
+    interval = f" ({info['interval']})" if info.get("interval") else ""
+    fig.update_layout(title=f"Tuned against baseline, re-measured side by side: speedup {speedup}{interval}",
                       showlegend=False, height=380)
     return fig
 

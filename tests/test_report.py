@@ -129,6 +129,12 @@ def test_winner_against_baseline_with_spread():
     assert tuned["throughput_error"] == pytest.approx(1.5) and info["speedup"] == 3.0
     assert info["check_error"] == 1e-7 and info["check_tolerance"] == 1e-5
     assert _get_winner_info(None) is None
+    # The speedup's interval, where the export holds one, in the figure's title as in the search's table.
+    from autotune.report import _draw_winner
+
+    assert info["interval"] is None and "interval" not in _draw_winner(info).layout.title.text
+    info = _get_winner_info({**DOCUMENT, "remeasure": {"speedup_interval": [2.8, 3.3]}})
+    assert _draw_winner(info).layout.title.text.endswith("speedup 3.00x (95% interval [2.8, 3.3])")
 
 
 def test_a_trial_measured_with_another_workload_file_or_torch_is_marked_in_the_trials_table():
