@@ -21,6 +21,7 @@ from autotune.console import interval_said, rate
 from autotune.environment import beside_other_work
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
+from autotune.selection import one_off
 from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
 from autotune.export import write_atomically
@@ -256,7 +257,7 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
             "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
             "error": t.user_attrs.get("error", f"{why}: never measured" if why else None),
-            "busy_elsewhere": t.user_attrs.get("busy_elsewhere"),
+            "busy_elsewhere": t.user_attrs.get("busy_elsewhere"), "one_off": one_off(t.user_attrs),  # build, first run
         })
     return rows
 
@@ -266,12 +267,10 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         return f"<td>{html.escape(str(value)) if value is not None else ''}</td>"
 
     out = ["<table class='trials'><thead><tr><th>#</th><th>status</th><th>config</th>"
-           "<th>throughput</th><th>peak memory</th><th>spread</th>"
+           "<th>throughput</th><th>peak memory</th><th>spread</th><th>build and first run</th>"
            "<th>check error / tolerance</th><th>error</th></tr></thead><tbody>"]
     for row in rows:
-        config = row["described"]
-        if row["repeat_of"] is not None:
-            config += f" (repeat of #{row['repeat_of']})"
+        config = row["described"] + (f" (repeat of #{row['repeat_of']})" if row["repeat_of"] is not None else "")
         config += f" (measured with {row['setup']})" if row.get("setup") else ""  # its file edited since, say
         if row["role"] in ("baseline", "defaults", "probe"):
             config = f"[{row['role']}] {config}"
@@ -280,10 +279,12 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
             throughput += f" (timed beside other work: {row['busy_elsewhere']:.1f} cores busy)"
         memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
         spread = f"±{100 * row['spread']:.1f}%" if row["spread"] is not None else None
+        one_off_text = f"{row['one_off']:.3g} s" if row.get("one_off") is not None else None  # a compile's, say
         check = (f"{row['check_error']:.2g} / {row['check_tolerance']:.0e}" if row["check_error"] is not None
                  else ("inf" if row["check_tolerance"] else None))
         out.append(f"<tr class='status-{html.escape(row['status'])}'>" + cell(row["number"]) + cell(row["status"])
-                   + cell(config) + cell(throughput) + cell(memory) + cell(spread) + cell(check) + cell(row["error"]) + "</tr>")
+                   + cell(config) + cell(throughput) + cell(memory) + cell(spread) + cell(one_off_text) + cell(check)
+                   + cell(row["error"]) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
 
