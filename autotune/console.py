@@ -97,9 +97,15 @@ ONE_OFF_SAID = 1.0
 
 
 def one_off_line(ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None) -> str | None:
+    """The table's line of :func:`one_off_words`, or None."""
+    said = one_off_words(ours, theirs)
+    return None if said is None else f"  {'one-off':<16} {f'{said[0]:.3g} s':>24}   build and first run, {said[1]}"
+
+
+def one_off_words(ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None) -> tuple[float, str] | None:
     """Where the winner (its figures: ``ours``) pays more than ``ONE_OFF_SAID`` once a job (a compile, a precompute)
-    than the baseline (``theirs``), when it gains that back: a speedup of runs told nothing of a cold compile of 37 s
-    (ten at `tiny`, this CPU; 615 s at `small`)."""
+    than the baseline (``theirs``): its seconds, and "once a job (the baseline's ...): ahead of the baseline after
+    ...". A speedup of runs told nothing of a cold compile of 37 s (ten at `tiny`, this CPU; 615 s at `small`)."""
     if not ours or not theirs or not ours.get("one_off_seconds") or not ours.get("throughput") \
             or not theirs.get("throughput"):
         return None
@@ -108,9 +114,8 @@ def one_off_line(ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | Non
     if once - before <= ONE_OFF_SAID or saved <= 0:
         return None
     items, unit = (once - before) / saved, ours.get("unit") or "items"
-    return (f"  {'one-off':<16} {f'{once:.3g} s':>24}   build and first run, once a job (the baseline's "
-            f"{before:.3g} s): ahead of the baseline after {items:,.0f} {unit}, {items / theirs['throughput']:.3g} s "
-            "of its runs")
+    return once, (f"once a job (the baseline's {before:.3g} s): ahead of the baseline after {items:,.0f} {unit}, "
+                  f"{items / theirs['throughput']:.3g} s of its runs")
 
 
 def other_work_line(candidates: list[Any]) -> str | None:

@@ -12,7 +12,7 @@ import html
 from typing import Any, Mapping
 
 from autotune.config import show
-from autotune.console import plural, rate
+from autotune.console import ONE_OFF_SAID, one_off_words, plural, rate
 
 __all__ = ["claims_html", "draw_waterfall", "explain_text", "get_explain_info", "interval_text"]
 
@@ -41,7 +41,7 @@ def _move(fix: Mapping[str, Any]) -> str:
     return f"{fix['knob']} {start} -> {show(fix['to'])}"
 
 
-def _note(fix: Mapping[str, Any]) -> str:
+def _note(fix: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
     notes = []
     if fix.get("alone_with") and fix.get("verdict_from") == "in_winner" and fix.get("alone") is not None:
         # Its alone figure holds the gain of the knobs it brought: the verdict reads the other column.
@@ -56,6 +56,9 @@ def _note(fix: Mapping[str, Any]) -> str:
         notes.append(f"removed: {fix['removed_not_allowed']}")
     if fix.get("error"):
         notes.append(fix["error"])
+    once, before = fix.get("alone_one_off_seconds"), (base or {}).get("one_off_seconds")
+    if once is not None and before is not None and once - before > ONE_OFF_SAID:  # a compile's cost, once a job
+        notes.append(f"alone, its build and first run take {once:.3g} s once a job (the baseline's {before:.3g} s)")
     return "; ".join(notes)
 
 
@@ -64,7 +67,7 @@ def claims_rows(doc: Mapping[str, Any]) -> list[dict[str, str]]:
     return [
         {"fix": _move(fix), "claim": (fix.get("claim") or {}).get("text", ""), "claimed": _claimed(fix.get("claim")),
          "alone": interval_text(fix.get("alone")), "in_winner": interval_text(fix.get("in_winner")),
-         "verdict": fix["verdict"], "note": _note(fix)}
+         "verdict": fix["verdict"], "note": _note(fix, doc.get("baseline"))}
         for fix in doc.get("fixes", [])
     ]
 
@@ -81,6 +84,8 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
     ]
     if target.get("error"):
         lines.append(f"The target failed: {target['error']}")
+    said = one_off_words(target, base)  # what a job pays once before the speedup starts to count
+    lines += [f"one-off: the target's build and first run take {said[0]:.3g} s {said[1]}"] if said else []
     if doc.get("stopped"):
         lines.append(f"note: {_stopped(doc)}; a path step without a figure was not measured")
     busy = doc.get("beside_other_work")

@@ -67,6 +67,29 @@ def space():
     return SearchSpace.from_dict(SPACE)
 
 
+def test_a_fix_that_compiles_says_what_a_job_pays_once(space):
+    # ten's `compile=default` at `tiny` (this CPU): "confirmed" against the guide's 2-3x, and a cold compile of 37 s
+    # a job pays first, unsaid.
+    fake = fake_run(space)
+
+    def run(config):
+        result = fake(config)
+        result.warmup_seconds, result.build_seconds = (30.0, 2.0) if config["kernel"] == "fast" else (0.1, 0.0)
+        return result
+
+    target = space.validate({"kernel": "fast", "tile": 2, "batch": 16, "noop": True, "wide": False})
+    doc = explain(space, space.baseline, target, run, rounds=2)
+    assert doc["baseline"]["one_off_seconds"] == 0.1 and doc["target"]["one_off_seconds"] == 32.0
+    fixes = {fix["knob"]: fix for fix in doc["fixes"]}
+    assert fixes["kernel"]["alone_one_off_seconds"] == 32.0 and fixes["batch"]["alone_one_off_seconds"] == 0.1
+    text = explain_text({**doc, "size": "tiny"})
+    assert "one-off: the target's build and first run take 32 s once a job (the baseline's 0.1 s): ahead of the " \
+           "baseline after " in text
+    assert "kernel slow -> fast: fix 1: 2-3x; alone, its build and first run take 32 s once a job (the baseline's " \
+           "0.1 s)" in text
+    assert "batch 8 -> 16: fix 2: 3x\n" in text  # no cost of its own: nothing said
+
+
 def test_each_effect_is_recovered_within_its_interval(space):
     target = space.validate({"kernel": "fast", "tile": 4, "batch": 16, "noop": True, "wide": True})
     doc = explain(space, space.baseline, target, fake_run(space), rounds=3)
