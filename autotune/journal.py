@@ -18,24 +18,22 @@ def mending_journal(path: Path) -> Any:
     the OOM killer) or a full disk leaves a last line without its newline. Optuna's readers skip it, but
     the next record written is glued to it: a line no reader can parse, and from then on every read of the
     study fails. Under the writers' lock, before each append, that tail is dropped (or, where it is a whole
-    record that only lacks its newline, ended), with a warning.
+    record that only lacks its newline, ended), with a warning. Mended as the lock is taken for the append, in one
+    hold: taken, mended, let go and taken again, a writer that died between would leave its torn line to the append.
     """
     from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
-    class MendingJournalFile(JournalFileBackend):
-        def __init__(self) -> None:
-            self.lock = JournalFileSymlinkLock(str(path))  # Optuna's default lock, held here too
-            super().__init__(str(path), lock_obj=self.lock)
-
-        def append_logs(self, logs: list[dict[str, Any]]) -> None:
-            self.lock.acquire()
+    class MendingLock(JournalFileSymlinkLock):  # Optuna's default lock, which only its appends take
+        def acquire(self) -> bool:
+            taken = super().acquire()
             try:
                 mend_torn_tail(path)
-            finally:
-                self.lock.release()
-            super().append_logs(logs)
+            except BaseException:
+                self.release()
+                raise
+            return taken
 
-    return MendingJournalFile()
+    return JournalFileBackend(str(path), lock_obj=MendingLock(str(path)))
 
 
 def mend_torn_tail(path: Path) -> None:

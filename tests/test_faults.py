@@ -344,6 +344,31 @@ def test_a_journal_record_torn_by_a_writer_that_died_is_mended_before_the_next_w
     assert path.read_bytes().endswith(b"\n") and (torn in path.read_bytes()) is kept
 
 
+def test_a_writer_that_dies_the_moment_the_lock_is_let_go_glues_nothing_to_the_next_record(tmp_path, monkeypatch):
+    # The mend took the writers' lock and let it go, and the append took it again: a writer that took it between,
+    # wrote half a record and died (the OOM killer) left its torn line for the append to be glued to.
+    from optuna.storages.journal import JournalFileSymlinkLock
+
+    from autotune.journal import mending_journal
+
+    path = tmp_path / "study.journal"
+    journal = mending_journal(path)
+    journal.append_logs([{"op_code": 0}])
+    let_go = JournalFileSymlinkLock.release
+
+    def let_go_and_another_writer_dies(self):
+        let_go(self)
+        with open(path, "ab") as handle:
+            handle.write(b'{"op_code": 9, "worker_id": "w", "user_attr')
+
+    monkeypatch.setattr(JournalFileSymlinkLock, "release", let_go_and_another_writer_dies)
+    journal.append_logs([{"op_code": 1}])
+    monkeypatch.setattr(JournalFileSymlinkLock, "release", let_go)
+    with pytest.warns(UserWarning, match="its last record was torn"):
+        journal.append_logs([{"op_code": 2}])
+    assert [json.loads(line)["op_code"] for line in path.read_bytes().splitlines()] == [0, 1, 2]
+
+
 @pytest.mark.parametrize("before", [b'{"op_code": 0}\n', b""])
 def test_a_torn_record_longer_than_the_search_step_is_dropped_whole(tmp_path, before):
     from autotune.journal import mend_torn_tail
