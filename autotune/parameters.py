@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import random
+import re
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
@@ -31,6 +32,8 @@ _TYPES = ("categorical", "int", "float")
 _PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help", "claims", "probe"}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
+#: A number as typed: ASCII digits, a point, an exponent. Python's int() and float() took `64_0` as 640 and `６４` as 64.
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
 
 #: Makes the error of a space file: ``fail(where, problem)``.
 Fail = Callable[[str, str], SearchSpaceError]
@@ -114,12 +117,9 @@ class Parameter:
                 matches = [c for c in self.choices if isinstance(c, bool) and c == (lowered in _TRUE)]
             if not matches:
                 for choice in self.choices:
-                    if isinstance(choice, (int, float)) and not isinstance(choice, bool):
-                        try:
-                            if float(text) == choice:
-                                matches = [choice]
-                        except ValueError:
-                            pass
+                    if isinstance(choice, (int, float)) and not isinstance(choice, bool) and _NUMBER.fullmatch(text) \
+                            and float(text) == choice:
+                        matches = [choice]
             if not matches:
                 needs = self.choice_requires.get(text)
                 if needs:  # a choice of the space that this device's space left out
@@ -130,6 +130,8 @@ class Parameter:
                 )
             return matches[0]
         try:
+            if not _NUMBER.fullmatch(text):
+                raise ValueError(text)
             value = int(text) if self.type == "int" else float(text)
         except ValueError:
             raise InvalidConfigError(

@@ -239,6 +239,13 @@ def test_set_assignments_are_typed_and_validated():
         s.parse_assignments(["chunk=big"])
     with pytest.raises(InvalidConfigError, match=r"is out of range; allowed: int in \[16, 4096\]"):
         s.parse_assignments(["chunk=" + "9" * 400])  # an OverflowError traceback: no float holds it (fuzzing)
+    # A number as typed, not as Python reads it: `64_0` ran as 640, `６４` (full-width digits) as 64.
+    for typed in ("64_0", "\uff16\uff14", "0x40"):
+        with pytest.raises(InvalidConfigError, match=f"chunk='{typed}' is not a valid int"):
+            s.parse_assignments([f"chunk={typed}"])
+    with pytest.raises(InvalidConfigError, match="lr='0_3' is not a valid float"):
+        s.parse_assignments(["lr=0_3"])
+    assert s.parse_assignments(["kernel=scan", "chunk= 64 ", "lr=3e-1"]).to_dict()["chunk"] == 64
     with pytest.raises(InvalidConfigError, match="step 0.1"):
         s.parse_assignments(["lr=0.25"])
     with pytest.raises(InvalidConfigError, match="choose one of: loop, scan"):
