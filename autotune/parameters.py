@@ -32,7 +32,8 @@ _TYPES = ("categorical", "int", "float")
 _PARAM_KEYS = {"type", "choices", "low", "high", "step", "log", "condition", "requires", "help", "claims", "probe"}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
-#: A number as typed: ASCII digits, a point, an exponent. Python's int() and float() took `64_0` as 640 and `６４` as 64.
+#: A number as typed: ASCII digits, a point, an exponent. Python's int() and float() took `64_0` as 640, and
+#: full-width digits (`６４`) as 64.
 _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
 
 #: Makes the error of a space file: ``fail(where, problem)``.
