@@ -32,7 +32,8 @@ from autotune.config import Config, as_asked, show, writable
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import read_json, write_json
 from autotune.measure import COVERAGE, RESAMPLES, Measurement, ratio_interval
-from autotune.selection import keep_whole_rounds, loaded_rounds, next_round, one_off, quiet_everywhere, quiet_rounds
+from autotune.selection import (keep_whole_rounds, loaded_rounds, most_one_off, next_round, quiet_everywhere,
+                                quiet_rounds)
 
 if TYPE_CHECKING:
     from autotune.runner import TrialResult
@@ -326,7 +327,7 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
             "removed": speedup(base, first.of(fix.removed), seed) if fix.removed is not None else None,
             "removed_with": list(fix.removed_with), "removed_not_allowed": fix.removed_blocked,
             "in_winner": in_target, "verdict": ruling, "verdict_from": source, "error": failure,
-            "alone_one_off_seconds": _one_off(first.of(fix.alone)) if fix.alone is not None else None,
+            "alone_one_off_seconds": most_one_off(first.of(fix.alone)) if fix.alone is not None else None,
         })
     return {
         "schema_version": SCHEMA_VERSION,
@@ -361,13 +362,7 @@ def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:
     pooled = _times(results)
     throughput = pooled[1] / statistics.median(pooled[0]) if pooled else None
     return {"config": config.to_dict(), "throughput": throughput, "unit": results[0].unit if results else None,
-            "runs": len(pooled[0]) if pooled else 0, "one_off_seconds": _one_off(results)}
-
-
-def _one_off(results: list["TrialResult"]) -> float | None:
-    """The most any of a config's rounds paid once before its runs (build and first run: a compile), as the search
-    says of its winner (:func:`autotune.selection.one_off`)."""
-    return max((s for s in (one_off(vars(r)) for r in results if r.status == "ok") if s is not None), default=None)
+            "runs": len(pooled[0]) if pooled else 0, "one_off_seconds": most_one_off(results)}  # as search's winner
 
 
 # -- where it is kept ------------------------------------------------------------------------

@@ -104,6 +104,7 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
             if record is None:  # not measured by this trial (see run_trial): not a trial of the budget
                 tuner.on_stage(f"trial #{trial.number} not measured, not counted: {never_measured(trial)}")
                 continue
+            after = None  # the study as this trial ended, where workers share it
             if budget.shared:  # other workers' trials that ended meanwhile: a worker's line showed its own best alone
                 after = guard(lambda: study.get_trials(deepcopy=False), "reading the study")
                 here = [t for t in after if t.number != trial.number and measured_here(t, tuner.measured_with)]
@@ -112,7 +113,7 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
                 tuner.first_measured()
             records.append(record)
             if tuner.on_trial is not None:
-                done, total = guard(budget.progress, "reading the study")
+                done, total = guard(lambda: budget.progress(after), "reading the study")
                 tuner.on_trial(record, done, total)
     except KeyboardInterrupt:
         # A stop can land between taking a trial and measuring it: fail every trial this

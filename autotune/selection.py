@@ -88,8 +88,7 @@ class Candidate:
     def one_off_seconds(self) -> float | None:
         """What a job pays once before its runs: the build and the first run (a compile), the most that any of its
         processes took, the search's trial and each round (a later one finds its compile cached)."""
-        seen = [one_off(vars(r)) for r in self.results if r.status == "ok"] + [self.search_one_off]
-        return max((s for s in seen if s is not None), default=None)
+        return most_one_off(self.results, self.search_one_off)
 
     @property
     def peak_memory_bytes(self) -> int | None:
@@ -176,6 +175,12 @@ def one_off(figures: Mapping[str, Any]) -> float | None:
     """The build and first run of a trial's figures (a result's, a trial's attributes); None before it ran."""
     first = figures.get("warmup_seconds")
     return None if first is None else (figures.get("build_seconds") or 0.0) + first
+
+
+def most_one_off(results: list[TrialResult], *also: float | None) -> float | None:
+    """The most that any passing result (a round) paid once, build and first run, and ``also`` (the search's)."""
+    seen = [one_off(vars(r)) for r in results if r.status == "ok"] + list(also)
+    return max((s for s in seen if s is not None), default=None)
 
 
 def runs_per_round(runs: int, rounds: int) -> int:

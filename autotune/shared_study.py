@@ -152,8 +152,9 @@ class TrialBudget:
         trial.set_user_attr("claimed", worker_identity())
         return trial
 
-    def progress(self) -> tuple[int, int]:
-        done = len(counted(self.study.get_trials(deepcopy=False)))
+    def progress(self, trials: "list[optuna.trial.FrozenTrial] | None" = None) -> tuple[int, int]:
+        """Trials done and the budget; ``trials``: the study's, where they were just read."""
+        done = len(counted(self.study.get_trials(deepcopy=False) if trials is None else trials))
         return (done, self.budget) if self.shared else (done - self.start, self.budget - self.start)
 
 

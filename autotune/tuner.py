@@ -144,7 +144,7 @@ class Tuner:
         # A trial silent for minutes (ten's cold compile at small, 615 s) is said to run, every minute.
         self.runner.on_wait = lambda request, seconds: self.on_stage(
             f"{request.purpose} still running after {seconds:.0f} s (a first run that compiles can take minutes): "
-            f"{Config(request.config).describe(self.space.unused(Config(request.config)))}")
+            f"{(config := Config(request.config)).describe(self.space.unused(config))}")
         self.stop_requested = False  # set by a caller (or the time budget): no new trial is taken
         self.time_budget = time_budget  # seconds, then no new trial (the running one finishes; re-measure, export)
         self._deadline: float | None = None
