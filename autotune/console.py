@@ -72,13 +72,24 @@ def speedup_text(value: float | None) -> str:
     return f"{value:.2f}x" if value else "-"
 
 
+def error_against(error: float | None, tolerance: float) -> tuple[str, str]:
+    """An error and its tolerance as text that compares as the numbers do: two significant digits, more where
+    those make a failed check read as equal ("counts 1e-06 > 1e-06" for 1.04e-6 against 1e-6)."""
+    if error is None:
+        return "inf", f"{tolerance:.2g}"
+    digits = 2
+    while digits < 17 and error > tolerance and float(f"{error:.{digits}g}") <= float(f"{tolerance:.{digits}g}"):
+        digits += 1
+    return f"{error:.{digits}g}", f"{tolerance:.{digits}g}"
+
+
 def check_line(check: dict[str, Any] | None) -> str:
     if not check:
         return "not checked"
     parts = []
     for name, (error, tolerance) in check.get("metrics", {}).items():
-        shown = "inf" if error is None else f"{error:.2g}"
-        parts.append(f"{name} {shown} {'<=' if error is not None and error <= tolerance else '>'} {tolerance:.2g}")
+        shown, bound = error_against(error, tolerance)
+        parts.append(f"{name} {shown} {'<=' if error is not None and error <= tolerance else '>'} {bound}")
     return ("passed" if check["passed"] else "FAILED") + (": " + ", ".join(parts) if parts else "")
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
 from autotune.config import Config, no_effect, show
-from autotune.console import interval_said, rate
+from autotune.console import error_against, interval_said, rate
 from autotune.environment import beside_other_work
 from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
 from autotune.runner import STATUSES
@@ -280,8 +280,8 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
         spread = f"±{100 * row['spread']:.1f}%" if row["spread"] is not None else None
         one_off_text = f"{row['one_off']:.3g} s" if row.get("one_off") is not None else None  # a compile's, say
-        check = (f"{row['check_error']:.2g} / {row['check_tolerance']:.0e}" if row["check_error"] is not None
-                 else ("inf" if row["check_tolerance"] else None))
+        check = (" / ".join(error_against(row["check_error"], row["check_tolerance"]))  # as the terminal says it
+                 if row["check_error"] is not None else ("inf" if row["check_tolerance"] else None))
         out.append(f"<tr class='status-{html.escape(row['status'])}'>" + cell(row["number"]) + cell(row["status"])
                    + cell(config) + cell(throughput) + cell(memory) + cell(spread) + cell(one_off_text) + cell(check)
                    + cell(row["error"]) + "</tr>")

@@ -873,3 +873,14 @@ def test_threads_holds_the_trial_s_numpy_blas_as_it_holds_torch(tmp_path):
     assert done.returncode == 0, done.stderr
     counts = [line for line in done.stderr.splitlines() if line.startswith("BLAS THREADS")]
     assert counts and all(line == "BLAS THREADS [1]" for line in counts), done.stderr
+
+
+def test_a_check_line_reads_as_its_figures_compare():
+    # At two significant digits a failed check of 1.04e-6 against 1e-6 read "counts 1e-06 > 1e-06".
+    from autotune.console import check_line, error_against
+
+    check = {"passed": False, "metrics": {"counts": [1.04e-6, 1e-6], "loss": [2e-5, 1e-4], "nan": [None, 1e-3]}}
+    assert check_line(check) == "FAILED: counts 1.04e-06 > 1e-06, loss 2e-05 <= 0.0001, nan inf > 0.001"
+    assert error_against(1.0000001e-6, 1e-6) == ("1.0000001e-06", "1e-06")
+    assert error_against(0.99e-6, 1e-6) == ("9.9e-07", "1e-06") and error_against(1e-6, 1e-6) == ("1e-06", "1e-06")
+    assert error_against(1.7e-6, 1.5e-6) == ("1.7e-06", "1.5e-06")

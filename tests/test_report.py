@@ -220,6 +220,20 @@ def test_table_keeps_every_trial_with_its_error():
     assert rows[3]["error"] == "process died from SIGSEGV" and rows[2]["check_error"] == 0.5
 
 
+def test_the_tables_check_reads_as_its_figures_compare():
+    # The tolerance was written to one digit: a failed 1.7e-6 against 1.5e-6 read "1.7e-06 / 2e-06", within it.
+    study = make_study(*KNOWN)
+    trial = study.ask({"kernel": KERNEL, "dtype": DTYPE})
+    for key, value in {"status": "incorrect", "config": {"kernel": "scan", "dtype": "float32"},
+                       "check": {"error": 1.7e-6, "tolerance": 1.5e-6, "passed": False}}.items():
+        trial.set_user_attr(key, value)
+    trial.set_constraint("correct", 1.0)
+    study.tell(trial, [20.0, 300])
+    page = render_html(build_report(study, DOCUMENT))
+    assert "<td>1.7e-06 / 1.5e-06</td>" in page and "2e-06" not in page
+    assert "<td>0.5 / 1e-05</td>" in page  # KNOWN's incorrect trial
+
+
 def test_a_trial_timed_beside_other_work_is_marked_in_the_table():
     # Its figure may be far off (numba's probe read 74x too slow under a busy loop): the search's progress line
     # and table say so, and the report's table must too.
