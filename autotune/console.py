@@ -100,7 +100,9 @@ def interval_said(doc: Any) -> str | None:
     low_high = (remeasure.get("speedup_interval") if isinstance(remeasure, Mapping) else None) or ()
     if not isinstance(low_high, list) or len(low_high) != 2 or not all(is_number(v) for v in low_high):
         return None
-    return f"95% interval [{low_high[0]:.3g}, {low_high[1]:.3g}]"
+    # Three significant digits, with no exponent: "[272, 1,457]" beside a "275.03x", not "[272, 1.46e+03]".
+    low, high = (f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}" for v in low_high)
+    return f"95% interval [{low}, {high}]"
 
 
 #: Seconds of one-off cost (build and first run) the winner adds to the baseline's that the summary says.

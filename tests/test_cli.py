@@ -570,6 +570,7 @@ def test_best_says_the_speedup_s_interval_where_the_export_holds_one():
                                exported_at=None, remeasure={"speedup_interval": interval})
 
     assert "2.00x   (95% interval [1.9, 2.1])" in best_text(doc([1.9, 2.1]), "x.json")
+    assert "(95% interval [272, 1,457])" in best_text(doc([271.7105, 1457.48]), "x.json")  # not 1.46e+03
     for hand_written in ("1.9-2.1", [1.9], ["1.9", 2.1], None, [True, 2]):  # said as nothing, never a traceback
         assert "interval" not in best_text(doc(hand_written), "x.json")
 

@@ -65,7 +65,8 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     # speedup, ±12%, was one figure).
     low, high = document["remeasure"]["speedup_interval"]
     assert low <= document["speedup"] <= high and result_json(result)["speedup_interval"] == [low, high]
-    assert f"(95% interval [{low:.3g}, {high:.3g}]; re-measured side by side, 2 interleaved rounds)" in \
+    shown = [f"{v:,.0f}" if v >= 1000 else f"{v:.3g}" for v in (low, high)]
+    assert f"(95% interval [{shown[0]}, {shown[1]}]; re-measured side by side, 2 interleaved rounds)" in \
         result_table(result)
     # A tiny search's export, taken where no size is named, says so: its winner is tiny's, not a real run's.
     with pytest.warns(UserWarning, match="cpu-tiny.json was tuned at size 'tiny', the size for tests"):
