@@ -1,9 +1,10 @@
 """``autotune report``: one self-contained HTML file that shows why a config won.
 
 Every figure is a ``_get_*_info`` function that computes its data from the study (unit-tested without rendering)
-and a ``_draw_*`` function that turns it into a plotly figure. Optuna's own plots are used where they already do the
-job (Pareto front, parameter importances, parallel coordinates); what they lack (failed and incorrect trials on the
-history, the winner against the baseline) is drawn here. plotly.js is inlined once, so the file opens with no network.
+and a ``_draw_*`` function that turns it into a plotly figure. Optuna's own plot is used where it already does the
+job (parallel coordinates); what Optuna lacks (failed and incorrect trials on the history, the winner against the
+baseline, what each of the winner's values is worth: :mod:`autotune.knob_worth`) is drawn here. plotly.js is
+inlined once, so the file opens with no network.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from autotune.selection import one_off
 from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
 from autotune.export import write_atomically
+from autotune.knob_worth import worth_section
 from autotune.stored import open_stored_study
 from autotune.trials import ended, feasible, measured_here, never_measured, other_setups, outcomes, status_counts
 
@@ -185,11 +187,6 @@ def _draw_history(info: dict[str, Any], unit: str) -> "go.Figure":
 # -- figures Optuna already draws ---------------------------------------------------------------
 
 
-def _slowness(t: "optuna.trial.FrozenTrial") -> float:
-    # PED-ANOVA rates knobs by how they reach *low* target values: low minus-throughput is fast.
-    return -t.values[0]
-
-
 def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str, memory_budget_bytes: int | None,
                  space: "SearchSpace | None" = None) -> "go.Figure":
     """Throughput against peak memory of every completed trial, the correct ones' Pareto front drawn; from the
@@ -219,14 +216,12 @@ def _draw_memory(trials: list["optuna.trial.FrozenTrial"], unit: str, memory_bud
 
 def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what: str) -> tuple["go.Figure | None", str | None]:
     """An Optuna plot, or a clear message when the study cannot support it; what Optuna warns of while drawing
-    it (too few trials of a knob's value for its importance, say) is a note under it, not a warning in the terminal."""
+    it is a note under it, not a warning in the terminal."""
     if have < needs:
         return None, f"{what} needs at least {needs} completed trials; this study has {have}."
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            # PED-ANOVA warns that it favours low targets on every call; _slowness accounts for it.
-            warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes")
             figure = draw()
         notes = dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning))
         return figure, " ".join(notes) or None
@@ -360,10 +355,8 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
     figure, message = _optuna_figure(lambda: _draw_memory(complete, unit, study.user_attrs.get("memory_budget_bytes"), space), 1, len(complete), "The Pareto front")
     info.sections.append(("pareto", "Throughput against peak memory (Pareto front; infeasible trials apart)", figure, message))
 
-    figure, message = _optuna_figure(
-        lambda: ov.plot_param_importances(study, target=_slowness, target_name="throughput"), 2, len(complete),
-        "Parameter importance")
-    info.sections.append(("importance", "Which knobs matter for throughput", figure, message))
+    info.sections.append(("worth", "What the winner's value of each knob is worth", *worth_section(
+        _trials(study), (document or {}).get("config"), space, study.user_attrs.get("memory_budget_bytes"), unit)))
 
     figure, message = _optuna_figure(
         lambda: ov.plot_parallel_coordinate(study, target=lambda t: t.values[0], target_name="throughput"), 2, len(complete),

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from autotune.report import write_report
-from tests.test_report import DOCUMENT, KNOWN, explanation, make_study
+from tests.test_report import DOCUMENT, KNOWN, explanation, known_space, make_study
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -15,7 +15,7 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
 def test_report_draws_every_plot_offline_without_javascript_errors(tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
-    path = write_report(make_study(*KNOWN), tmp_path / "report.html", DOCUMENT, explanation())
+    path = write_report(make_study(*KNOWN), tmp_path / "report.html", DOCUMENT, explanation(), known_space())
     errors, requests = [], []
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(
@@ -43,5 +43,5 @@ def test_report_draws_every_plot_offline_without_javascript_errors(tmp_path):
     assert errors == []
     assert [r for r in requests if not r.startswith("file:")] == []
     assert sorted(d["id"] for d in drawn) == sorted(
-        ["plot-winner", "plot-explain", "plot-history", "plot-pareto", "plot-importance", "plot-parallel"])
+        ["plot-winner", "plot-explain", "plot-history", "plot-pareto", "plot-worth", "plot-parallel"])
     assert all(d["traces"] > 0 and d["svg"] for d in drawn), drawn
