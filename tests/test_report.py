@@ -97,6 +97,7 @@ def test_history_and_pareto_judge_what_may_win_by_the_latest_searchs_memory_budg
     assert names["correct, within the memory budget"] == [10.0, 20.0]
     assert sorted(names["wrong, or over the memory budget"]) == [0.0, 30.0, 40.0]
     assert names["Pareto front"] == [20.0]  # loop-float16 is faster and leaner than loop-float32
+    assert list(figure.data[-1].x) == [280 / 2**20] and figure.layout.xaxis.title.text == "peak memory (MiB)"
 
 
 def test_header_counts_statuses_and_tuning_time():
