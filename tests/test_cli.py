@@ -504,6 +504,12 @@ def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
             "baseline\n" in result_table(table))
     table.winner = tied
     assert "measurably" not in result_table(table)
+    # The other candidates, fastest re-measured first, a failed one last.
+    slower, failed = Candidate(Config(x=2), 5, "candidate", rounds([1.5] * 3)), Candidate(Config(x=3), 4, "candidate",
+                                                                                          [TrialResult("crash", {})])
+    table.candidates = [baseline, failed, slower, tied]
+    assert "  other candidates: #5 0.667 items/s; #4 crash\n" in result_table(table)  # was "#4 crash; #5 ..."
+    table.candidates = [baseline, tied]
     # A lone search that found every config measured read "measured by its workers", as the workers' driver does.
     assert "w (tiny) on cpu: study s, 0 configs measured this run; in the study: ok 2; 1 s" in result_table(table)
     assert "w (tiny) on cpu: study s, measured by its workers; in the study" in result_table(table, workers=True)
