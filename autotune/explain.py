@@ -395,7 +395,12 @@ def target_config(tuner: Any, path: Path | None) -> Config:
 def target_from_file(space: "SearchSpace", path: Path, base: Config | None = None) -> Config:
     """``--config FILE``: an exported document (its ``config``), or knob values moved from ``base``'s (the
     baseline's: what explain measures the fixes against)."""
-    data = read_json(path, f"--config {path}")
+    # "--config messages=numba" (knobs as --set takes them) read "No such file or directory" alone.
+    knob = next(iter(space.tunable), None)
+    example = f'{{"{knob.name}": {json.dumps(knob.choices[0] if knob.choices else knob.low)}}}' if knob else "{}"
+    typed = "=" in path.name and not path.exists()
+    data = read_json(path, f"--config {path}", f"--config takes a JSON file: an export, or knob values such as "
+                     f"{example}; `autotune run --set` takes knob=value" if typed else "")
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
         if data.get("workload") not in (None, space.workload):  # else the first knob of the other one is "unknown"
             raise InvalidConfigError(f"--config {path} is an export of workload {data['workload']!r}, "

@@ -516,6 +516,21 @@ def test_the_export_of_another_workload_is_refused_by_name(tmp_path):
         target_from_file(SearchSpace.from_file(space_path("chmm")), tmp_path / "steady.json")
 
 
+def test_knobs_given_to_config_as_set_takes_them_are_told_what_config_takes(tmp_path, monkeypatch):
+    # "--config messages=numba" read "--config messages=numba: No such file or directory", and nothing more.
+    from autotune.explain import target_from_file
+    from autotune.registry import space_path
+
+    monkeypatch.chdir(tmp_path)
+    space = SearchSpace.from_file(space_path("chmm"))
+    with pytest.raises(InvalidConfigError, match=r"^--config messages=numba: No such file or directory; --config takes "
+                       r'a JSON file: an export, or knob values such as \{"messages": "loop"\}; `autotune run --set` '
+                       r"takes knob=value$"):
+        target_from_file(space, Path("messages=numba"))
+    with pytest.raises(InvalidConfigError, match=r"^--config missing.json: No such file or directory$"):
+        target_from_file(space, Path("missing.json"))
+
+
 def test_a_space_file_is_its_workloads_whether_it_names_it_or_not(tmp_path):
     # The README's space format leaves `workload:` out: explain then refused the workload's own export ("an export
     # of workload 'steady', not None"); a file copied from another workload's named that one.
