@@ -15,14 +15,13 @@ A move the space forbids on its own (the knob's condition does not hold, or a
 constraint breaks) takes the knobs it needs along, and says which; a move that
 activates another knob sets that knob too. Every figure is a speedup over the
 baseline measured in the same run, with a 95% interval from a bootstrap of the
-pooled run times (:func:`speedup`).
+rounds and their run times (:func:`speedup`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,12 +43,13 @@ __all__ = ["SCHEMA_VERSION", "Fix", "explain_path", "plan", "read_explanation", 
 #: Version of the explanation's JSON layout.
 SCHEMA_VERSION = 1
 #: An interval within this of 1 reads "no effect" though it leaves 1 out. Two explain runs of one config on this
-#: CPU read speedups up to 4% apart (232.21x and 226.79x in another pair), each interval about +-0.5%: effects of
-#: a few percent do not repeat from run to run. lsd's SDPA alone on an H200 was "faster" at 1.003x [1.001, 1.004].
-#: 3% stays below the smallest gain a guide claims (5%).
+#: CPU read speedups up to 4% apart (232.21x and 226.79x in another pair), each interval about +-0.5% (drawn from
+#: the runs pooled, then: see measure.ratio_interval): effects of a few percent do not repeat from run to run.
+#: lsd's SDPA alone on an H200 was "faster" at 1.003x [1.001, 1.004]. 3% stays below the smallest gain a guide
+#: claims (5%).
 NEGLIGIBLE = 0.03
 METHOD = (f"speedup = throughput at the median run time over the baseline's; {COVERAGE:.0%} interval: percentile "
-          f"bootstrap ({RESAMPLES} resamples) of each config's run times pooled over the rounds")
+          f"bootstrap ({RESAMPLES} resamples) of each config's rounds, then of the runs of each round drawn")
 
 
 @dataclass
@@ -173,20 +173,21 @@ def path(space: "SearchSpace", baseline: Config, target: Config, fixes: list[Fix
 
 # -- figures ----------------------------------------------------------------------------
 
-def _times(results: list["TrialResult"]) -> tuple[list[float], int] | None:
-    """A config's run times pooled over its rounds (its quiet ones where other work hit some: see
-    :func:`measure`), and its items per run; None if any round failed."""
+def _pooled(results: list["TrialResult"]) -> Measurement | None:
+    """A config's run times pooled over its rounds, kept round by round (its quiet ones where other work hit
+    some: see :func:`measure`); None if any round failed."""
     if not results or any(r.status != "ok" or not r.times or not r.items_per_run for r in results):
         return None
-    return [t for r in quiet_rounds(results) for t in r.times], int(results[0].items_per_run)  # type: ignore[arg-type]
+    return Measurement.pooled([Measurement(r.times, int(r.items_per_run), 0.0)  # type: ignore[arg-type]
+                               for r in quiet_rounds(results)])
 
 
 def speedup(base: list["TrialResult"], other: list["TrialResult"], seed: int = 0) -> dict[str, float] | None:
     """``other``'s throughput over ``base``'s, with a percentile-bootstrap interval (see :data:`METHOD`)."""
-    a, b = _times(base), _times(other)
+    a, b = _pooled(base), _pooled(other)
     if a is None or b is None:
         return None
-    value, low, high = ratio_interval(Measurement(a[0], a[1], 0.0), Measurement(b[0], b[1], 0.0), seed)
+    value, low, high = ratio_interval(a, b, seed)
     return {"value": value, "low": low, "high": high}
 
 
@@ -359,10 +360,10 @@ def _beside_other_work(*measured: Measured) -> dict[str, Any] | None:
 
 
 def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:
-    pooled = _times(results)
-    throughput = pooled[1] / statistics.median(pooled[0]) if pooled else None
-    return {"config": config.to_dict(), "throughput": throughput, "unit": results[0].unit if results else None,
-            "runs": len(pooled[0]) if pooled else 0, "one_off_seconds": most_one_off(results)}  # as search's winner
+    pooled = _pooled(results)
+    return {"config": config.to_dict(), "throughput": pooled.throughput if pooled else None,
+            "unit": results[0].unit if results else None, "runs": len(pooled.times) if pooled else 0,
+            "one_off_seconds": most_one_off(results)}  # as search's winner
 
 
 # -- where it is kept ------------------------------------------------------------------------

@@ -11,6 +11,7 @@ time. Every raw time is kept; the figures are computed from them.
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 import time
@@ -40,6 +41,7 @@ class Measurement:
     noisy_threshold: float = 0.1
     cut_short: bool = False  # stopped early: far slower than the study's best once warm, or a wrong first output
     busy_elsewhere: float | None = None  # cores other processes kept busy meanwhile (Measurer.other_work)
+    rounds: list[int] = field(default_factory=list)  # pooled: how many of ``times`` each round gave, in order
 
     @property
     def median(self) -> float:
@@ -87,7 +89,13 @@ class Measurement:
             first_run_seconds=parts[0].first_run_seconds,
             warmup_times=[t for part in parts for t in part.warmup_times],
             noisy_threshold=parts[0].noisy_threshold,
+            rounds=[n for part in parts for n in (part.rounds or [len(part.times)])],
         )
+
+    def by_round(self) -> list[list[float]]:
+        """Its times round by round (one round where it was not pooled)."""
+        ends = list(itertools.accumulate(self.rounds)) if sum(self.rounds) == len(self.times) else [len(self.times)]
+        return [self.times[start:end] for start, end in zip([0, *ends[:-1]], ends)]
 
 
 #: Bootstrap resamples per interval of a speedup, and the interval's coverage (the search's and `autotune explain`'s).
@@ -97,14 +105,25 @@ COVERAGE = 0.95
 
 def ratio_interval(base: Measurement, other: Measurement, seed: int = 0) -> tuple[float, float, float]:
     """``other``'s throughput over ``base``'s at their median runs, and its ``COVERAGE`` percentile-bootstrap interval
-    (``RESAMPLES`` resamples of each one's run times): ``(value, low, high)``."""
+    (``RESAMPLES`` resamples of each one's rounds, then of the runs of each round drawn): ``(value, low, high)``.
+
+    Rounds first: each round is a process of its own, and a config's median moved 2-3% from one to the next where
+    its runs within one agreed to well under 1% (chmm at tiny, this CPU). A resample of the runs pooled took them
+    for one sample: of 20 searches' speedups (mean 269.71x, sd 0.97%), the mean lay within 10 of their intervals,
+    half-widths 0.32-1.72%; drawn by round, within 16, half-widths 0.63-3.13% (benchmarks/speedup_interval.py; with
+    6 rounds 16 too: the rest moves from search to search, each forking its rounds from one server). One round has
+    no spread of rounds to draw on: its interval is its runs' alone."""
     def ratio(xa: list[float], xb: list[float]) -> float:
         return (other.items_per_run / statistics.median(xb)) / (base.items_per_run / statistics.median(xa))
 
-    rng, ta, tb = random.Random(seed), base.times, other.times
-    draws = sorted(ratio(rng.choices(ta, k=len(ta)), rng.choices(tb, k=len(tb))) for _ in range(RESAMPLES))
+    def draw(rounds: list[list[float]]) -> list[float]:
+        picked = rng.choices(rounds, k=len(rounds))
+        return [t for times in picked for t in rng.choices(times, k=len(times))]
+
+    rng, ra, rb = random.Random(seed), base.by_round(), other.by_round()
+    draws = sorted(ratio(draw(ra), draw(rb)) for _ in range(RESAMPLES))
     tail = (1 - COVERAGE) / 2
-    return ratio(ta, tb), draws[int(tail * RESAMPLES)], draws[int((1 - tail) * RESAMPLES) - 1]
+    return ratio(base.times, other.times), draws[int(tail * RESAMPLES)], draws[int((1 - tail) * RESAMPLES) - 1]
 
 
 @dataclass

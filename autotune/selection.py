@@ -319,7 +319,7 @@ def pick_winner(candidates: list[Candidate], memory_budget_bytes: int | None = N
 
 def speedup_interval(baseline: Candidate, winner: Candidate) -> list[float] | None:
     """The 95% interval of ``winner``'s speedup over ``baseline`` as `autotune explain` gives each fix's (a percentile
-    bootstrap of their pooled runs: :func:`autotune.measure.ratio_interval`), ``[low, high]``; None for the baseline
+    bootstrap of their rounds and runs: :func:`autotune.measure.ratio_interval`), ``[low, high]``; None for the baseline
     itself, or where a round failed."""
     ours, theirs = winner.measurement, baseline.measurement
     if winner is baseline or not (winner.passed and baseline.passed) or ours is None or theirs is None:

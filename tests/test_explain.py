@@ -319,7 +319,7 @@ def test_an_interval_that_leaves_1_out_never_prints_as_1_00_at_its_end(interval,
     assert interval_text(interval) == text
 
 
-def test_the_interval_is_a_bootstrap_of_pooled_run_times():
+def test_the_interval_draws_the_rounds_then_their_runs():
     def result(times, items=10):
         return TrialResult("ok", {}, items_per_run=items, times=times)
 
@@ -331,6 +331,11 @@ def test_the_interval_is_a_bootstrap_of_pooled_run_times():
     # items per run count: twice the items in the same time is twice the throughput
     assert speedup(base, [result(r.times, 20) for r in base])["value"] == pytest.approx(2.0)
     assert speedup(base, [TrialResult("incorrect", {}, items_per_run=10, times=[0.1])]) is None
+    # Rounds whose medians differ by 3% where their runs agree: the interval spans the rounds, not the runs' 0.1%
+    # (each round is a process of its own: measure.ratio_interval).
+    base = [result([0.2 * m * (1 + 0.001 * (i % 3 - 1)) for i in range(30)]) for m in (1.0, 1.03, 0.97)]
+    figure = speedup(base, [result([0.1] * 30) for _ in range(3)])
+    assert figure["value"] == pytest.approx(2.0) and figure["low"] < 2 * 0.985 and figure["high"] > 2 * 1.015
 
 
 @pytest.mark.parametrize("claims, fragment", [
