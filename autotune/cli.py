@@ -71,7 +71,7 @@ def cli() -> None:
                    "oom, measured again under a higher cap. Must exceed what a trial maps at start (~630 MiB).")
 @measure_options
 @click.option("--remeasure-top", type=Count(min=1), default=3, show_default=True,
-              help="How many of the best configs to re-measure beside the baseline at the end.")
+              help="Top configs re-measured beside the baseline at the end, and up to as many timed beside other work.")
 @click.option("--remeasure-rounds", type=Count(min=1), default=3, show_default=True,
               help="Interleaved rounds of that re-measurement (Ctrl-C after the first: the winner of the whole ones).")
 @click.option("--timeout", "time_budget", type=Seconds(), default=None,
