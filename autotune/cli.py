@@ -426,7 +426,7 @@ def list_workloads(workload: str | None) -> None:
 
     for name in [workload] if workload else workload_names():
         facts = library_call(workload_facts, name)  # a built-in's without importing torch
-        say(workload_text(facts, library_call(load_space, name, facts.name)) + "\n")  # its own, as search reads it
+        say(workload_text(facts, library_call(load_space, name, facts.name), sizes=bool(workload)) + "\n")
 
 
 @cli.command()

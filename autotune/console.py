@@ -349,11 +349,15 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
     return "\n".join(lines)
 
 
-def workload_text(cls: Any, space: Any) -> str:
-    """`autotune list`: a workload and its knobs (values, default, baseline, device needs)."""
+def workload_text(cls: Any, space: Any, sizes: bool = False) -> str:
+    """`autotune list`: a workload and its knobs (values, default, baseline, device needs); with ``sizes``, what
+    each size runs (`autotune list -w NAME`: "small" was a name, with nothing of the job it stands for)."""
     lines = [f"{cls.name}  (unit: {cls.unit}; sizes: {', '.join(cls.sizes)}; default {cls.default_size})"]
     if space.description:
         lines.append(f"  {space.description}")
+    width = max(map(len, cls.sizes))
+    lines += [f"  size {size:<{width}}  " + " ".join(f"{k}={v}" for k, v in params.items())
+              for size, params in cls.sizes.items() if sizes]
     rows = space.describe()
     # Columns as wide as their widest entry, so that a long value (lsd's compile modes) shifts no other row.
     width = {key: max(len(str(row[key])) for row in rows) for key in ("name", "values", "default", "baseline")}

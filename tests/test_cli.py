@@ -346,6 +346,10 @@ def test_list_warns_of_a_size_whose_defaults_break_a_constraint():
     lines = workload_text(MicroBatch, space).splitlines()
     assert lines[-2:] == ["  never run unless: total % batch == 0  (total: tiny 4, small 16, full 32)",
                           "  warning: defaults breaks the constraint 'total % batch == 0' at size 'tiny'"]
+    # One workload's listing says what each size runs: "small" was a name, with nothing of the job it stands for.
+    assert "  size" not in workload_text(MicroBatch, space)
+    assert workload_text(MicroBatch, space, sizes=True).splitlines()[1:4] == [
+        "  size tiny   total=4", "  size small  total=16", "  size full   total=32"]
 
 
 def test_list_refuses_a_space_file_copied_from_another_workload_as_search_does(tmp_path):
