@@ -145,6 +145,10 @@ def test_winner_against_baseline_with_spread():
     assert info["interval"] is None and "interval" not in _draw_winner(info).layout.title.text
     info = _get_winner_info({**DOCUMENT, "remeasure": {"speedup_interval": [2.8, 3.3]}})
     assert _draw_winner(info).layout.title.text.endswith("speedup 3.00x (95% interval [2.8, 3.3])")
+    # Over 10x apart, throughput on a log scale: at 270x the baseline's bar was a line at 0.
+    assert _draw_winner(info).layout.yaxis.type is None
+    far = {**DOCUMENT, "measured": {**DOCUMENT["measured"], "throughput": 2700.0}, "speedup": 270.0}
+    assert _draw_winner(_get_winner_info(far)).layout.yaxis.type == "log"
 
 
 def test_a_trial_measured_with_another_workload_file_or_torch_is_marked_in_the_trials_table():
