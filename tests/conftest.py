@@ -97,9 +97,9 @@ def fresh_process_json(script: str, *, cwd: Path | None = None, env: dict | None
 
 
 def stop_when_said(args: list[str], said: str, *, cwd: Path, env: dict | None = None,
-                   timeout: float = 120) -> tuple[int, str, str]:
-    """`python -m autotune ARGS`, sent SIGTERM once its stderr says ``said`` (as a scheduler or a deadline
-    stops it); its exit status, stdout and stderr. Its stderr goes to a file, which nobody has to read while
+                   timeout: float = 120, signum: int | None = None) -> tuple[int, str, str]:
+    """`python -m autotune ARGS`, sent SIGTERM (or ``signum``) once its stderr says ``said`` (as a scheduler or a
+    deadline stops it); its exit status, stdout and stderr. Its stderr goes to a file, which nobody has to read while
     it runs, so a full pipe cannot block it."""
     import signal
     import time
@@ -112,7 +112,7 @@ def stop_when_said(args: list[str], said: str, *, cwd: Path, env: dict | None = 
         deadline = time.time() + timeout
         while time.time() < deadline and child.poll() is None and said not in errors.read_text():
             time.sleep(0.05)
-        child.send_signal(signal.SIGTERM)
+        child.send_signal(signal.SIGTERM if signum is None else signum)
         stdout, _ = child.communicate(timeout=60)
     finally:
         child.kill()

@@ -304,14 +304,16 @@ def test_a_trial_taken_by_a_process_that_died_blocks_no_later_search(tmp_path, r
     assert len(counted) == 2, [(t.number, t.state, t.user_attrs.get("status")) for t in trials]
 
 
-def test_a_stop_late_in_the_re_measurement_exports_from_its_whole_rounds(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_late_in_the_re_measurement_exports_from_its_whole_rounds(tmp_path, signum):
     # A stop in the second round of three lost the re-measurement and the export with it; on a GPU, a command's
     # deadline did so to a 350 s lsd search (2026-11-27). The first round is whole: the winner comes from it.
-    tag = f"late-stop-{os.getpid()}"
+    # SIGHUP (a terminal closed) killed the search where it stood.
+    tag = f"late-stop-{os.getpid()}-{signum}"
     env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag}
     code, stdout, stderr = stop_when_said(["search", "-w", STEADY, "-d", "cpu", "-n", "3", "--min-time", "0.5",
                                            "--remeasure-rounds", "3", "--json"], "re-measuring round 2/3",
-                                          cwd=tmp_path, env=env)
+                                          cwd=tmp_path, env=env, signum=signum)
     assert code == 0, stderr[-2000:]
     # Stopped in round 2, or in round 3 on a machine slow to deliver the stop: the rounds before it are whole.
     stopped_in = max(int(n) for n in re.findall(r"re-measuring round (\d)/3", stderr))

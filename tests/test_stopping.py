@@ -10,7 +10,7 @@ import pytest
 from autotune.stopping import whole_step
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_sent_during_a_whole_step_lands_after_it(signum):
     def stop(number, frame):
         raise KeyboardInterrupt
@@ -39,3 +39,23 @@ def test_a_whole_step_without_a_stop_changes_nothing():
     with whole_step():
         value = 1
     assert value == 1 and signal.getsignal(signal.SIGINT) is before
+
+
+def test_sighup_stops_a_search_unless_nohup_ignored_it():
+    # A terminal closed killed a search where it stood; `nohup autotune search ...` must still outlive it.
+    from autotune.stopping import stop_on_sigterm
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        stop_on_sigterm()
+        handler = signal.getsignal(signal.SIGHUP)
+        assert callable(handler) and handler is signal.getsignal(signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGHUP, None)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup leaves it
+        stop_on_sigterm()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
