@@ -355,9 +355,10 @@ def workload_text(cls: Any, space: Any, sizes: bool = False) -> str:
     lines = [f"{cls.name}  (unit: {cls.unit}; sizes: {', '.join(cls.sizes)}; default {cls.default_size})"]
     if space.description:
         lines.append(f"  {space.description}")
-    width = max(map(len, cls.sizes))
-    lines += [f"  size {size:<{width}}  " + " ".join(f"{k}={v}" for k, v in params.items())
-              for size, params in cls.sizes.items() if sizes]
+    if sizes:
+        named = max(map(len, cls.sizes))
+        lines += [f"  size {size:<{named}}  " + " ".join(f"{k}={v}" for k, v in params.items())
+                  for size, params in cls.sizes.items()]
     rows = space.describe()
     # Columns as wide as their widest entry, so that a long value (lsd's compile modes) shifts no other row.
     width = {key: max(len(str(row[key])) for row in rows) for key in ("name", "values", "default", "baseline")}
