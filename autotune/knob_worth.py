@@ -98,4 +98,7 @@ def worth_section(trials: list["FrozenTrial"], winner: dict[str, Any] | None, sp
     note = " ".join(filter(None, notes))
     if not info["rows"]:
         return None, "No other value of a knob the winner uses was measured correct. " + note
-    return draw_worth(info, unit), note or None
+    # Read off configs that differ in other knobs too, as the search's choice table is: said, and where to look.
+    return draw_worth(info, unit), " ".join(filter(None, [
+        "Each bar compares the best configs the search measured with and without the value, which may differ in "
+        "other knobs too; `autotune explain` measures each change alone and inside the winner.", note]))
