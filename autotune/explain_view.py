@@ -9,12 +9,12 @@ rest of the report does.
 from __future__ import annotations
 
 import html
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from autotune.config import show
 from autotune.console import ONE_OFF_SAID, one_off_words, plural, rate
 
-__all__ = ["claims_html", "draw_waterfall", "explain_text", "get_explain_info", "interval_text"]
+__all__ = ["claims_html", "draw_waterfall", "explain_section", "explain_text", "get_explain_info", "interval_text"]
 
 
 def interval_text(interval: Mapping[str, float] | None) -> str:
@@ -168,3 +168,25 @@ def claims_html(info: Mapping[str, Any]) -> str:
             f"<p><small>Measured {html.escape(str(info.get('measured_at') or ''))} by autotune explain; every "
             f"speedup is over the baseline measured in the same run, with a 95% bootstrap interval. The verdict "
             f"reads \"alone\" unless its note says otherwise.{html.escape(info.get('stopped', ''))}</small></p>")
+
+
+def explain_section(explanation: Mapping[str, Any] | None, exported: Mapping[str, Any] | None,
+                    described: Callable[[Mapping[str, Any]], str]) -> tuple[str, Any, str | None, str | None]:
+    """The report's section of the stored explanation: its title, waterfall, note and claims table (HTML), or a
+    note alone where there is none. ``exported``: the export's config (None: no export); ``described``: a config
+    as `best` prints it. A file the report cannot read (a hand edit, another version's) is said, not a traceback:
+    an explanation whose fixes were not a list stopped `autotune report` with a TypeError."""
+    if explanation is None:
+        return "What each fix bought", None, ("No explanation of this study yet: `autotune explain` measures each "
+                                              "fix alone and inside the winner, beside the guide's claim."), None
+    try:
+        if not explanation.get("schema_version"):  # a file there that read_explanation could not read
+            raise ValueError("not JSON of an explanation this version reads")
+        explained, target = get_explain_info(explanation), (explanation.get("target") or {}).get("config")
+        figure, table = draw_waterfall(explained), claims_html(explained)
+        other = None if exported is None or target == exported else (
+            f"This explains {described(target or {})}, not the exported winner: run `autotune explain` for it.")
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        return "What each fix bought", None, (f"The stored explanation could not be read ({type(exc).__name__}: "
+                                              f"{exc}): run `autotune explain` again to measure it anew."), None
+    return "What each fix bought (autotune explain)", figure, other, table

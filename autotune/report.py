@@ -21,7 +21,7 @@ from autotune._plotly_imports import go, plotly_js
 from autotune.config import Config, no_effect, show
 from autotune.console import error_against, interval_said, rate
 from autotune.environment import beside_other_work
-from autotune.explain_view import claims_html, draw_waterfall, get_explain_info
+from autotune.explain_view import explain_section
 from autotune.runner import STATUSES
 from autotune.selection import one_off
 from autotune.exceptions import AutotuneError
@@ -341,16 +341,12 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
                               "exported as: " + _described(winner["config"], space)
                               + f"; check {check_line(document.get('check'))}"
                               + (f"; the baseline: {failure}, so no speedup" if failure else "")))
-    if explanation is None:
-        info.sections.append(("explain", "What each fix bought", None,
-                              "No explanation of this study yet: `autotune explain` measures each fix alone and "
-                              "inside the winner, beside the guide's claim."))
-    else:  # of the exported winner, or said to be of another config (--config, or an earlier search's winner)
-        explained, target = get_explain_info(explanation), (explanation.get("target") or {}).get("config")
-        other = None if document is None or target == document.get("config") else (
-            f"This explains {_described(target or {}, space)}, not the exported winner: run `autotune explain` for it.")
-        info.sections.append(("explain", "What each fix bought (autotune explain)", draw_waterfall(explained), other))
-        info.extra_html["explain"] = claims_html(explained)
+    # Of the exported winner, or said to be of another config (--config, or an earlier search's winner).
+    title, figure, note, table = explain_section(explanation, (document or {}).get("config") if document else None,
+                                                 lambda config: _described(dict(config), space))
+    info.sections.append(("explain", title, figure, note))
+    if table is not None:
+        info.extra_html["explain"] = table
 
     history = _get_history_info(study, space, unit)
     if not history["points"]:
@@ -442,7 +438,10 @@ def report(workload: str, device: str = "auto", size: str | None = None, *, stor
     """
     found = open_stored_study(workload, device, size, storage=storage, study_name=study_name, studies=studies)
     out = Path(output) if output is not None else found.root / found.workload / f"{found.device}-{found.size}-report.html"
-    explanation = read_explanation(explain_path(found.root, found.workload, found.device, found.size))
-    if explanation is not None and explanation.get("study") not in (None, found.study.study_name):
+    where = explain_path(found.root, found.workload, found.device, found.size)
+    explanation = read_explanation(where)
+    if explanation is None and where.is_file():
+        explanation = {}  # there, but not JSON this version reads: said under its section, as a shape it cannot read
+    if explanation and explanation.get("study") not in (None, found.study.study_name):
         explanation = None  # an explanation of another study of the same workload, device and size
     return write_report(found.study, out, found.document, explanation, found.space)

@@ -472,6 +472,25 @@ def test_a_report_outlives_its_workload_s_space_file(tmp_path, monkeypatch):
     assert "<td>dtype=float32 kernel=loop</td>" in page
 
 
+def test_an_explanation_the_report_cannot_read_is_said_under_its_section(tmp_path):
+    # One whose fixes were not a list (a hand edit) stopped `autotune report` with a TypeError; one that was not
+    # JSON read "No explanation of this study yet".
+    from autotune.report import report
+
+    stored = optuna.create_study(directions=["maximize", "minimize"], study_name="chmm-cpu-tiny",
+                                 storage=f"sqlite:///{tmp_path / 'autotune.db'}")
+    memory = make_study(*KNOWN)
+    for key, value in memory.user_attrs.items():
+        stored.set_user_attr(key, value)
+    stored.add_trials(memory.trials)
+    (tmp_path / "chmm" / "explain").mkdir(parents=True)
+    for text, said in (('{"schema_version": 1, "fixes": "x"}', "(TypeError: "), ('{"schema_version": 1, "tar', "")):
+        (tmp_path / "chmm" / "explain" / "cpu-tiny.json").write_text(text)
+        page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "r.html").read_text()
+        assert "The stored explanation could not be read " + said in page and "No explanation of this study" not in page
+        assert "run `autotune explain` again to measure it anew" in page
+
+
 def test_a_slow_workloads_figures_and_odd_values_read_as_search_writes_them():
     # One full-size step in 2.5 s is 0.4 steps/s: the table and the hover text read "0" (a format of whole numbers),
     # and a null knob value read as Python's "None", which `--set` refuses (it takes "null", as the space file).
