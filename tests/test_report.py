@@ -447,6 +447,17 @@ def test_a_study_named_with_study_is_reported_as_what_it_measured(tmp_path):
     assert open_stored_study("chmm", "auto", "tiny", storage=storage, study_name="mine", studies=tmp_path).size == "tiny"
 
 
+def stored_known(folder):
+    """KNOWN's study, stored in ``folder``'s SQLite as `search` leaves it (chmm at tiny on the CPU)."""
+    stored = optuna.create_study(directions=["maximize", "minimize"], study_name="chmm-cpu-tiny",
+                                 storage=f"sqlite:///{folder / 'autotune.db'}")
+    memory = make_study(*KNOWN)
+    for key, value in memory.user_attrs.items():
+        stored.set_user_attr(key, value)
+    stored.add_trials(memory.trials)
+    return stored
+
+
 def test_a_report_outlives_its_workload_s_space_file(tmp_path, monkeypatch):
     # The space names the knobs a config leaves inactive; a study whose space file is gone still has its report,
     # each config then shown whole, as its trials recorded it.
@@ -454,12 +465,7 @@ def test_a_report_outlives_its_workload_s_space_file(tmp_path, monkeypatch):
     from autotune.exceptions import AutotuneError
     from autotune.report import report
 
-    stored = optuna.create_study(directions=["maximize", "minimize"], study_name="chmm-cpu-tiny",
-                                 storage=f"sqlite:///{tmp_path / 'autotune.db'}")
-    memory = make_study(*KNOWN)
-    for key, value in memory.user_attrs.items():
-        stored.set_user_attr(key, value)
-    stored.add_trials(memory.trials)
+    stored_known(tmp_path)
     page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "now.html").read_text()
     assert "<td>dtype=float32 kernel=loop</td>" in page  # chmm's space has no `kernel`: both act, as far as it knows
     assert "exported as: dtype=float32 kernel=numba; check" not in page  # no export: no winner named
@@ -477,12 +483,7 @@ def test_an_explanation_the_report_cannot_read_is_said_under_its_section(tmp_pat
     # JSON read "No explanation of this study yet".
     from autotune.report import report
 
-    stored = optuna.create_study(directions=["maximize", "minimize"], study_name="chmm-cpu-tiny",
-                                 storage=f"sqlite:///{tmp_path / 'autotune.db'}")
-    memory = make_study(*KNOWN)
-    for key, value in memory.user_attrs.items():
-        stored.set_user_attr(key, value)
-    stored.add_trials(memory.trials)
+    stored_known(tmp_path)
     (tmp_path / "chmm" / "explain").mkdir(parents=True)
     for text, said in (('{"schema_version": 1, "fixes": "x"}', "(TypeError: "), ('{"schema_version": 1, "tar', "")):
         (tmp_path / "chmm" / "explain" / "cpu-tiny.json").write_text(text)
