@@ -314,10 +314,11 @@ def _in_memory(study: "optuna.Study") -> "optuna.Study":
 
 
 def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
-                 explanation: dict[str, Any] | None = None, space: "SearchSpace | None" = None) -> ReportInfo:
+                 explanation: dict[str, Any] | None = None, space: "SearchSpace | None" = None,
+                 export_problem: str | None = None) -> ReportInfo:
     """Compute every section of the report of ``study`` (``document``: its exported config; ``explanation``:
     the latest ``autotune explain`` of it; ``space``: the workload's, to name the knobs a config leaves inactive;
-    each may be None)."""
+    ``export_problem``: why an export there could not be read; each may be None)."""
     import optuna.visualization as ov
     study = _in_memory(study)
     header = _get_header_info(study, document)
@@ -328,9 +329,9 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
 
     winner = _get_winner_info(document)
     if winner is None:
-        info.sections.append(("winner", "Tuned against baseline", None,
-                              "No exported config for this study yet: the search ended without a config that passed "
-                              "its check, or it has not finished. Nothing to compare."))
+        info.sections.append(("winner", "Tuned against baseline", None, f"The export could not be read: "
+                              f"{export_problem}" if export_problem else "No exported config for this study yet: the "
+                              "search ended without a config that passed its check, or it has not finished."))
     else:
         from autotune.console import baseline_failure, check_line  # each reads as it does in the terminal
 
@@ -419,10 +420,11 @@ def render_html(info: ReportInfo) -> str:
 
 
 def write_report(study: "optuna.Study", path: Path, document: dict[str, Any] | None = None,
-                 explanation: dict[str, Any] | None = None, space: "SearchSpace | None" = None) -> Path:
+                 explanation: dict[str, Any] | None = None, space: "SearchSpace | None" = None,
+                 export_problem: str | None = None) -> Path:
     """Write the report of ``study`` to ``path`` (atomically) and return the path."""
     try:
-        return write_atomically(render_html(build_report(study, document, explanation, space)), path)
+        return write_atomically(render_html(build_report(study, document, explanation, space, export_problem)), path)
     except OSError as exc:  # one line, not a traceback; write_atomically leaves no half-written file
         raise AutotuneError(f"cannot write the report {path}: {exc.strerror or exc}; choose another --output") from None
 
@@ -444,4 +446,4 @@ def report(workload: str, device: str = "auto", size: str | None = None, *, stor
         explanation = {}  # there, but not JSON this version reads: said under its section, as a shape it cannot read
     if explanation and explanation.get("study") not in (None, found.study.study_name):
         explanation = None  # an explanation of another study of the same workload, device and size
-    return write_report(found.study, out, found.document, explanation, found.space)
+    return write_report(found.study, out, found.document, explanation, found.space, found.export_problem)

@@ -36,6 +36,7 @@ class StoredStudy:
     device: str
     size: str
     space: SearchSpace | None = None  # the workload's space as it is now: which knobs a config leaves inactive
+    export_problem: str | None = None  # why its export, there, could not be read (a hand edit, say)
 
 
 def open_stored_study(workload: str, device: str = "auto", size: str | None = None, *, storage: str | None = None,
@@ -61,12 +62,12 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     check_made_for(study, f"study {study.study_name}", "leave out -d and -s, or name another with --study",
                    **{key: value for key, value in asked.items() if value is not None})
     device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)
-    document = _export_of(config_path(facts.name, device, size, root), study_name)
+    document, problem = _export_of(config_path(facts.name, device, size, root), study_name)
     try:
         space = load_space(workload, facts.name)  # the facts read once (a built-in's source parsed: 7-17 ms)
     except AutotuneError:  # a study outlives its space file: the report then shows every knob of each config
         space = None
-    return StoredStudy(study, document, root, facts.name, device, size, space)
+    return StoredStudy(study, document, root, facts.name, device, size, space, problem)
 
 
 def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
@@ -112,11 +113,13 @@ def check_made_for(study: "optuna.Study", where: str, hint: str = "name another 
                            f"{', '.join(f'{said[k]} {asked[k]}' for k in other)}{why}; {hint}")
 
 
-def _export_of(path: Path, study_name: str) -> dict[str, Any] | None:
+def _export_of(path: Path, study_name: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The export of ``study_name`` in ``path``, or None and why where the file is there but cannot be read (the
+    report said "No exported config for this study yet" for an export whose `remeasure` a hand edit broke)."""
     if not path.is_file():
-        return None
+        return None, None
     try:
         document = read_document(path)
-    except InvalidConfigError:
-        return None  # a broken export is load_config's error; the study still has a report
-    return document.to_json() if (document.study or {}).get("name") == study_name else None
+    except InvalidConfigError as exc:
+        return None, str(exc)  # load_config's error too; the study still has a report
+    return (document.to_json(), None) if (document.study or {}).get("name") == study_name else (None, None)

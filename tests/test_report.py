@@ -492,6 +492,21 @@ def test_an_explanation_the_report_cannot_read_is_said_under_its_section(tmp_pat
         assert "run `autotune explain` again to measure it anew" in page
 
 
+def test_an_export_the_report_cannot_read_is_said_not_taken_for_none(tmp_path):
+    # An export whose `remeasure` a hand edit broke read "No exported config for this study yet".
+    import json
+
+    from autotune.report import report
+
+    stored_known(tmp_path)
+    export = {**DOCUMENT, "study": {"name": "chmm-cpu-tiny"}, "remeasure": "x"}
+    (tmp_path / "chmm").mkdir()
+    (tmp_path / "chmm" / "cpu-tiny.json").write_text(json.dumps(export))
+    page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "r.html").read_text()
+    assert "The export could not be read: " in page and "remeasure must be a JSON object, got &#x27;x&#x27;" in page
+    assert "No exported config" not in page
+
+
 def test_a_slow_workloads_figures_and_odd_values_read_as_search_writes_them():
     # One full-size step in 2.5 s is 0.4 steps/s: the table and the hover text read "0" (a format of whole numbers),
     # and a null knob value read as Python's "None", which `--set` refuses (it takes "null", as the space file).
