@@ -329,9 +329,9 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
 
     winner = _get_winner_info(document)
     if winner is None:
-        info.sections.append(("winner", "Tuned against baseline", None, f"The export could not be read: "
-                              f"{export_problem}" if export_problem else "No exported config for this study yet: the "
-                              "search ended without a config that passed its check, or it has not finished."))
+        info.sections.append(("winner", "Tuned against baseline", None, export_problem or "No exported config for "
+                              "this study yet: the search ended without a config that passed its check, or it has not "
+                              "finished."))
     else:
         from autotune.console import baseline_failure, check_line  # each reads as it does in the terminal
 

@@ -23,7 +23,7 @@ from autotune.storage import open_storage, redact_storage, storage_failure, stor
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["StoredStudy", "check_made_for", "open_study", "open_stored_study"]
+__all__ = ["StoredStudy", "check_made_for", "open_study", "open_stored_study", "same_storage"]
 
 
 
@@ -62,7 +62,8 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     check_made_for(study, f"study {study.study_name}", "leave out -d and -s, or name another with --study",
                    **{key: value for key, value in asked.items() if value is not None})
     device, size = study.user_attrs.get("device", device), study.user_attrs.get("size", size)
-    document, problem = _export_of(config_path(facts.name, device, size, root), study_name)
+    document, problem = _export_of(config_path(facts.name, device, size, root), study_name,
+                                   storage or default_storage(root))
     try:
         space = load_space(workload, facts.name)  # the facts read once (a built-in's source parsed: 7-17 ms)
     except AutotuneError:  # a study outlives its space file: the report then shows every knob of each config
@@ -113,13 +114,35 @@ def check_made_for(study: "optuna.Study", where: str, hint: str = "name another 
                            f"{', '.join(f'{said[k]} {asked[k]}' for k in other)}{why}; {hint}")
 
 
-def _export_of(path: Path, study_name: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The export of ``study_name`` in ``path``, or None and why where the file is there but cannot be read (the
-    report said "No exported config for this study yet" for an export whose `remeasure` a hand edit broke)."""
+def _export_of(path: Path, study_name: str, storage: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The export of ``study_name`` in ``storage`` in ``path``, or None and why where the file is there but cannot
+    be read (the report said "No exported config for this study yet" for an export whose `remeasure` a hand edit
+    broke)."""
     if not path.is_file():
         return None, None
     try:
         document = read_document(path)
     except InvalidConfigError as exc:
-        return None, str(exc)  # load_config's error too; the study still has a report
-    return (document.to_json(), None) if (document.study or {}).get("name") == study_name else (None, None)
+        return None, f"The export could not be read: {exc}"  # load_config's error too; the study has a report
+    study = document.study or {}
+    if study.get("name") != study_name:
+        return None, None
+    if not same_storage(study.get("storage"), storage):
+        return None, (f"The export in {path} is of the study of this name in {study.get('storage')}, another "
+                      "storage: a search of this study writes its own.")
+    return document.to_json(), None
+
+
+def same_storage(exported: str | None, storage: str) -> bool:
+    """Whether an export's storage (as its search wrote it, redacted) may be ``storage``: not where their kinds
+    or their files' names differ, or two servers' URLs do. A study of the same name in SQLite was reported with
+    the winner of one in a journal file, which the search with `--storage studies/chmm.journal` had exported
+    after it (a trial #2 "won" that never ran). Spellings of one file (relative, absolute) are taken as one."""
+    if not exported:  # an export made before it said its storage
+        return True
+    kind = storage_kind(exported)
+    if kind != storage_kind(storage):
+        return False
+    if kind == "server":
+        return exported == redact_storage(storage)
+    return Path(exported.removeprefix("sqlite:///")).name == Path(storage.removeprefix("sqlite:///")).name

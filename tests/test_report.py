@@ -507,6 +507,28 @@ def test_an_export_the_report_cannot_read_is_said_not_taken_for_none(tmp_path):
     assert "No exported config" not in page
 
 
+def test_the_export_of_a_study_of_the_same_name_in_another_storage_is_not_this_ones(tmp_path):
+    # A search with `--storage studies/chmm.journal` exported after one in the default SQLite: the SQLite study's
+    # report showed the journal's winner, "Trial #2 won", a trial that in SQLite never ran.
+    import json
+
+    from autotune.report import report
+    from autotune.stored import same_storage
+
+    stored_known(tmp_path)
+    (tmp_path / "chmm").mkdir()
+    for storage, ours in (("studies/chmm.journal", False), ("sqlite:///x/other.db", False),
+                          (f"sqlite:///{tmp_path / 'autotune.db'}", True), ("sqlite:///studies/autotune.db", True)):
+        export = {**DOCUMENT, "study": {"name": "chmm-cpu-tiny", "storage": storage}}
+        (tmp_path / "chmm" / "cpu-tiny.json").write_text(json.dumps(export))
+        page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "r.html").read_text()
+        assert ("Trial #1 won, exported as:" in page) is ours, storage
+        assert (f"is of the study of this name in {storage}, another storage" in page) is not ours, storage
+    assert same_storage(None, "sqlite:///a.db")  # an export made before it said its storage
+    assert same_storage("postgresql://u:***@db/autotune", "postgresql://u:pw@db/autotune")
+    assert not same_storage("postgresql://u:***@db/autotune", "postgresql://u:pw@other/autotune")
+
+
 def test_a_slow_workloads_figures_and_odd_values_read_as_search_writes_them():
     # One full-size step in 2.5 s is 0.4 steps/s: the table and the hover text read "0" (a format of whole numbers),
     # and a null knob value read as Python's "None", which `--set` refuses (it takes "null", as the space file).
