@@ -184,8 +184,9 @@ def explain_section(explanation: Mapping[str, Any] | None, exported: Mapping[str
             raise ValueError("not JSON of an explanation this version reads")
         explained, target = get_explain_info(explanation), (explanation.get("target") or {}).get("config")
         figure, table = draw_waterfall(explained), claims_html(explained)
-        other = None if exported is None or target == exported else (
-            f"This explains {described(target or {})}, not the exported winner: run `autotune explain` for it.")
+        other = (f"This explains {described(target or {})}; this study has no export of its own to compare with."
+                 if exported is None else None if target == exported else
+                 f"This explains {described(target or {})}, not the exported winner: run `autotune explain` for it.")
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         return "What each fix bought", None, (f"The stored explanation could not be read ({type(exc).__name__}: "
                                               f"{exc}): run `autotune explain` again to measure it anew."), None

@@ -296,6 +296,10 @@ def test_full_report_has_every_figure():
     # the claims table under the waterfall: the guide's words, the measurement and the verdict
     assert "<table id='claims'>" in page and "fix 1: 2-3x" in page and "verdict-confirmed" in page
     assert 'The verdict reads "alone" unless its note says otherwise.' in page
+    # Without an export of this study (another storage's was there, say), the explanation says what it explains.
+    notes = {section_id: note for section_id, _, _, note in build_report(make_study(*KNOWN), None, explanation(),
+                                                                         known_space()).sections}
+    assert notes["explain"].startswith("This explains ") and "this study has no export of its own" in notes["explain"]
 
 
 def test_an_explanation_of_another_config_than_the_winner_says_so():
