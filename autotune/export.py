@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autotune.exceptions import InvalidConfigError
+from autotune.storage_names import same_storage
 from autotune.strict import load_json
 
 __all__ = ["SCHEMA_VERSION", "ExportDocument", "is_number", "read_document", "read_json", "write_atomically", "write_json",
@@ -72,13 +73,23 @@ class ExportDocument:
         """Write to ``path``, with a warning where it held another study's winner: one export per workload,
         device and size, and a search of another study (``--study``: a three-trial experiment, say) replaced a long
         search's winner there without a word."""
-        earlier, mine = _earlier_study(path), (self.study or {}).get("name")
-        name = earlier.study["name"] if earlier is not None else None  # by name: a storage has several spellings
-        if name is not None and mine is not None and name != mine:
-            won = earlier.speedup and earlier.trial is not None
-            was = f" (trial #{earlier.trial}, {earlier.speedup:.2f}x)" if won else ""
-            warnings.warn(f"{path} held the export of study {name!r}{was}; it now holds the export of study {mine!r} "
-                          f"(a search of {name!r} exports its winner again)", stacklevel=2)
+        earlier, ours = _earlier_study(path), self.study or {}
+        theirs, mine = (earlier.study if earlier is not None else {}), ours.get("name")
+        name = theirs.get("name")
+        # By name, and by storage where the name is the same: a search with `--storage studies/chmm.journal`
+        # replaced the winner of the study of that name in SQLite without a word. A storage has several
+        # spellings (relative, absolute): same_storage tells only those that cannot be one.
+        elsewhere = name == mine and ours.get("storage") and not same_storage(theirs.get("storage"), ours["storage"])
+        if name is not None and mine is not None and (name != mine or elsewhere):
+            won = earlier.speedup and earlier.trial is not None  # type: ignore[union-attr]
+            was = f" (trial #{earlier.trial}, {earlier.speedup:.2f}x)" if won else ""  # type: ignore[union-attr]
+            if elsewhere:
+                warnings.warn(f"{path} held the export of study {name!r} in {theirs.get('storage')}{was}; it now "
+                              f"holds the export of the study of that name in {ours['storage']} (a search of the "
+                              "other exports its winner again)", stacklevel=2)
+            else:
+                warnings.warn(f"{path} held the export of study {name!r}{was}; it now holds the export of study "
+                              f"{mine!r} (a search of {name!r} exports its winner again)", stacklevel=2)
         return write_json(self.to_json(), path)
 
 

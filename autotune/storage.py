@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from autotune.exceptions import AutotuneError, StorageError
 from autotune.journal import mending_journal
 from autotune.limits import MAX_SECONDS
+from autotune.storage_names import redact_storage, same_storage, storage_kind
 
 __all__ = [
     "BudgetLock",
@@ -46,6 +47,7 @@ __all__ = [
     "process_start",
     "redact_storage",
     "retrying",
+    "same_storage",
     "storage_failure",
     "storage_kind",
     "study_file",
@@ -94,33 +96,10 @@ def _retry_delays() -> tuple[float, ...]:
 T = TypeVar("T")
 
 
-def storage_kind(storage: str) -> str:
-    """``sqlite``, ``journal`` (a file path) or ``server`` (any other SQLAlchemy URL)."""
-    if "://" not in storage:
-        return "journal"
-    return "sqlite" if storage.startswith("sqlite:") else "server"
-
-
 def user_storage(storage: str) -> str:
     """``storage`` as a user gave it: a journal's ``~`` is the home folder (a quoted ``"~/s.journal"`` in
     ``$AUTOTUNE_STORAGE`` made a folder named ``~``); a URL as it is."""
     return str(Path(storage).expanduser()) if storage_kind(storage) == "journal" else storage
-
-
-def redact_storage(storage: str) -> str:
-    """The storage with any password masked, for logs, reports and exported files."""
-    if storage_kind(storage) == "journal":
-        return storage
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(storage).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy knows: mask what looks like user:password@
-        head, sep, tail = storage.partition("://")
-        if sep and "@" in tail and ":" in tail.split("@", 1)[0]:
-            user = tail.split("@", 1)[0].split(":", 1)[0]
-            return f"{head}://{user}:***@{tail.split('@', 1)[1]}"
-        return storage
 
 
 def storage_failure(storage: str, exc: BaseException) -> StorageError:

@@ -19,11 +19,12 @@ from autotune.limits import EXPORT_MARK
 from autotune.registry import workload_facts
 from autotune.space import SearchSpace, load_space
 from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind, user_storage
+from autotune.storage_names import same_storage
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["StoredStudy", "check_made_for", "open_study", "open_stored_study", "same_storage"]
+__all__ = ["StoredStudy", "check_made_for", "open_study", "open_stored_study"]
 
 
 
@@ -131,18 +132,3 @@ def _export_of(path: Path, study_name: str, storage: str) -> tuple[dict[str, Any
         return None, (f"The export in {path} is of the study of this name in {study.get('storage')}, another "
                       "storage: a search of this study writes its own.")
     return document.to_json(), None
-
-
-def same_storage(exported: str | None, storage: str) -> bool:
-    """Whether an export's storage (as its search wrote it, redacted) may be ``storage``: not where their kinds
-    or their files' names differ, or two servers' URLs do. A study of the same name in SQLite was reported with
-    the winner of one in a journal file, which the search with `--storage studies/chmm.journal` had exported
-    after it (a trial #2 "won" that never ran). Spellings of one file (relative, absolute) are taken as one."""
-    if not exported:  # an export made before it said its storage
-        return True
-    kind = storage_kind(exported)
-    if kind != storage_kind(storage):
-        return False
-    if kind == "server":
-        return exported == redact_storage(storage)
-    return Path(exported.removeprefix("sqlite:///")).name == Path(storage.removeprefix("sqlite:///")).name

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import re
 import subprocess
@@ -566,3 +567,16 @@ def test_an_export_that_replaces_another_studys_winner_says_so(tmp_path):
                                                    "3.50x); it now holds the export of study 'other'")):
         other.write(path)
     assert json.loads(path.read_text())["study"]["name"] == "other"
+    # The study of the same name in another storage: a search with --storage studies/chmm.journal replaced the
+    # SQLite study's winner without a word. Spellings of one file (relative, absolute) are one storage.
+    sqlite = dataclasses.replace(main, study={"name": "chmm-cpu-small", "storage": "sqlite:///studies/autotune.db"})
+    with pytest.warns(UserWarning, match="held the export of study 'other'"):
+        sqlite.write(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dataclasses.replace(sqlite, study={"name": "chmm-cpu-small",
+                                           "storage": f"sqlite:///{tmp_path}/studies/autotune.db"}).write(path)
+    journal = dataclasses.replace(main, study={"name": "chmm-cpu-small", "storage": "studies/chmm.journal"})
+    with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'chmm-cpu-small' in sqlite:///")
+                      + ".*" + re.escape("it now holds the export of the study of that name in studies/chmm.journal")):
+        journal.write(path)
