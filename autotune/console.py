@@ -279,10 +279,14 @@ def result_table(result: Any, workers: bool = False) -> str:
 def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
     """`autotune best`: an export document (:class:`~autotune.export.ExportDocument`) as a table; ``unused``
     are the knobs with no effect under its config."""
-    # A hand-written export may say no more than its config: what it leaves out is left out here too.
+    # A hand-written export may say no more than its config: what it leaves out is left out here too. Whose it is,
+    # where it says: one file per workload, device and size takes the winner of whichever study searched last.
+    study = doc.study if isinstance(getattr(doc, "study", None), Mapping) else {}
+    whose = (f", study {study['name']}" + (f" in {study['storage']}" if isinstance(study.get("storage"), str) else "")
+             if isinstance(study.get("name"), str) else "")
     return "\n".join([
         f"{doc.workload}{f' ({doc.size})' if doc.size else ''} on {doc.device}"
-        f"{f' ({doc.device_name})' if doc.device_name else ''}, from {source}",
+        f"{f' ({doc.device_name})' if doc.device_name else ''}, from {source}{whose}",
         f"Best config{f' (trial #{doc.trial})' if doc.trial is not None else ''}: {Config(doc.config).describe(unused)}",
         "",
         figures_row("best", doc.measured),

@@ -581,6 +581,11 @@ def test_best_says_the_speedup_s_interval_where_the_export_holds_one():
 
     assert "2.00x   (95% interval [1.9, 2.1])" in best_text(doc([1.9, 2.1]), "x.json")
     assert "(95% interval [272, 1,457])" in best_text(doc([271.7105, 1457.48]), "x.json")  # not 1.46e+03
+    # Whose export it is: one file per workload, device and size holds the winner of the study that searched last.
+    assert best_text(doc(None), "x.json").splitlines()[0] == "w (tiny) on cpu, from x.json"
+    said = SimpleNamespace(**{**vars(doc(None)), "study": {"name": "w-cpu-tiny", "storage": "studies/w.journal"}})
+    assert best_text(said, "x.json").splitlines()[0] == ("w (tiny) on cpu, from x.json, study w-cpu-tiny in "
+                                                         "studies/w.journal")
     for hand_written in ("1.9-2.1", [1.9], ["1.9", 2.1], None, [True, 2]):  # said as nothing, never a traceback
         assert "interval" not in best_text(doc(hand_written), "x.json")
 
