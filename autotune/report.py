@@ -343,7 +343,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
                               + f"; check {check_line(document.get('check'))}"
                               + (f"; the baseline: {failure}, so no speedup" if failure else "")))
     # Of the exported winner, or said to be of another config (--config, or an earlier search's winner).
-    title, figure, note, table = explain_section(explanation, (document or {}).get("config") if document else None,
+    title, figure, note, table = explain_section(explanation, document.get("config") if document else None,
                                                  lambda config: _described(dict(config), space))
     info.sections.append(("explain", title, figure, note))
     if table is not None:

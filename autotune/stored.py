@@ -118,7 +118,7 @@ def check_made_for(study: "optuna.Study", where: str, hint: str = "name another 
 def _export_of(path: Path, study_name: str, storage: str) -> tuple[dict[str, Any] | None, str | None]:
     """The export of ``study_name`` in ``storage`` in ``path``, or None and why where the file is there but cannot
     be read (the report said "No exported config for this study yet" for an export whose `remeasure` a hand edit
-    broke)."""
+    broke) or is the export of the study of that name in another storage."""
     if not path.is_file():
         return None, None
     try:
