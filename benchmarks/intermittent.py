@@ -79,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None,
                         help="every config at this precision (numba is left out where it cannot run it) [as listed]")
     args = parser.parse_args(argv)
-    folder = Path(tempfile.mkdtemp(prefix="intermittent-"))
+    # Its workload files and cache (300 KB) are gone at the end: the default test run left one folder a run in /tmp.
+    with tempfile.TemporaryDirectory(prefix="intermittent-") as name:
+        return _measure(args, Path(name))
+
+
+def _measure(args: argparse.Namespace, folder: Path) -> int:
     spec = workload_file(folder, args.every)
     space = SearchSpace.from_file(folder / "flaky.yaml")
     runner = Runner()
