@@ -178,8 +178,7 @@ def _pooled(results: list["TrialResult"]) -> Measurement | None:
     some: see :func:`measure`); None if any round failed."""
     if not results or any(r.status != "ok" or not r.times or not r.items_per_run for r in results):
         return None
-    return Measurement.pooled([Measurement(r.times, int(r.items_per_run), 0.0)  # type: ignore[arg-type]
-                               for r in quiet_rounds(results)])
+    return Measurement.pooled([r.measurement() for r in quiet_rounds(results)])  # type: ignore[misc]
 
 
 def speedup(base: list["TrialResult"], other: list["TrialResult"], seed: int = 0) -> dict[str, float] | None:

@@ -83,13 +83,11 @@ class ExportDocument:
         if name is not None and mine is not None and (name != mine or elsewhere):
             won = earlier.speedup and earlier.trial is not None  # type: ignore[union-attr]
             was = f" (trial #{earlier.trial}, {earlier.speedup:.2f}x)" if won else ""  # type: ignore[union-attr]
-            if elsewhere:
-                warnings.warn(f"{path} held the export of study {name!r} in {theirs.get('storage')}{was}; it now "
-                              f"holds the export of the study of that name in {ours['storage']} (a search of the "
-                              "other exports its winner again)", stacklevel=2)
-            else:
-                warnings.warn(f"{path} held the export of study {name!r}{was}; it now holds the export of study "
-                              f"{mine!r} (a search of {name!r} exports its winner again)", stacklevel=2)
+            where = f" in {theirs.get('storage')}" if elsewhere else ""
+            now = f"the study of that name in {ours['storage']}" if elsewhere else f"study {mine!r}"
+            warnings.warn(f"{path} held the export of study {name!r}{where}{was}; it now holds the export of {now} "
+                          f"(a search of {'the other' if elsewhere else repr(name)} exports its winner again)",
+                          stacklevel=2)
         return write_json(self.to_json(), path)
 
 

@@ -15,25 +15,20 @@ Example::
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import sys
 import tempfile
 
-from autotune.measure import COVERAGE, RESAMPLES, Measurement, ratio_interval
+from autotune.measure import Measurement, ratio_interval
 
 
-def pooled_runs_interval(base: Measurement, other: Measurement, seed: int = 0) -> tuple[float, float]:
-    """The interval drawn from the runs pooled over the rounds, as one sample (the search's until 2026-11-28)."""
-    rng = random.Random(seed)
+def pooled_runs_interval(base: Measurement, other: Measurement) -> tuple[float, float]:
+    """The interval drawn from the runs pooled over the rounds, as one sample (the search's until 2026-11-28):
+    :func:`ratio_interval` of the same runs taken as one round."""
+    def one_round(m: Measurement) -> Measurement:
+        return Measurement(m.times, m.items_per_run, m.first_run_seconds)
 
-    def ratio(ta: list[float], tb: list[float]) -> float:
-        return (other.items_per_run / statistics.median(tb)) / (base.items_per_run / statistics.median(ta))
-
-    draws = sorted(ratio(rng.choices(base.times, k=len(base.times)), rng.choices(other.times, k=len(other.times)))
-                   for _ in range(RESAMPLES))
-    tail = (1 - COVERAGE) / 2
-    return draws[int(tail * RESAMPLES)], draws[int((1 - tail) * RESAMPLES) - 1]
+    return ratio_interval(one_round(base), one_round(other))[1:]
 
 
 def score(pairs: list[tuple[Measurement, Measurement]]) -> dict[str, dict[str, float]]:
