@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autotune.exceptions import AutotuneError, said
+from autotune.shipped import take_builtin_names
 
 _HEADER = struct.Struct("!Q")
 #: Seconds between the words a caller's ``on_wait`` is given while a trial runs: a cold compile ran 615 s unsaid.
@@ -124,6 +125,7 @@ def main() -> None:
     die_with_parent(int(os.environ.get("_AUTOTUNE_CLIENT_PID", "0")) or os.getppid())
     os.environ["_AUTOTUNE_FORKSERVER_PID"] = str(os.getpid())
     response_fd = int(sys.argv[1])
+    take_builtin_names()  # started as `python -m`: a `workloads` package in the working directory came first
     for module in sys.argv[2:]:
         try:
             __import__(module)

@@ -19,6 +19,7 @@ from autotune.cli_options import show_warning
 from autotune.progress import Progress
 from autotune.exceptions import AutotuneError
 from autotune.settings import SearchSettings
+from autotune.shipped import take_builtin_names
 from autotune.stopping import stop_on_sigterm
 from autotune.storage import STORAGE_ENV
 from autotune.workers import apply_cpu_pinning
@@ -30,6 +31,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     path, index, budget = Path(argv[0]), int(argv[1]), int(argv[2])
+    take_builtin_names()  # started as `python -m`: a `workloads` package in the working directory came first
     warnings.showwarning = show_warning  # one line, as the driver's (a journal's torn record was two)
     settings = SearchSettings.read(path, storage=os.environ.get(STORAGE_ENV))
     apply_cpu_pinning()

@@ -22,6 +22,7 @@ from autotune.console import tell, to_devnull
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 from autotune.limits import MAX_SECONDS, WHOLE, names_nothing, study_name_problem
+from autotune.shipped import take_builtin_names
 
 # WHOLE: the bounds of the whole-number options, autotune.limits' (a Tuner's arguments are held to the same).
 __all__ = ["WHOLE", "Count", "FilePath", "Seconds", "Size", "Storage", "StudyName", "device_option", "fail",
@@ -178,6 +179,7 @@ def run_group(group: click.Group, argv: list[str] | None) -> None:
     """Run the command line: click's usage errors become one line and exit status 2."""
     _open_standard_streams()
     warnings.showwarning = show_warning
+    take_builtin_names()  # `python -m autotune` has the working directory first on its path
     try:
         group.main(args=argv, prog_name="autotune", standalone_mode=False)
     except click.exceptions.Abort:

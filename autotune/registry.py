@@ -24,12 +24,12 @@ import re
 import sys
 from dataclasses import dataclass, fields
 from importlib.metadata import entry_points
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune._version import __version__
-from autotune.exceptions import AutotuneError, UnknownNameError
+from autotune.exceptions import AutotuneError, UnknownNameError, said
+from autotune.shipped import PACKAGES, builtin_module, folder, module_file
 from autotune.workload import REGISTERED, Workload
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def get_workload_class(spec: str) -> type[Workload]:
         return _own_name(spec, _load_from_file(spec))
     if spec in BUILTINS:
         module, _, name = BUILTINS[spec].partition(":")
-        return getattr(importlib.import_module(module), name)
+        return getattr(builtin_module(module), name)
     if spec in REGISTERED:
         return REGISTERED[spec]
     eps = _entry_points()
@@ -137,7 +137,7 @@ def _own_name(spec: str, cls: type[Workload]) -> type[Workload]:
     if not module_name:
         return cls
     try:
-        builtin_file = importlib.util.find_spec(module_name).origin  # type: ignore[union-attr] # not imported
+        builtin_file = module_file(module_name)
         own_file = Path(sys.modules[cls.__module__].__file__)  # type: ignore[arg-type]
         same = cls.__name__ == class_name and own_file.resolve() == Path(builtin_file).resolve()
     except (ImportError, AttributeError, KeyError, TypeError, ValueError):
@@ -151,7 +151,7 @@ def _own_name(spec: str, cls: type[Workload]) -> type[Workload]:
 
 def shipped_space(name: str) -> Path | None:
     """The space file shipped for a built-in workload (``search_spaces/<name>.yaml``), or ``None``."""
-    path = Path(str(files("search_spaces"))) / f"{name}.yaml"
+    path = folder("search_spaces") / f"{name}.yaml"
     return path if path.is_file() else None
 
 
@@ -336,9 +336,9 @@ def _class_source(module_name: str, class_name: str) -> tuple[list[str], dict[st
     module's source states them, read without running the module; ``None`` where the source cannot be read."""
     if not module_name or "." in class_name:
         return None
-    try:
-        module_spec = importlib.util.find_spec(module_name)
-        tree = ast.parse(Path(module_spec.origin).read_text(encoding="utf-8"))  # type: ignore[union-attr, arg-type]
+    try:  # a built-in's file beside autotune: its name may be another package's here (autotune.shipped)
+        origin = module_file(module_name) or importlib.util.find_spec(module_name).origin  # type: ignore[union-attr]
+        tree = ast.parse(Path(origin).read_text(encoding="utf-8"))  # type: ignore[arg-type]
     except (ImportError, AttributeError, TypeError, ValueError, OSError, SyntaxError):
         return None
     node = next((node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name), None)
@@ -367,7 +367,10 @@ def _load_from_module(spec: str) -> type[Workload]:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - a name that is no module, or one that fails: its words, in one line
-        raise AutotuneError(f"workload {spec}: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+        top = module_name.partition(".")[0]
+        ours = (f" ({top} is the name of autotune's own package, which autotune's processes import: give yours "
+                "another name, or name its file, path/to/file.py:ClassName)") if top in PACKAGES else ""
+        raise AutotuneError(f"workload {spec}: cannot import {module_name}: {said(exc)}{ours}") from None
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Workload)):
         raise AutotuneError(f"workload {spec}: {module_name} has no Workload subclass {class_name!r}")

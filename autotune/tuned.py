@@ -22,6 +22,7 @@ from autotune.export import ExportDocument, read_document
 from autotune.limits import check_numbers
 from autotune.parameters import canonical_values
 from autotune.registry import declared_version, space_path, workload_code, workload_facts
+from autotune.shipped import folder
 from autotune.space import SearchSpace
 
 __all__ = ["SIZE_PREFERENCE", "TunedConfig", "load_config"]
@@ -115,13 +116,9 @@ class TunedConfig(Mapping[str, Any]):
 
 
 def _presets_root() -> Path | None:
-    # Presets ship as package data of `studies.presets`; the import of a data
-    # package is cheap and pulls in neither torch nor optuna.
+    """The presets shipped with autotune (``studies/presets``, package data), found beside autotune's package."""
     try:
-        from importlib.resources import files
-
-        root = files("studies.presets")
-        return Path(str(root))
+        return folder("studies/presets")
     except (ImportError, ModuleNotFoundError, TypeError):
         return None
 

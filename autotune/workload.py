@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import abc
 import sys
-from importlib.resources import files
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
 from autotune.check import Check
 from autotune.config import Config
 from autotune.exceptions import AutotuneError, UnknownNameError
+from autotune.shipped import folder
 
 __all__ = ["REGISTERED", "Workload", "register_workload"]
 
@@ -74,7 +74,7 @@ class Workload(abc.ABC):
     @classmethod
     def space_path(cls) -> Path:
         """The search-space file: ``search_spaces/<name>.yaml`` shipped with autotune, else ``<module file>.yaml``."""
-        shipped = Path(str(files("search_spaces"))) / f"{cls.name}.yaml"
+        shipped = folder("search_spaces") / f"{cls.name}.yaml"
         if shipped.is_file():
             return shipped
         module = sys.modules.get(cls.__module__)

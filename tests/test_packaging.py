@@ -1,10 +1,15 @@
 """A plain (non-editable) install finds its search spaces, workloads and presets."""
 
+import json
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
+
+from tests.conftest import fresh_process_json, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,3 +53,66 @@ def test_wheel_ships_spaces_and_workloads_and_they_load_from_it(tmp_path):
     )
     # Run outside the checkout, with only the installed copy on the path.
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+
+
+def _project_with_autotunes_package_names(folder: Path) -> Path:
+    """A user's project whose own packages are named ``workloads`` and ``search_spaces``, as autotune's are: first
+    on the path of a script or of ``python -m`` run there. Its ``workloads/chmm.py`` fails loudly if imported."""
+    (folder / "workloads").mkdir(parents=True)
+    (folder / "workloads" / "__init__.py").write_text("MINE = True\n")
+    (folder / "workloads" / "chmm.py").write_text("raise ImportError(\"the project's own workloads/chmm.py ran\")\n")
+    (folder / "search_spaces").mkdir()
+    (folder / "search_spaces" / "__init__.py").write_text("")
+    return folder
+
+
+def test_load_config_beside_packages_named_as_autotunes(tmp_path):
+    """It read "search_spaces/chmm.yaml: search-space file not found": the project's package was taken for
+    autotune's. The project's own `workloads` stays the one its script imports."""
+    from autotune.shipped import folder
+
+    project = _project_with_autotunes_package_names(tmp_path / "project")
+    found = fresh_process_json(
+        "import json, autotune, workloads\n"
+        "cfg = autotune.load_config('chmm', 'h100', strict=True, studies='none')\n"
+        "print(json.dumps([cfg.source, cfg['messages'], workloads.MINE]))", cwd=project)
+    assert found == [str(folder("studies/presets") / "chmm" / "h100-small.json"), "chained", True]
+
+
+def test_a_run_beside_packages_named_as_autotunes(tmp_path):
+    """`python -m autotune` and its trials' fork server (itself `python -m`) have the working directory first on
+    their path: the project's `workloads` hid autotune's, and every trial of a built-in failed."""
+    project = _project_with_autotunes_package_names(tmp_path / "project")
+    done = run_cli("run", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--min-time", "0.02", "--json", cwd=project,
+                   timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["status"] == "ok", done.stdout[-2000:]
+
+
+def test_a_script_is_told_what_hides_the_builtins(tmp_path):
+    """In a user's own process the name stays the project's: a built-in asked for there says what hides it, rather
+    than importing the project's module of that name."""
+    project = _project_with_autotunes_package_names(tmp_path / "project")
+    done = subprocess.run(
+        [sys.executable, "-c", "from autotune.registry import get_workload_class\nget_workload_class('chmm')"],
+        cwd=project, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert "autotune's built-in workloads.chmm is hidden by another package named 'workloads'" in last, last
+    assert str(project / "workloads" / "__init__.py") in last and "the project's own" not in done.stderr
+
+
+def test_shipped_modules_are_found_beside_autotune():
+    from autotune.shipped import module_file
+
+    assert module_file("workloads.chmm") == ROOT / "workloads" / "chmm.py"
+    assert module_file("workloads") == ROOT / "workloads" / "__init__.py"
+    assert module_file("workloads.nothing") is None and module_file("torch.nn") is None
+
+
+def test_a_plugin_named_into_autotunes_package_is_told_to_take_another_name():
+    from autotune.exceptions import AutotuneError
+    from autotune.registry import get_workload_class
+
+    with pytest.raises(AutotuneError, match=r"workloads is the name of autotune's own package.*path/to/file.py"):
+        get_workload_class("workloads.mine:Mine")
