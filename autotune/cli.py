@@ -78,7 +78,7 @@ def cli() -> None:
               help="Seconds of searching once the baseline and defaults are measured: then no new trial starts "
                    "(the running one finishes; re-measurement and export still happen) [default: no limit].")
 @click.option("--seed", type=Count(*WHOLE["seed"]), default=None,
-              help="Seed of the sampler, for a repeatable sequence of trials.")
+              help="Seed of the sampler: one seed asks the same configs while the measurements rank them the same.")
 @click.option("--sampler", default=None,
               help=f"Search strategy: {', '.join(SAMPLERS)} [default: {DEFAULT}: TPE for the first 30 configs, "
                    "then a linear model; scored on recorded GPU spaces in benchmarks/search_quality.md].")
