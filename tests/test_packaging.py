@@ -116,3 +116,67 @@ def test_a_plugin_named_into_autotunes_package_is_told_to_take_another_name():
 
     with pytest.raises(AutotuneError, match=r"workloads is the name of autotune's own package.*path/to/file.py"):
         get_workload_class("workloads.mine:Mine")
+
+
+#: Floors the test below cannot take as written, and what it takes instead.
+_FLOOR_EXCEPTIONS = {
+    "torch": None,  # only the installed build lies on the machine's disk: any other is a download of gigabytes
+    "pyyaml": "6.0.1",  # 6.0 ships no wheel for Python 3.11 and no longer builds (Cython 3); 6.0.1 has its API
+}
+
+
+def _floors() -> list[str]:
+    """Each dependency of setup.cfg's install_requires pinned at its floor (``plotly>=5.5`` -> ``plotly==5.5``)."""
+    import configparser
+    import re
+
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    pins = []
+    for line in parser["options"]["install_requires"].splitlines():
+        found = re.match(r"\s*([A-Za-z0-9_.-]+)\s*>=\s*([0-9.]+)", line.split("#")[0])
+        if found:
+            name, floor = found.groups()
+            taken = _FLOOR_EXCEPTIONS.get(name.lower(), floor)
+            if taken is not None:
+                pins.append(f"{name}=={taken}")
+    return pins
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """A release's numbers to three places: "5.5" and "5.5.0" are one."""
+    parts = [int(part) for part in version.split(".")[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+@pytest.mark.slow
+def test_the_lowest_versions_setup_cfg_allows_run_a_search_and_its_report(tmp_path):
+    """An environment may hold the oldest release a floor admits: plotly 5.0 and click 8.1 were admitted, and
+    `autotune report` failed with a TypeError (plotly's to_html took no div_id until 5.5) that click then turned
+    into an AttributeError (click.exceptions.NoArgsIsHelpError came in 8.2). Installs from PyPI."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    pins = _floors()
+    assert any(pin.startswith("plotly==") for pin in pins) and any(pin.startswith("click==") for pin in pins)
+    done = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode and ("Network" in done.stderr or "connection" in done.stderr.lower()):
+        pytest.skip(f"PyPI cannot be reached: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Each floor is what the venv imports, not a newer copy beside it (5.5 and 5.5.0 are one release).
+    script = ("import importlib.metadata as m, json, sys\n"
+              "print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))")
+    held = json.loads(subprocess.run([python, "-c", script, *(pin.split("==")[0] for pin in pins)],
+                                     capture_output=True, text=True, check=True, timeout=120).stdout)
+    assert {name: _release(held[name]) for name in held} == {
+        pin.split("==")[0]: _release(pin.split("==")[1]) for pin in pins}
+    project = tmp_path / "project"
+    project.mkdir()
+    for args in (["search", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-n", "3", "--min-time", "0.02"],
+                 ["report", "-w", "chmm", "-d", "cpu", "-s", "tiny"], ["best", "-w", "chmm", "-s", "tiny"]):
+        ran = subprocess.run([python, "-m", "autotune", *args], cwd=project, capture_output=True, text=True,
+                             timeout=600)
+        assert ran.returncode == 0, (args, ran.stderr[-3000:])
+    alone = subprocess.run([python, "-m", "autotune"], cwd=project, capture_output=True, text=True, timeout=120)
+    assert alone.returncode == 2 and "Usage: autotune" in alone.stdout, alone.stderr[-2000:]
