@@ -16,6 +16,7 @@ import click
 
 from autotune.config import Config, show
 from autotune.devices import cpu_threads
+from autotune.environment import beyond_threads
 from autotune.exceptions import SearchSpaceError
 from autotune.export import is_number
 from autotune.measure import IN_A_ROW_NOISE
@@ -143,6 +144,21 @@ def other_work_line(candidates: list[Any]) -> str | None:
     return f"  warning: {busy}, and some config had no quiet round: the figures above may be off; run alone to trust them"
 
 
+def borrowed_cores(result: Any) -> str:
+    """What a trial's timed runs kept busy beyond its threads ("1.2 cores busy, more than its 1 thread"), or ''."""
+    if not beyond_threads(result.cores_used, result.threads):
+        return ""
+    return f"{result.cores_used:.1f} cores busy, more than its {plural(result.threads, 'thread')}"
+
+
+def borrowed_cores_line(winner: Any) -> str | None:
+    """A warning where the winner's re-measured runs kept more cores busy than its threads, or None."""
+    said = next((borrowed_cores(r) for r in winner.results if borrowed_cores(r)), "")
+    return (f"  warning: the winner's timed runs kept {said}: a thread or process of its own ran on cores "
+            "--threads left idle, so it may not be as fast within them; to compare configs within N cores, "
+            "run the search under `taskset -c` or a container's --cpus") if said else None
+
+
 def candidate_json(candidate: Any) -> dict[str, Any] | None:
     if candidate is None:
         return None
@@ -243,9 +259,9 @@ def result_table(result: Any, workers: bool = False) -> str:
     said = one_off_line(winner.figures(), baseline.figures()) if winner is not baseline else None
     if said:
         lines.insert(-3, said)
-    warning = other_work_line(result.candidates)
-    if warning:
-        lines.insert(-2, warning)
+    for warning in (other_work_line(result.candidates), borrowed_cores_line(winner)):
+        if warning:
+            lines.insert(-2, warning)
     # selection.pick_winner gives a tie to the baseline: "#3 323,110 items/s" beside it read as a loss unsaid.
     top = max((c.figures()["throughput"] for c in result.candidates
                if c.figures() and not beaten_in_a_row(c, result.candidates)), default=0.0)
@@ -348,6 +364,9 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
         if result.beside_other_work:
             lines.append(f"  warning      other processes kept {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy "
                          "while it was timed: its figures may be off; run alone to trust them")
+        if borrowed_cores(result):
+            lines.append(f"  warning      its timed runs kept {borrowed_cores(result)}: a thread or process of its own "
+                         "ran on cores --threads left idle")
     if result.error and result.status != "ok":
         lines.append(f"  error        {result.error}")
     return "\n".join(lines)

@@ -16,11 +16,18 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUSY_CORES", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work", "busy_cores",
-           "fingerprint", "knob_variables", "oom_kills", "thread_pools"]
+__all__ = ["BUSY_CORES", "OWN_CORES_MARGIN", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work",
+           "beyond_threads", "busy_cores", "fingerprint", "knob_variables", "oom_kills", "thread_pools"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
+#: A trial's own cores are read over its timed runs when they took this many ticks (1/100 s) a core or more: each
+#: process's time is cut to whole ticks at each end, 2 in 50 at most (0.04 of a core).
+OWN_TICKS = 50
+#: Cores beyond its threads that a trial's timed runs may keep busy unsaid: the rounding above, and what the trial's
+#: own bookkeeping costs. Honest configs of chmm at small under --threads 1 read 1.0035-1.0096 cores (1-2 s of
+#: runs, this 2-core CPU); overlap_passes, whose backward pass runs on a thread of its own, 1.25.
+OWN_CORES_MARGIN = 0.1
 
 
 #: Variables that change how fast torch or numba runs, or what a knob does, recorded with a measurement where
@@ -201,6 +208,13 @@ def busy_cores(seconds: float = 0.1) -> float | None:
     return (1 - (idle_after - idle_before) / total) * _core_count(cpus)
 
 
+def beyond_threads(cores_used: float | None, threads: int | None) -> bool:
+    """A trial's timed runs kept ``OWN_CORES_MARGIN`` or more cores busy beyond its ``threads``: a thread or process
+    of the workload's own ran beside them, on cores --threads did not give it, and its figures are not of that many
+    (chmm's ``overlap_passes`` under --threads 1: 1.25 cores, 9% faster on this 2-core CPU, no faster held to one)."""
+    return cores_used is not None and threads is not None and cores_used >= threads + OWN_CORES_MARGIN
+
+
 def _idle_cores(cores: int, threads: int | None) -> int:
     """The cores a trial of ``threads`` (None: every core) leaves idle of ``cores``."""
     return max(0, cores - threads) if threads else 0
@@ -290,6 +304,17 @@ class OtherWork:
             time.sleep(min(short / cores / _TICKS_PER_SECOND, 1.0))
             end = self._sample()
         return self._busy(end)
+
+    def own_cores(self) -> float | None:
+        """Cores this process group (the trial: its threads, and the processes it started) kept busy since it was
+        made; None over fewer than ``OWN_TICKS`` ticks a core. More than a trial's threads is cores it borrowed
+        beyond them: chmm's ``overlap_passes`` runs its backward pass on a thread of its own, which --threads 1 did
+        not hold to one core."""
+        end = self._sample()
+        if self.start is None or end is None or not self.cpus:
+            return None
+        total, _, mine = (b - a for a, b in zip(self.start, end))
+        return mine / total * len(self.cpus) if total >= OWN_TICKS * len(self.cpus) else None
 
     def _busy(self, end: tuple[int, int, int] | None) -> float | None:
         if self.start is None or end is None or end[0] <= self.start[0]:

@@ -41,6 +41,7 @@ class Measurement:
     noisy_threshold: float = 0.1
     cut_short: bool = False  # stopped early: far slower than the study's best once warm, or a wrong first output
     busy_elsewhere: float | None = None  # cores other processes kept busy meanwhile (Measurer.other_work)
+    cores_used: float | None = None  # cores its own process group kept busy over the timed runs (Measurer.other_work)
     rounds: list[int] = field(default_factory=list)  # pooled: how many of ``times`` each round gave, in order
 
     @property
@@ -246,6 +247,7 @@ class Measurer:
         times: list[float] = []
         total = 0.0
         output = None
+        own = self.other_work() if self.other_work is not None else None  # the timed runs' own cores, apart
         def more(times: list[float], total: float) -> bool:
             if len(times) < self.min_runs or total < self.min_time:
                 return True
@@ -263,6 +265,7 @@ class Measurer:
                 if on_output is not None:
                     on_output("last", output)
                 return Measurement(times, items_per_run, first, warmup, self.noisy_threshold, cut_short=True)
+        cores_used = own.own_cores() if own is not None else None
         if on_output is not None:
             started = self.clock()
             passed = on_output("last", output) is not False
@@ -276,4 +279,4 @@ class Measurer:
                 passed = on_output("run", output) is not False
                 del output
                 spent += self.clock() - started
-        return Measurement(times, items_per_run, first, warmup, self.noisy_threshold)
+        return Measurement(times, items_per_run, first, warmup, self.noisy_threshold, cores_used=cores_used)

@@ -106,6 +106,7 @@ class TrialResult:
     traceback: str | None = None
     wall_seconds: float | None = None  # the whole trial, process start to result
     busy_elsewhere: float | None = None  # cores other processes kept busy while it was timed (Linux)
+    cores_used: float | None = None  # cores its own threads and processes kept busy while it was timed (Linux)
     lost: bool | None = None  # failed by the machine (a full disk), not by its config: re-run when resumed
     environment: dict[str, Any] = field(default_factory=dict)
 
@@ -346,7 +347,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     result.relative_spread, result.noisy = measurement.relative_spread, measurement.noisy
     result.cut_short = measurement.cut_short
     result.throughput = measurement.throughput
-    result.busy_elsewhere = measurement.busy_elsewhere
+    result.busy_elsewhere, result.cores_used = measurement.busy_elsewhere, measurement.cores_used
     result.status = "ok" if worst.passed else "incorrect"
     if not worst.passed:
         result.error = differs(checks[0], worst, is_reference=request.reference == request.config)

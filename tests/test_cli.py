@@ -488,6 +488,43 @@ def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     assert "other processes" not in result_table(table)
 
 
+def test_figures_of_more_cores_than_a_trial_s_threads_say_so_in_every_view(capsys):
+    # chmm's overlap_passes under --threads 1 kept 1.25 cores busy (its backward pass on a thread of its own) and
+    # read 9% faster than without on this 2-core CPU, no faster held to one core: nothing said so.
+    from types import SimpleNamespace
+
+    from autotune.config import Config
+    from autotune.console import result_table, run_text
+    from autotune.progress import Progress
+    from autotune.runner import TrialResult
+    from autotune.selection import Candidate
+    from autotune.tuner import TrialRecord
+
+    def result(cores, threads=1):
+        return TrialResult("ok", {"x": 1}, unit="items", items_per_run=1, throughput=10.0, times=[0.1] * 3,
+                           median_seconds=0.1, warmup_seconds=0.1, threads=threads, cores_used=cores)
+
+    progress = Progress(quiet=False, total=3, bar=False)
+    for index, figures in enumerate([(1.25, 1), (1.004, 1), (2.0, 2)]):
+        progress.trial(TrialRecord(index, Config(x=1), result(*figures)), index + 1, 3)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith("(its timed runs kept 1.2 cores busy, more than its 1 thread)"), lines[0]
+    assert not any("more than its" in line for line in lines[1:]), lines
+    assert ("warning      its timed runs kept 1.2 cores busy, more than its 1 thread: a thread or process of its own "
+            "ran on cores --threads left idle") in run_text(result(1.25), Config(x=1), "w", "cpu", "small")
+    assert "more than its" not in run_text(result(None), Config(x=1), "w", "cpu", "small")
+
+    baseline = Candidate(Config(x=0), 0, "baseline", [result(1.0)] * 3)
+    best = Candidate(Config(x=1), 1, "candidate", [result(1.0), result(1.3), result(1.25)])
+    table = SimpleNamespace(workload="w", size="small", device="cpu", study_name="s", trials=[], seconds=1.0,
+                            counts={"ok": 2}, winner=best, baseline=baseline, speedup=1.0, choices=[],
+                            candidates=[baseline, best], export_path="x.json", unused=(), restricted=0)
+    assert ("warning: the winner's timed runs kept 1.3 cores busy, more than its 1 thread: a thread or process of "
+            "its own ran on cores --threads left idle") in result_table(table)
+    best.results = [result(1.0)] * 3
+    assert "more than its" not in result_table(table)
+
+
 def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
     from types import SimpleNamespace
 
