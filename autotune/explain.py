@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from autotune.config import Config, as_asked, show, writable
+from autotune.environment import beyond_threads
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import read_json, write_json
 from autotune.measure import COVERAGE, RESAMPLES, Measurement, ratio_interval
@@ -341,7 +342,7 @@ def explain(space: "SearchSpace", baseline: Config, target: Config, run: Callabl
         "rounds": max((len(r) for r in first.results.values() if not _failure(r)), default=1), "method": METHOD,
         "stopped": first.stopped or second.stopped,  # by Ctrl-C: the whole rounds, the path perhaps not measured
         "configs_measured": len(first.configs) + sum(map(bool, second.results.values())) - bool(second.of(baseline)),
-        "beside_other_work": _beside_other_work(first, second),
+        "beside_other_work": _beside_other_work(first, second), "beyond_threads": _beyond_threads(first, second),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
@@ -356,6 +357,13 @@ def _beside_other_work(*measured: Measured) -> dict[str, Any] | None:
     rounds_of = [results for m in measured for results in m.results.values()]
     return {"rounds": loaded_rounds(rounds_of), "runs": len(hit), "cores": max(hit),
             "made_up": quiet_everywhere(rounds_of)}
+
+
+def _beyond_threads(*measured: Measured) -> dict[str, Any] | None:
+    """The most cores a config's timed runs kept busy beyond its threads (a thread or process of its own), or None."""
+    hit = [(r.cores_used, r.threads) for m in measured for results in m.results.values() for r in results
+           if beyond_threads(r.cores_used, r.threads)]
+    return {"cores": max(hit)[0], "threads": max(hit)[1], "runs": len(hit)} if hit else None
 
 
 def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:

@@ -95,6 +95,11 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
         lines.append(f"note: {hit}; each config's figures come from its quiet rounds" if busy.get("made_up") else
                      f"warning: {hit}, and some config had no quiet round: its figures may be off; run alone to "
                      "trust them")
+    beyond = doc.get("beyond_threads")
+    if beyond:
+        lines.append(f"warning: a config's timed runs kept up to {beyond['cores']:.1f} cores busy, more than its "
+                     f"{plural(beyond['threads'], 'thread')}: a thread or process of its own ran on cores --threads "
+                     "left idle, and what it buys may not hold within them")
     rows = claims_rows(doc)
     headers = {"fix": "fix", "claimed": "claimed", "alone": "alone", "in_winner": "in the winner", "verdict": "verdict"}
     widths = {k: max([len(h)] + [len(r[k]) for r in rows]) for k, h in headers.items()}

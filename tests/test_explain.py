@@ -177,6 +177,25 @@ def test_rounds_timed_beside_other_work_are_named(space):
     assert "and some config had no quiet round: its figures may be off" in explain_text(doc)
 
 
+def test_configs_timed_on_more_cores_than_their_threads_are_said(space):
+    # chmm's overlap_passes under --threads 1 kept 1.25 cores busy and read 9% faster, no faster held to one core:
+    # explain would have credited the fix with a core it borrowed, without a word.
+    target = space.validate({"kernel": "fast", "tile": 4, "batch": 16})
+    quiet = fake_run(space)
+
+    def run(config):
+        result = quiet(config)
+        result.threads, result.cores_used = 1, 1.25 if config.key == target.key else 1.004
+        return result
+
+    doc = explain(space, space.baseline, target, run, rounds=2)
+    assert doc["beyond_threads"] == {"cores": 1.25, "threads": 1, "runs": 2}
+    assert ("warning: a config's timed runs kept up to 1.2 cores busy, more than its 1 thread: a thread or process "
+            "of its own ran on cores --threads left idle") in explain_text(doc)
+    assert explain(space, space.baseline, target, quiet, rounds=2)["beyond_threads"] is None
+    assert "more than its" not in explain_text(explain(space, space.baseline, target, quiet, rounds=2))
+
+
 def test_a_wrong_fix_is_incorrect_with_its_error_and_a_wrong_target_says_so(space):
     target = space.validate({"kernel": "fast", "tile": 4, "batch": 16, "unsafe": True})
     doc = explain(space, space.baseline, target, fake_run(space), rounds=2)
