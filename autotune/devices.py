@@ -155,7 +155,7 @@ def get_profile(name: str) -> DeviceProfile:
         raise UnknownNameError("device", name, [*PROFILES, *LOCAL_NAMES]) from None
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -367,7 +367,7 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
             devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
     cpu = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities | _software_capabilities()
                   | _cpu_hardware_capabilities())
-    devices.append(DetectedDevice(cpu, _cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}))
+    devices.append(DetectedDevice(cpu, cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}))
     return devices
 
 

@@ -147,13 +147,13 @@ def _nvidia_driver() -> str | None:
 def fingerprint(torch_device: str = "cpu") -> dict[str, Any]:
     """What a measurement ran on: versions, device name and capability, CPU threads."""
     from autotune._version import __version__
-    from autotune.devices import _cpu_name, cpu_threads
+    from autotune.devices import cpu_name, cpu_threads
 
     info: dict[str, Any] = {
         "autotune": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_name(),
         "cpu_cores": cpu_threads(),
     }
     import numpy

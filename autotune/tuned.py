@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Collection, Iterator, Mapping
 
 from autotune.config import Config, studies_dir
-from autotune.devices import filed_under
+from autotune.devices import cpu_name, cpu_threads, filed_under
 from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
 from autotune.export import ExportDocument, read_document
 from autotune.limits import check_numbers
@@ -177,6 +177,28 @@ def _warn_if_tuned_on_another_version(document: ExportDocument, workload: str, p
                       f"checked on that file; {again}", stacklevel=3)
 
 
+def _machine(name: str, cores: Any) -> str:
+    return f"{name} ({cores} core{'' if cores == 1 else 's'})" if isinstance(cores, int) else name
+
+
+def _warn_if_tuned_on_another_cpu(document: ExportDocument, workload: str, device: str, path: Path) -> None:
+    """Say so when a CPU export was tuned on another CPU, or with other cores than this process may use: the
+    ``cpu`` profile covers every CPU (a GPU's export is filed under its model), and its winner and figures are that
+    machine's (a study copied from a 2-core laptop loaded on a 64-core server without a word)."""
+    environment = document.environment or {}
+    tuned_on, cores = environment.get("cpu"), environment.get("cpu_cores")
+    if device != "cpu" or not isinstance(tuned_on, str):
+        return
+    here, here_cores = cpu_name(), cpu_threads()
+    if tuned_on == here and (not isinstance(cores, int) or cores == here_cores):
+        return
+    size = f" --size {document.size}" if document.size else ""
+    warnings.warn(f"{path} was tuned on {_machine(tuned_on, cores)}, and this process runs on "
+                  f"{_machine(here, here_cores)}: its winner may not be the fastest here, nor its figures this "
+                  f"process's; run `autotune search --workload {workload} --device cpu{size}` here to tune for it",
+                  stacklevel=3)
+
+
 def load_config(
     workload: str,
     device: str = "auto",
@@ -223,6 +245,7 @@ def load_config(
             _check_place(document, facts.name, device, path)
             config = _validated(document, space, path)
             _warn_if_tuned_on_another_version(document, workload, path)
+            _warn_if_tuned_on_another_cpu(document, workload, device, path)
             if size is None and document.size == "tiny":  # the largest exported, and the size for tests
                 warnings.warn(f"{path} was tuned at size 'tiny', the size for tests: its winner may not be the fastest "
                               "at the size you run; search at 'small' or 'full', or name the size (size='tiny', "

@@ -197,6 +197,33 @@ def test_an_export_tuned_on_another_version_of_its_workload_loads_with_a_warning
             assert load_config("vlm_mc", device="cpu", studies=tmp_path)["batch_size"] == 32
 
 
+def test_a_cpu_export_of_another_machine_loads_with_a_warning(tmp_path, monkeypatch):
+    # The cpu profile covers every CPU: a study copied from a 2-core laptop loaded on a 64-core server as its own,
+    # its winner and its figures the laptop's, without a word (a GPU's export is filed under its model).
+    from autotune import tuned
+
+    monkeypatch.setattr(tuned, "cpu_name", lambda: "AMD EPYC")
+    monkeypatch.setattr(tuned, "cpu_threads", lambda: 2)
+    path = config_path("chmm", "cpu", "small", tmp_path)
+    for environment, said in [({"cpu": "Intel(R) Xeon(R) Gold 6448Y", "cpu_cores": 64}, "Intel(R) Xeon(R) Gold 6448Y "
+                                                                                         "(64 cores)"),
+                              ({"cpu": "AMD EPYC", "cpu_cores": 1}, "AMD EPYC (1 core)")]:
+        write_tuned_config(_document(environment=environment), path)
+        with pytest.warns(UserWarning, match=re.escape(
+                f"{path} was tuned on {said}, and this process runs on AMD EPYC (2 cores): its winner may not be the "
+                "fastest here, nor its figures this process's; run `autotune search --workload chmm --device cpu "
+                "--size small` here to tune for it")):
+            assert load_config("chmm", device="cpu", studies=tmp_path)["dtype"] == "float64"
+    # The same machine, one that does not say, or a GPU's export (filed under its model): nothing to say.
+    for environment, device in [({"cpu": "AMD EPYC", "cpu_cores": 2}, "cpu"), ({"cpu": "AMD EPYC"}, "cpu"), ({}, "cpu"),
+                                ({"cpu": "Intel(R) Xeon(R) Processor", "cpu_cores": 16}, "h100")]:
+        write_tuned_config(_document(environment=environment, device=device), config_path("chmm", device, "small",
+                                                                                            tmp_path))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            load_config("chmm", device=device, studies=tmp_path)
+
+
 def test_a_workloads_version_and_facts_are_read_without_importing_it_as_its_class_says():
     # In a fresh process: in this one the workloads may be imported already, and then the class is asked.
     from autotune.registry import BUILTINS, WorkloadFacts, declared_version, get_workload_class
