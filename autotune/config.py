@@ -15,6 +15,7 @@ from typing import Any, Collection, Iterator, Mapping
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import SCHEMA_VERSION, ExportDocument, write_json
 from autotune.limits import names_nothing
+from autotune.storage_names import sqlite_url
 
 __all__ = ["SCHEMA_VERSION", "Config", "as_asked", "cannot_write", "config_path", "default_storage", "no_effect",
            "show", "studies_dir", "writable", "write_tuned_config"]
@@ -132,7 +133,7 @@ def studies_dir() -> Path:
 
 def default_storage(root: Path | None = None) -> str:
     """The study storage when none is named: ``<studies>/autotune.db`` (SQLite)."""
-    return f"sqlite:///{(root if root is not None else studies_dir()) / 'autotune.db'}"
+    return sqlite_url((root if root is not None else studies_dir()) / "autotune.db")
 
 
 def config_path(workload: str, device: str, size: str, root: Path | None = None) -> Path:

@@ -26,6 +26,7 @@ from autotune.exceptions import AutotuneError
 from autotune.export import is_number
 from autotune.runner import TrialResult
 from autotune.space import SearchSpace
+from autotune.storage_names import sqlite_url
 
 if TYPE_CHECKING:
     import optuna
@@ -260,10 +261,9 @@ def _study_storage(path: Path) -> str | None:
     except OSError:
         return None  # load_recorded says why it cannot be read
     if head.startswith(b"SQLite format 3\0"):
-        return f"sqlite:///{path.resolve()}"
-    first = head.partition(b"\n")[0]
+        return sqlite_url(path.resolve())
     try:  # a journal's every line is one JSON record of an operation
-        record = json.loads(first)
+        record = json.loads(head.partition(b"\n")[0])
     except (ValueError, UnicodeDecodeError):
         return None
     return str(path) if isinstance(record, dict) and "op_code" in record and b"\n" in head else None

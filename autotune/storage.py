@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from autotune.exceptions import AutotuneError, StorageError
 from autotune.journal import mending_journal
 from autotune.limits import MAX_SECONDS
-from autotune.storage_names import redact_storage, same_storage, storage_kind
+from autotune.storage_names import redact_storage, same_storage, sqlite_path, storage_kind
 
 __all__ = [
     "BudgetLock",
@@ -160,7 +160,7 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(mending_journal(path))
     if kind == "sqlite":
-        path = Path(storage[len("sqlite:///"):])
+        path = sqlite_path(storage)
         if path.name in ("", ":memory:"):  # a study in memory dies with this process: nothing resumes or reports it
             raise StorageError(f"{storage} names no database file; give one, e.g. sqlite:///studies/autotune.db")
         if read_only:
@@ -253,7 +253,7 @@ def pid_alive(pid: int) -> bool:
 def study_file(storage: str) -> Path | None:
     """The file a study lives in (SQLite, a journal); None for a database server."""
     kind = storage_kind(storage)
-    return Path(storage) if kind == "journal" else Path(storage[len("sqlite:///"):]) if kind == "sqlite" else None
+    return Path(storage) if kind == "journal" else sqlite_path(storage) if kind == "sqlite" else None
 
 
 def check_writable(storage: str) -> None:

@@ -7,8 +7,9 @@ reading it needs none of that (``autotune.export`` imports this module alone).
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import unquote
 
-__all__ = ["redact_storage", "same_storage", "storage_kind"]
+__all__ = ["redact_storage", "same_storage", "sqlite_path", "sqlite_url", "storage_kind"]
 
 
 def storage_kind(storage: str) -> str:
@@ -16,6 +17,19 @@ def storage_kind(storage: str) -> str:
     if "://" not in storage:
         return "journal"
     return "sqlite" if storage.startswith("sqlite:") else "server"
+
+
+def sqlite_url(path: Path | str) -> str:
+    """``sqlite:///<path>``, spelled so that SQLAlchemy reads it back as ``path``: it takes a ``?`` for the start of
+    the URL's options and decodes a ``%`` sequence, so that ``--studies 'a?b'`` kept its study in a file ``a`` in
+    the working directory (its locks and cache in ``a?b``), and a folder named ``50%25`` in ``50%``."""
+    return "sqlite:///" + str(path).replace("%", "%25").replace("?", "%3F")
+
+
+def sqlite_path(storage: str) -> Path:
+    """The database file of a ``sqlite:///`` URL, as SQLAlchemy reads it (its options cut, ``%`` sequences
+    decoded): the file its locks must sit beside."""
+    return Path(unquote(storage[len("sqlite:///"):].partition("?")[0]))
 
 
 def redact_storage(storage: str) -> str:
@@ -46,4 +60,5 @@ def same_storage(exported: str | None, storage: str) -> bool:
         return False
     if kind == "server":
         return exported == redact_storage(storage)
-    return Path(exported.removeprefix("sqlite:///")).name == Path(storage.removeprefix("sqlite:///")).name
+    return (sqlite_path(exported) if kind == "sqlite" else Path(exported)).name == (
+        sqlite_path(storage) if kind == "sqlite" else Path(storage)).name

@@ -19,7 +19,7 @@ from autotune.limits import EXPORT_MARK
 from autotune.registry import workload_facts
 from autotune.space import SearchSpace, load_space
 from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind, user_storage
-from autotune.storage_names import same_storage
+from autotune.storage_names import same_storage, sqlite_path
 
 if TYPE_CHECKING:
     import optuna
@@ -77,7 +77,7 @@ def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
     import optuna
 
     storage = user_storage(storage)
-    if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).is_file():
+    if storage.startswith("sqlite:///") and not sqlite_path(storage).is_file():
         raise StorageError(f"no study storage at {storage}; run `autotune search` first, or pass --storage")
     if storage_kind(storage) == "journal" and not Path(storage).is_file():
         raise StorageError(f"no journal file at {storage}; run `autotune search --storage {storage}` first")

@@ -607,3 +607,25 @@ def test_an_export_that_replaces_another_studys_winner_says_so(tmp_path):
     with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'chmm-cpu-small' in sqlite:///")
                       + ".*" + re.escape("it now holds the export of the study of that name in studies/chmm.journal")):
         journal.write(path)
+
+
+@pytest.mark.parametrize("folder", ["a?b", "50%25", "c#d", "e f", "g%", "h%3Fi"])
+def test_the_default_storage_is_the_studies_folder_s_file_whatever_its_name(tmp_path, folder):
+    # SQLAlchemy takes a "?" for the start of a URL's options and decodes a "%" sequence: `--studies 'a?b'` kept
+    # its study in a file "a" in the working directory (its locks and cache in a?b), a folder "50%25" in "50%".
+    from sqlalchemy.engine import make_url
+
+    from autotune.config import default_storage
+    from autotune.storage_names import same_storage, sqlite_path
+
+    url = default_storage(tmp_path / folder)
+    assert make_url(url).database == str(tmp_path / folder / "autotune.db") == str(sqlite_path(url))
+    assert same_storage(make_url(url).render_as_string(), url)  # as an export says it, and as a search names it
+
+
+def test_a_search_keeps_its_study_in_a_studies_folder_named_with_a_question_mark(tmp_path):
+    done = run_cli("search", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-n", "1", "--min-time", "0.02",
+                   "--studies", "a?b", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "a?b" / "autotune.db").is_file() and not (tmp_path / "a").exists()
+    assert "study chmm-cpu-tiny in sqlite:///a%3Fb/autotune.db" in done.stderr
