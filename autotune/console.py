@@ -144,16 +144,17 @@ def other_work_line(candidates: list[Any]) -> str | None:
     return f"  warning: {busy}, and some config had no quiet round: the figures above may be off; run alone to trust them"
 
 
-def borrowed_cores(result: Any) -> str:
-    """What a trial's timed runs kept busy beyond its threads ("1.2 cores busy, more than its 1 thread"), or ''."""
-    if not beyond_threads(result.cores_used, result.threads):
+def borrowed_cores(cores_used: float | None, threads: int | None) -> str:
+    """What timed runs kept busy beyond their ``threads`` ("1.2 cores busy, more than its 1 thread"), or ''."""
+    if not beyond_threads(cores_used, threads):
         return ""
-    return f"{result.cores_used:.1f} cores busy, more than its {plural(result.threads, 'thread')}"
+    return f"{cores_used:.1f} cores busy, more than its {plural(threads, 'thread')}"  # type: ignore[arg-type]
 
 
 def borrowed_cores_line(winner: Any) -> str | None:
     """A warning where the winner's re-measured runs kept more cores busy than its threads, or None."""
-    said = next((borrowed_cores(r) for r in winner.results if borrowed_cores(r)), "")
+    said = next((borrowed_cores(r.cores_used, r.threads) for r in winner.results
+                 if borrowed_cores(r.cores_used, r.threads)), "")
     return (f"  warning: the winner's timed runs kept {said}: a thread or process of its own ran on cores "
             "--threads left idle, so it may not be as fast within them; to compare configs within N cores, "
             "run the search under `taskset -c` or a container's --cpus") if said else None
@@ -300,6 +301,8 @@ def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
     study = doc.study if isinstance(getattr(doc, "study", None), Mapping) else {}
     whose = (f", study {study['name']}" + (f" in {study['storage']}" if isinstance(study.get("storage"), str) else "")
              if isinstance(study.get("name"), str) else "")
+    measured = doc.measured or {}
+    borrowed = borrowed_cores(measured.get("cores_used"), measured.get("threads"))
     return "\n".join([
         f"{doc.workload}{f' ({doc.size})' if doc.size else ''} on {doc.device}"
         f"{f' ({doc.device_name})' if doc.device_name else ''}, from {source}{whose}",
@@ -311,6 +314,8 @@ def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
         *filter(None, [one_off_line(doc.measured, doc.baseline)]),
         f"  {'check':<16} {check_line(doc.check)}",
         *tuned_with(doc.environment or {}, doc.exported_at),
+        *([f"  warning: its timed runs kept {borrowed}: a thread or process of its own ran on cores --threads left "
+            "idle"] if borrowed else []),
     ])
 
 
@@ -364,9 +369,9 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
         if result.beside_other_work:
             lines.append(f"  warning      other processes kept {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy "
                          "while it was timed: its figures may be off; run alone to trust them")
-        if borrowed_cores(result):
-            lines.append(f"  warning      its timed runs kept {borrowed_cores(result)}: a thread or process of its own "
-                         "ran on cores --threads left idle")
+        if borrowed_cores(result.cores_used, result.threads):
+            lines.append(f"  warning      its timed runs kept {borrowed_cores(result.cores_used, result.threads)}: a "
+                         "thread or process of its own ran on cores --threads left idle")
     if result.error and result.status != "ok":
         lines.append(f"  error        {result.error}")
     return "\n".join(lines)

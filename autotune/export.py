@@ -102,7 +102,7 @@ def _earlier_study(path: Path) -> "ExportDocument | None":
 
 #: The figures ``autotune best`` shows from ``measured`` and ``baseline``: each a number when present.
 _NUMBERS = ("throughput", "median_seconds", "iqr_seconds", "relative_spread", "peak_memory_bytes", "runs",
-            "warmup_seconds", "build_seconds", "one_off_seconds", "threads")
+            "warmup_seconds", "build_seconds", "one_off_seconds", "threads", "cores_used")
 
 
 def is_number(value: Any) -> bool:

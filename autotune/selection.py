@@ -119,6 +119,8 @@ class Candidate:
             "build_seconds": self.results[0].build_seconds,
             "one_off_seconds": self.one_off_seconds,
             "threads": self.results[0].threads,
+            # The most its timed runs kept busy: above its threads, a thread or process of its own borrowed cores.
+            "cores_used": max((r.cores_used for r in self.results if r.cores_used is not None), default=None),
         }
 
 

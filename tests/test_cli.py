@@ -494,7 +494,8 @@ def test_figures_of_more_cores_than_a_trial_s_threads_say_so_in_every_view(capsy
     from types import SimpleNamespace
 
     from autotune.config import Config
-    from autotune.console import result_table, run_text
+    from autotune.console import best_text, result_table, run_text
+    from autotune.export import ExportDocument
     from autotune.progress import Progress
     from autotune.runner import TrialResult
     from autotune.selection import Candidate
@@ -521,8 +522,15 @@ def test_figures_of_more_cores_than_a_trial_s_threads_say_so_in_every_view(capsy
                             candidates=[baseline, best], export_path="x.json", unused=(), restricted=0)
     assert ("warning: the winner's timed runs kept 1.3 cores busy, more than its 1 thread: a thread or process of "
             "its own ran on cores --threads left idle") in result_table(table)
+    # The export says it too, for `autotune best` and a script's cfg.measured.
+    assert best.figures()["cores_used"] == 1.3 and baseline.figures()["cores_used"] == 1.0
+    document = ExportDocument(best.config.to_dict(), "w", "cpu", size="small", measured=best.figures())
+    assert ("warning: its timed runs kept 1.3 cores busy, more than its 1 thread: a thread or process of its own ran "
+            "on cores --threads left idle") in best_text(ExportDocument.from_json(document.to_json(), "x.json"), "x")
     best.results = [result(1.0)] * 3
     assert "more than its" not in result_table(table)
+    assert "more than its" not in best_text(ExportDocument(best.config.to_dict(), "w", "cpu", measured=best.figures()),
+                                            "x")
 
 
 def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
