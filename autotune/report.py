@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
 from autotune.config import Config, no_effect, show
-from autotune.console import error_against, interval_said, rate
+from autotune.console import borrowed_cores, error_against, interval_said, rate
 from autotune.environment import beside_other_work
 from autotune.explain_view import explain_section
 from autotune.runner import STATUSES
@@ -71,15 +71,11 @@ def _get_header_info(study: "optuna.Study", document: dict[str, Any] | None) -> 
     attrs = study.user_attrs
     return {
         "title": f"{attrs.get('workload', study.study_name)} on {attrs.get('device', '?')}",
-        "study": study.study_name,
-        "workload": attrs.get("workload"),
-        "device": attrs.get("device"),
+        "study": study.study_name, "workload": attrs.get("workload"), "device": attrs.get("device"),
         "device_name": (document or {}).get("device_name") or attrs.get("device_name"),
         "size": attrs.get("size"),
         "unit": attrs.get("unit", "items"),
-        "trials": len(trials),
-        "counts": counts,
-        "tuning_seconds": tuning,
+        "trials": len(trials), "counts": counts, "tuning_seconds": tuning,
         "span": (min(starts).isoformat(" ", "seconds"), max(ends).isoformat(" ", "seconds")) if starts and ends else None,
         "environment": (document or {}).get("environment") or attrs.get("environment") or {},
     }
@@ -259,6 +255,7 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
             "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
             "error": t.user_attrs.get("error", f"{why}: never measured" if why else None),
             "busy_elsewhere": t.user_attrs.get("busy_elsewhere"), "one_off": one_off(t.user_attrs),  # build, first run
+            "borrowed": borrowed_cores(t.user_attrs.get("cores_used"), t.user_attrs.get("threads")),  # as the search's
         })
     return rows
 
@@ -278,6 +275,8 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
         throughput = rate(row["throughput"], unit) if row["throughput"] else None
         if throughput and beside_other_work(row["busy_elsewhere"]):  # as the search's progress line says
             throughput += f" (timed beside other work: {row['busy_elsewhere']:.1f} cores busy)"
+        if throughput and row.get("borrowed"):  # more cores than its threads: a thread or process of its own
+            throughput += f" (its timed runs kept {row['borrowed']})"
         memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
         spread = f"±{100 * row['spread']:.1f}%" if row["spread"] is not None else None
         one_off_text = f"{row['one_off']:.3g} s" if row.get("one_off") is not None else None  # a compile's, say
