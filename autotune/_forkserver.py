@@ -191,8 +191,13 @@ class ForkServer:
             message = ("failed", "it exited (see the error above)")
         if message[0] == "failed":  # was a RuntimeError's traceback after the server's own, 49 lines for one cause
             self._forget()
+            try:
+                os.getcwd()
+                check = f"check that `{sys.executable} -c 'import torch'` works"
+            except FileNotFoundError:  # torch's own words: "oneMKL FATAL ERROR: Cannot load libtorch_cpu.so"
+                check = "the working directory no longer exists: cd into a folder that exists"
             raise ServerFailed(f"the fork server, which every trial forks from, failed to start: {message[1]}; "
-                               f"check that `{sys.executable} -c 'import torch'` works") from None
+                               f"{check}") from None
         self._ready = True
 
     def call(self, function: Callable[..., Any], args: tuple, timeout: float | None,

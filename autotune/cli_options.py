@@ -122,6 +122,11 @@ class Storage(click.ParamType):
 
 
 def _studies_folder(ctx: Any, param: Any, value: str | None) -> Path | None:
+    try:  # every command with studies runs trials or reads ./studies: a shell left in a removed folder has neither
+        os.getcwd()
+    except FileNotFoundError:
+        raise click.ClickException("the working directory no longer exists (removed while this shell stayed in "
+                                   "it): cd into a folder that exists and run the command again") from None
     if value is not None and names_nothing(value):  # Path("") is ".": the studies were written into this folder
         raise click.BadParameter(f"{value!r} names no folder; give one (. for this one), or leave the option out "
                                  "for the default", ctx, param)

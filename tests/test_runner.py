@@ -11,7 +11,7 @@ import pytest
 
 from autotune.config import Config
 from autotune.runner import Runner, TrialRequest, TrialResult
-from tests.conftest import BROKEN, FAST_MEASURER
+from tests.conftest import BROKEN, FAST_MEASURER, fresh_process_json
 
 
 def _request(cache: Path, behaviour: str, purpose: str = "trial") -> TrialRequest:
@@ -567,6 +567,34 @@ def test_a_fork_server_that_cannot_import_its_preload_is_one_line_naming_the_cau
             server.wait_ready()
     finally:
         server.close()
+
+
+def test_a_removed_working_directory_is_said_not_taken_for_a_broken_torch(tmp_path):
+    # A shell left in a folder another command removed: `autotune search` said "studies: No such file or
+    # directory", and with --studies elsewhere torch's "oneMKL FATAL ERROR: Cannot load libtorch_cpu.so" ended in
+    # "check that `python -c 'import torch'` works" (this machine). The CLI says it before anything runs; a fork
+    # server that fails to start there says it in place of torch.
+    gone = tmp_path / "gone"
+    script = (
+        "import json, os, sys, subprocess\n"
+        f"os.makedirs({str(gone)!r}); os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})\n"
+        "from autotune._forkserver import ForkServer, ServerFailed\n"
+        "server = ForkServer(['no_such_preload_module'])\n"
+        "try:\n"
+        "    server.start(); server.wait_ready(); said = None\n"
+        "except ServerFailed as exc:\n"
+        "    said = str(exc)\n"
+        "server.close()\n"
+        "cli = subprocess.run([sys.executable, '-m', 'autotune', 'search', '-w', 'chmm', '-s', 'tiny', '-n', '1',\n"
+        f"                     '--studies', {str(tmp_path / 'studies')!r}],\n"
+        "                    capture_output=True, text=True, timeout=120)\n"
+        "print(json.dumps([said, cli.returncode, cli.stderr]))\n")
+    said, code, stderr = fresh_process_json(script, cwd=tmp_path)
+    assert said.endswith("; the working directory no longer exists: cd into a folder that exists"), said
+    assert code == 2 and stderr.strip() == (
+        "autotune: error: the working directory no longer exists (removed while this shell stayed in it): cd into a "
+        "folder that exists and run the command again"), stderr
+    assert not (tmp_path / "studies").exists()
 
 
 def test_a_fork_server_killed_mid_trial_is_that_trial_s_crash_and_the_next_trial_runs(tmp_path):
