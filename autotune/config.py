@@ -18,7 +18,7 @@ from autotune.limits import names_nothing
 from autotune.storage_names import sqlite_url
 
 __all__ = ["SCHEMA_VERSION", "Config", "as_asked", "cannot_write", "config_path", "default_storage", "no_effect",
-           "show", "studies_dir", "writable", "write_tuned_config"]
+           "show", "studies_dir", "writable", "writable_file", "write_tuned_config"]
 
 _DEFAULT_STUDIES = "studies"
 
@@ -166,6 +166,15 @@ def writable(folder: Path, holds: str, within: bool = False) -> None:
         if reason:
             raise AutotuneError(f"cannot write {holds} in {path}: {reason} (made by another user? give it to this "
                                 "one, or choose another --studies)")
+
+
+def writable_file(path: Path, holds: str) -> None:
+    """:func:`writable` for the folder of ``path``, and a folder standing at ``path`` itself refused too: a search
+    measured its trials and re-measured its winner, then could not write its export ("Is a directory")."""
+    writable(path.parent, holds)
+    if path.is_dir():
+        raise AutotuneError(f"cannot write {holds} {path}: a folder stands there; move it away, or choose another "
+                            "--studies")
 
 
 def write_tuned_config(document: ExportDocument | Mapping[str, Any], path: Path) -> Path:

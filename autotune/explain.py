@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from autotune.config import Config, as_asked, show, writable
+from autotune.config import Config, as_asked, show, writable_file
 from autotune.environment import beyond_threads
 from autotune.exceptions import AutotuneError, InvalidConfigError
 from autotune.export import read_json, write_json
@@ -430,7 +430,7 @@ def explain_workload(tuner: Any, target: Config, rounds: int,
     if target.key == tuner.space.baseline.key:  # before the reference is computed: nothing to do
         raise InvalidConfigError("the target config is the baseline: there is no fix to explain")
     path = explain_path(tuner.studies, tuner.workload.name, tuner.device.name, tuner.size)
-    writable(path.parent, "the explanation")  # refused now, not once every config is measured
+    writable_file(path, "the explanation")  # refused now, not once every config is measured
     tuner.ensure_reference()  # computed once and cached: every config is checked against it
     settled: dict[str, float] = {}  # a config's median run in its first good round
 

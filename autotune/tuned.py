@@ -44,7 +44,7 @@ def _sized(folder: Path, device: str, sizes: Collection[str]) -> dict[str, Path]
     The pattern alone took another device's whose name goes on (``cuda-nvidia-rtx-a6000-ada-small.json`` for the
     ``cuda-nvidia-rtx-a6000``, at size "ada-small")."""
     found = folder.glob(_export_names(device, None)[0]) if folder.is_dir() else []
-    return {size: path for path in found if (size := _size_of(path, device)) in sizes}
+    return {size: path for path in found if (size := _size_of(path, device)) in sizes and path.is_file()}
 
 
 def _size_of(path: Path, device: str) -> str | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from autotune.config import Config, as_asked, config_path, default_storage, studies_dir, writable
+from autotune.config import Config, as_asked, config_path, default_storage, studies_dir, writable, writable_file
 from autotune.devices import DetectedDevice, cpu_threads, resolve_device
 from autotune.environment import before_timing, busy_cores
 from autotune.exceptions import AutotuneError, UnknownNameError
@@ -274,7 +274,7 @@ class Tuner:
         A config the study has measured already is a trial that reuses the earlier figures (``duplicate_of``)
         and does not count."""
         check_numbers(n_trials=n_trials)  # as --trials: 0, -1 and 2.5 ran, "3" was a TypeError from inside
-        writable(self.export_path.parent, "the export")  # refused now, not after every trial and the re-measurement
+        writable_file(self.export_path, "the export")  # refused now, not after every trial and the re-measurement
         with self._lock().searching():  # another search of the study now: refused before anything is written
             return self._search(n_trials, time.perf_counter())
 
@@ -308,7 +308,7 @@ class Tuner:
     def claim_budget(self, n_trials: int) -> int:
         """Open the shared study and settle its trial budget (see :func:`autotune.shared_study.claim_budget`); a
         lone search of the study is refused from now until :meth:`close`, as this is while one runs."""
-        writable(self.export_path.parent, "the export")  # refused now: one of them exports at the end
+        writable_file(self.export_path, "the export")  # refused now: one of them exports at the end
         self._held.enter_context(self._lock().searching(shared=True))
         return claim_budget(self.open_study(), self._lock(), n_trials, self.space.first_params(), self.grace_period)
 

@@ -740,6 +740,35 @@ def test_a_folder_of_the_studies_read_only_to_the_user_is_refused_before_anythin
     assert sorted(tmp_path.rglob("*")) == before  # no study, no reference, nothing measured
 
 
+@pytest.mark.parametrize("args, target, holds", [
+    (["search", "-w", "chmm", "-d", "cpu", "-s", "tiny"], "studies/chmm/cpu-tiny.json", "the export"),
+    (["explain", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--config", "numba.json"],
+     "studies/chmm/explain/cpu-tiny.json", "the explanation"),
+], ids=["search", "explain"])
+def test_a_folder_where_a_command_writes_its_file_is_refused_before_anything_is_measured(
+        tmp_path, monkeypatch, capsys, args, target, holds):
+    # A folder at studies/chmm/cpu-tiny.json: a search measured its trials and re-measured its winner, then
+    # "cannot write the export studies/chmm/cpu-tiny.json: Is a directory"; load_config then said it had looked in
+    # that file and that chmm was "exported only at size 'tiny'".
+    from autotune.cli import main
+    from autotune.tuned import load_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / target).mkdir(parents=True)
+    (tmp_path / "numba.json").write_text('{"messages": "numba"}')
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    lines = [line for line in capsys.readouterr().err.strip().splitlines() if "error" in line]
+    assert exited.value.code == 2 and lines == [f"autotune: error: cannot write {holds} {target}: a folder stands "
+                                                "there; move it away, or choose another --studies"], lines
+    assert sorted(tmp_path.rglob("*")) == before  # no study, no reference, nothing measured
+    if holds == "the export":
+        with pytest.warns(UserWarning) as said:
+            load_config("chmm", "cpu", "small", studies=tmp_path / "studies")
+        assert "exported only" not in str(said[0].message), said[0].message
+
+
 def test_a_report_s_folder_read_only_to_the_user_is_refused_before_the_page_is_built(tmp_path, monkeypatch, capsys):
     # Without -o the page goes in <studies>/<workload>/: one another user made let it be built (seconds, for a
     # study of thousands of trials), then "cannot write the report ...: Permission denied".
