@@ -164,8 +164,9 @@ def writable(folder: Path, holds: str, within: bool = False) -> None:
     for path in (folder, *inside):
         reason = cannot_write(path)
         if reason:
-            raise AutotuneError(f"cannot write {holds} in {path}: {reason} (made by another user? give it to this "
-                                "one, or choose another --studies)")
+            fix = ("move it away, or choose another --studies" if reason.endswith(" is a file") else
+                   "made by another user? give it to this one, or choose another --studies")
+            raise AutotuneError(f"cannot write {holds} in {path}: {reason} ({fix})")
 
 
 def writable_file(path: Path, holds: str) -> None:

@@ -629,3 +629,14 @@ def test_a_search_keeps_its_study_in_a_studies_folder_named_with_a_question_mark
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "a?b" / "autotune.db").is_file() and not (tmp_path / "a").exists()
     assert "study chmm-cpu-tiny in sqlite:///a%3Fb/autotune.db" in done.stderr
+
+
+def test_a_file_in_the_way_of_a_folder_is_told_to_move_not_to_change_hands(tmp_path):
+    # A file at studies/cache: "studies/cache is a file (made by another user? give it to this one, ...)".
+    from autotune.config import writable
+    from autotune.exceptions import AutotuneError
+
+    (tmp_path / "cache").write_text("")
+    with pytest.raises(AutotuneError, match=r"cannot write numba's compiled kernels in .*cache/numba: .*cache is a "
+                                            r"file \(move it away, or choose another --studies\)$"):
+        writable(tmp_path / "cache" / "numba", "numba's compiled kernels")
