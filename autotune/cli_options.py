@@ -312,6 +312,7 @@ def measure_options(f: Callable) -> Callable:
                      help="Run each trial in a fresh process (default), or in this one (debugging only).")(f)
     # More threads than cores only time the OS scheduler: a bound, not a silent cap.
     f = click.option("--threads", type=Count(min=1, max=cpu_threads()), default=None,
-                     help="CPU threads of a trial: torch's, numpy's BLAS and other OpenMP pools [default: every "
-                          "core this process may use].")(f)
+                     help="CPU threads of a trial: torch's, numpy's BLAS and other OpenMP pools; a trial whose own "
+                          "threads or processes keep more cores busy says so (hold it with taskset -c) [default: "
+                          "every core this process may use].")(f)
     return f
