@@ -153,8 +153,7 @@ def borrowed_cores(cores_used: float | None, threads: int | None) -> str:
 
 def borrowed_cores_line(winner: Any) -> str | None:
     """A warning where the winner's re-measured runs kept more cores busy than its threads, or None."""
-    said = next((borrowed_cores(r.cores_used, r.threads) for r in winner.results
-                 if borrowed_cores(r.cores_used, r.threads)), "")
+    said = next(filter(None, (borrowed_cores(r.cores_used, r.threads) for r in winner.results)), "")
     return (f"  warning: the winner's timed runs kept {said}: a thread or process of its own ran on cores "
             "--threads left idle, so it may not be as fast within them; to compare configs within N cores, "
             "run the search under `taskset -c` or a container's --cpus") if said else None
@@ -369,9 +368,9 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
         if result.beside_other_work:
             lines.append(f"  warning      other processes kept {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy "
                          "while it was timed: its figures may be off; run alone to trust them")
-        if borrowed_cores(result.cores_used, result.threads):
-            lines.append(f"  warning      its timed runs kept {borrowed_cores(result.cores_used, result.threads)}: a "
-                         "thread or process of its own ran on cores --threads left idle")
+        if borrowed := borrowed_cores(result.cores_used, result.threads):
+            lines.append(f"  warning      its timed runs kept {borrowed}: a thread or process of its own ran on "
+                         "cores --threads left idle")
     if result.error and result.status != "ok":
         lines.append(f"  error        {result.error}")
     return "\n".join(lines)

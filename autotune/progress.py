@@ -98,8 +98,8 @@ class Progress:
                      else "  (cut short once warm: over 3x slower than the best)")
         if record.duplicate_of is None and result.beside_other_work:
             note += f"  (timed beside other work: {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy)"
-        if record.duplicate_of is None and borrowed_cores(result.cores_used, result.threads):
-            note += f"  (its timed runs kept {borrowed_cores(result.cores_used, result.threads)})"
+        if record.duplicate_of is None and (borrowed := borrowed_cores(result.cores_used, result.threads)):
+            note += f"  (its timed runs kept {borrowed})"
         error = f"  {result.error}" if result.error and result.status != "ok" else ""
         role = record.role if record.role in ("baseline", "defaults", "probe") else ""
         counter = f"{index:>{width}}" if record.duplicate_of is None else " " * (width - 1) + "="

@@ -18,8 +18,9 @@ from autotune.export import read_document
 from autotune.limits import EXPORT_MARK
 from autotune.registry import workload_facts
 from autotune.space import SearchSpace, load_space
-from autotune.storage import open_storage, redact_storage, storage_failure, storage_kind, user_storage
-from autotune.storage_names import same_storage, sqlite_path
+from autotune.storage import (open_storage, redact_storage, storage_failure, storage_kind, study_file,
+                              user_storage)
+from autotune.storage_names import same_storage
 
 if TYPE_CHECKING:
     import optuna
@@ -77,7 +78,7 @@ def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":
     import optuna
 
     storage = user_storage(storage)
-    if storage.startswith("sqlite:///") and not sqlite_path(storage).is_file():
+    if storage.startswith("sqlite:///") and not study_file(storage).is_file():  # type: ignore[union-attr]
         raise StorageError(f"no study storage at {storage}; run `autotune search` first, or pass --storage")
     if storage_kind(storage) == "journal" and not Path(storage).is_file():
         raise StorageError(f"no journal file at {storage}; run `autotune search --storage {storage}` first")
