@@ -94,21 +94,23 @@ class TrialResult:
     relative_spread: float | None = None
     noisy: bool | None = None
     cut_short: bool | None = None  # stopped early: far slower than the best once warm, or a wrong first output
-    times: list[float] = field(default_factory=list)
+    # Every run's time, a traceback, the environment: in the dict and the study, not in a repr (a notebook cell
+    # showing a search's result printed 60,000 characters for 3 trials).
+    times: list[float] = field(default_factory=list, repr=False)
     warmup_seconds: float | None = None  # the first run, compilation included
     build_seconds: float | None = None  # build(config), before the first run
-    warmup_times: list[float] = field(default_factory=list)
+    warmup_times: list[float] = field(default_factory=list, repr=False)
     peak_memory_bytes: int | None = None  # from the first run's end: its one-off compile or search left out
     first_run_peak_memory_bytes: int | None = None  # the first run's (a cold compile's, cuDNN's search), apart
     threads: int | None = None
     check: dict[str, Any] | None = None
     error: str | None = None  # one line: exception type and message, or what killed it
-    traceback: str | None = None
+    traceback: str | None = field(default=None, repr=False)
     wall_seconds: float | None = None  # the whole trial, process start to result
     busy_elsewhere: float | None = None  # cores other processes kept busy while it was timed (Linux)
     cores_used: float | None = None  # cores its own threads and processes kept busy while it was timed (Linux)
     lost: bool | None = None  # failed by the machine (a full disk), not by its config: re-run when resumed
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def beside_other_work(self) -> bool:

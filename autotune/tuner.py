@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -28,6 +27,7 @@ from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
 from autotune.runner import Runner, TrialRequest, TrialResult, unless_lost
+from autotune.search_result import SearchResult
 from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
 from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
@@ -56,30 +56,6 @@ HOPELESS_FACTOR = 20.0
 # run lay within 0.79-1.81x of its config's median (298 runs of 45 trials, quick-start studies on the
 # 2-core CPU; benchmarks/run_spread.py), so a config cut at 3x is at least 3 / 1.81 = 1.66x slower.
 RACE_FACTOR = 3.0
-
-
-@dataclass
-class SearchResult:
-    """What a search found; ``winner`` is ``None`` when no config passed its check."""
-
-    workload: str
-    device: str
-    size: str
-    study_name: str
-    storage: str  # redacted
-    unit: str
-    trials: list[TrialRecord]
-    counts: dict[str, int]  # statuses over the whole study
-    candidates: list[Candidate]
-    winner: Candidate | None
-    baseline: Candidate | None
-    speedup: float | None
-    export_path: Path | None
-    document: dict[str, Any] | None
-    seconds: float
-    choices: list[ChoiceOutcome] = field(default_factory=list)
-    unused: tuple[str, ...] = ()  # the winner's knobs that its other knobs leave inactive (at their defaults)
-    restricted: int = 0  # the study's asks for a config that breaks a constraint: never measured, never a trial
 
 
 class Tuner:

@@ -51,6 +51,11 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     assert result.speedup == pytest.approx(
         result.winner.measurement.throughput / result.baseline.measurement.throughput
     )
+    # What a notebook cell shows for the search: the answer, not every run's time (60,000 characters for 3 trials).
+    shown = repr(result)
+    assert len(shown) < 1000 and f"winner trial #{result.winner.trial} " in shown, shown
+    assert f"{result.speedup:.2f}x the baseline's" in shown and "cpu-tiny.json" in shown and "ok " in shown
+    assert "times=" not in repr(result.winner.results[0]) and "throughput=" in repr(result.winner.results[0])
     document = json.loads((studies / "chmm" / "cpu-tiny.json").read_text())
     for key in ("schema_version", "workload", "device", "size", "config", "measured", "baseline", "speedup",
                 "check", "environment", "study", "trial"):

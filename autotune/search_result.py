@@ -1,0 +1,53 @@
+"""What a search found: the winner, the baseline beside it, every trial, the export."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.selection import Candidate, ChoiceOutcome
+    from autotune.trials import TrialRecord
+
+__all__ = ["SearchResult"]
+
+
+@dataclass(repr=False)
+class SearchResult:
+    """What a search found; ``winner`` is ``None`` when no config passed its check."""
+
+    workload: str
+    device: str
+    size: str
+    study_name: str
+    storage: str  # redacted
+    unit: str
+    trials: list[TrialRecord]
+    counts: dict[str, int]  # statuses over the whole study
+    candidates: list[Candidate]
+    winner: Candidate | None
+    baseline: Candidate | None
+    speedup: float | None
+    export_path: Path | None
+    document: dict[str, Any] | None
+    seconds: float
+    choices: list[ChoiceOutcome] = field(default_factory=list)
+    unused: tuple[str, ...] = ()  # the winner's knobs that its other knobs leave inactive (at their defaults)
+    restricted: int = 0  # the study's asks for a config that breaks a constraint: never measured, never a trial
+
+    def __repr__(self) -> str:
+        from autotune import console  # click: not for the tuner's own import
+
+        # What a notebook cell shows for `tuner.search(20)`: the answer, not every run's time of every trial
+        # (the dataclass's own repr was 60,000 characters for a search of 3 trials).
+        statuses = ", ".join(f"{status} {n}" for status, n in sorted(self.counts.items()))
+        found = "no winner: no config passed its check and fit the memory budget"
+        if self.winner is not None:
+            measurement = self.winner.measurement
+            rate = f" at {console.rate(measurement.throughput, self.unit)}" if measurement is not None else ""
+            speedup = f", {self.speedup:.2f}x the baseline's" if self.speedup else ""
+            found = f"winner trial #{self.winner.trial} {self.winner.config.to_dict()}{rate}{speedup}"
+        export = f"; exported to {str(self.export_path)!r}" if self.export_path is not None else ""
+        return (f"SearchResult({self.workload!r} at {self.size!r} on {self.device!r}: {found}; {len(self.trials)} "
+                f"trials in {self.seconds:.0f} s; study {self.study_name!r} in {self.storage!r} ({statuses}){export})")
