@@ -62,7 +62,10 @@ class Tuner:
     """Searches the fastest correct config of one workload on one device.
 
     Construction validates the workload, size, device and space and writes
-    nothing; :meth:`search` opens the study, runs trials and exports.
+    nothing; :meth:`search` opens the study, runs trials and exports. The
+    process trials fork from (torch imported) stops when a search ends;
+    after :meth:`run_config` it runs until :meth:`close`, or the end of a
+    ``with Tuner(...) as tuner:`` block.
 
     Example::
 
@@ -251,8 +254,14 @@ class Tuner:
         and does not count."""
         check_numbers(n_trials=n_trials)  # as --trials: 0, -1 and 2.5 ran, "3" was a TypeError from inside
         writable_file(self.export_path, "the export")  # refused now, not after every trial and the re-measurement
-        with self._lock().searching():  # another search of the study now: refused before anything is written
-            return self._search(n_trials, time.perf_counter())
+        try:
+            with self._lock().searching():  # another search of the study now: refused before anything is written
+                return self._search(n_trials, time.perf_counter())
+        finally:
+            # A search is one job: its fork server (torch imported, 230 MB on the CPU) stops with it, closed or not.
+            # Left to the garbage collector, a notebook's first Tuner kept it for the kernel's life: Optuna keeps
+            # the ImportError of an optional module it tried (redis) with the stack that first imported it.
+            self.runner.close()
 
     def _search(self, n_trials: int, started: float) -> SearchResult:
         study = self.open_study()
@@ -422,4 +431,10 @@ class Tuner:
     def close(self) -> None:
         self.runner.close()
         self._held.close()
+
+    def __enter__(self) -> "Tuner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import optuna
+import psutil
 import pytest
 
 import autotune
@@ -27,13 +28,13 @@ BEHAVIOURS = ["wrong", "nan", "raise_build", "raise_run", "segfault", "exit", "h
 
 
 def test_chmm_search_exports_resumes_and_loads(studies):
-    seen = []
+    seen, servers = [], set()
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=2, seed=3,
-                  on_trial=lambda record, i, n: seen.append(record))
-    try:
+                  on_trial=lambda record, i, n: (seen.append(record), servers.add(tuner.runner.server._process.pid)))
+    with tuner:
         result = tuner.search(n_trials=5)
-    finally:
-        tuner.close()
+        # The fork server stops with the search, closed or not (a notebook's first Tuner is never collected).
+        assert len(servers) == 1 and not psutil.pid_exists(servers.pop())
     measured = [r for r in seen if r.duplicate_of is None]
     assert len(measured) == 5 and seen[0].number == 0 and seen[0].role == "baseline"
     # A new study measures the baseline, the defaults, then each kernel (chmm's probe knob) on the defaults.
