@@ -37,6 +37,12 @@ from autotune.shipped import take_builtin_names
 _HEADER = struct.Struct("!Q")
 #: Seconds between the words a caller's ``on_wait`` is given while a trial runs: a cold compile ran 615 s unsaid.
 WAIT_SAID = 60.0
+#: Seconds of a server starting (importing torch: 0.4-4 s on this project's machines) before it is said to, then
+#: every WAIT_SAID: a first import from a cold disk or a network file system takes a minute, and was silence.
+STARTING_SAID = 10.0
+#: Seconds a server may take to start before it is stopped and said to have failed: an import stuck on a network
+#: file system hung the search without a word. No trial timeout: a --trial-timeout of 5 s is no bound on an import.
+START_TIMEOUT = 600.0
 
 
 def _write_frame(fd: int, obj: Any) -> None:
@@ -156,8 +162,11 @@ class ForkServer:
         server.close()
     """
 
-    def __init__(self, preload: list[str] | None = None) -> None:
+    def __init__(self, preload: list[str] | None = None, start_timeout: float | None = START_TIMEOUT,
+                 on_start_wait: Callable[[float], None] | None = None) -> None:
         self.preload = list(preload or [])
+        # on_start_wait is told the seconds a start has taken, after STARTING_SAID and then every WAIT_SAID.
+        self.start_timeout, self.on_start_wait = start_timeout, on_start_wait
         self._process: subprocess.Popen | None = None
         self._response_fd: int | None = None
         self._ready = False
@@ -185,6 +194,7 @@ class ForkServer:
         """Wait until a server that :meth:`start` started has imported its preload (nothing if none is starting)."""
         if self._ready or self._response_fd is None:
             return
+        self._wait_started(time.monotonic())
         try:
             message = _read_frame(self._response_fd)
         except EOFError:
@@ -199,6 +209,26 @@ class ForkServer:
             raise ServerFailed(f"the fork server, which every trial forks from, failed to start: {message[1]}; "
                                f"{check}") from None
         self._ready = True
+
+    def _wait_started(self, started: float) -> None:
+        """Wait until the server has a word for us (ready or failed), telling ``on_start_wait`` meanwhile; a
+        server silent past ``start_timeout`` is stopped and said to have failed."""
+        said = STARTING_SAID
+        while True:
+            elapsed = time.monotonic() - started
+            waits = [t - elapsed for t in (self.start_timeout, said if self.on_start_wait else None) if t is not None]
+            if select.select([self._response_fd], [], [], max(0.0, min(waits)) if waits else None)[0]:
+                return
+            elapsed = time.monotonic() - started
+            if self.start_timeout is not None and elapsed >= self.start_timeout:
+                self._forget()
+                raise ServerFailed(f"the fork server, which every trial forks from, did not start within "
+                                   f"{self.start_timeout:g} s (it imports torch and the workloads); check that "
+                                   f"`{sys.executable} -c 'import torch'` works")
+            if self.on_start_wait is not None and elapsed >= said:
+                with contextlib.suppress(Exception):  # words about a start never end it
+                    self.on_start_wait(elapsed)
+                said += WAIT_SAID
 
     def call(self, function: Callable[..., Any], args: tuple, timeout: float | None,
              on_wait: Callable[[float], None] | None = None) -> tuple[Any, int | None, bool]:

@@ -394,12 +394,12 @@ class Runner:
             raise ValueError(f"isolation must be 'subprocess' or 'inprocess', got {isolation!r}")
         self.isolation, self.timeout = isolation, TRIAL_TIMEOUT if timeout is None else timeout
         self._server: ForkServer | None = None
-        self.on_wait: Any = None  # told (request, seconds) every minute a trial runs: the tuner says it is running
+        self.on_wait: Any = None  # told (request, seconds) every minute a trial runs (None: the server starts)
 
     @property
     def server(self) -> ForkServer:
         if self._server is None:
-            self._server = ForkServer(_PRELOAD)
+            self._server = ForkServer(_PRELOAD, on_start_wait=lambda s: self.on_wait and self.on_wait(None, s))
         return self._server
 
     def start(self) -> None:

@@ -121,9 +121,7 @@ class Tuner:
         self.measured_with = measured_with(workload, self.reference_config, threads or cpu_threads())  # others': again
         self.on_stage = on_stage or (lambda message: None)
         # A trial silent for minutes (ten's cold compile at small, 615 s) is said to run, every minute.
-        self.runner.on_wait = lambda request, seconds: self.on_stage(
-            f"{request.purpose} still running after {seconds:.0f} s (a first run that compiles can take minutes): "
-            f"{(config := Config(request.config)).describe(self.space.unused(config))}")
+        self.runner.on_wait = self._still_running
         self.stop_requested = False  # set by a caller (or the time budget): no new trial is taken
         self.time_budget = time_budget  # seconds, then no new trial (the running one finishes; re-measure, export)
         self._deadline: float | None = None
@@ -137,6 +135,15 @@ class Tuner:
         self.memory_bytes = int(self.detected.memory_bytes or self.device.memory_bytes or 0)
 
     # -- pieces ------------------------------------------------------------------
+
+    def _still_running(self, request: TrialRequest | None, seconds: float) -> None:
+        if request is None:  # the fork server, before any trial
+            self.on_stage(f"the fork server, which every trial forks from, is still importing torch after "
+                          f"{seconds:.0f} s (a first import from a cold disk or a network file system can take "
+                          "a minute)")
+        else:
+            self.on_stage(f"{request.purpose} still running after {seconds:.0f} s (a first run that compiles can "
+                          f"take minutes): {(config := Config(request.config)).describe(self.space.unused(config))}")
 
     export_path = property(lambda self: config_path(self.workload.name, self.device.name, self.size, self.studies))
 

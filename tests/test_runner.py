@@ -569,6 +569,43 @@ def test_a_fork_server_that_cannot_import_its_preload_is_one_line_naming_the_cau
         server.close()
 
 
+def test_a_fork_server_slow_to_start_is_said_to_be_starting_and_one_that_hangs_fails_at_the_trial_timeout(
+        tmp_path, monkeypatch):
+    # An import of torch stuck on a network file system (a sitecustomize that sleeps, this CPU): the search said
+    # "study ... (0 trials so far)" and then nothing, for as long as the import took, or for ever.
+    from autotune import _forkserver
+    from autotune._forkserver import ForkServer, ServerFailed
+
+    (tmp_path / "slow_preload.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setattr(_forkserver, "STARTING_SAID", 0.5)
+    monkeypatch.setattr(_forkserver, "WAIT_SAID", 0.5)
+    said = []
+    server = ForkServer(["slow_preload"], start_timeout=2.5, on_start_wait=said.append)
+    try:
+        server.start()
+        process = server._process
+        started = time.monotonic()
+        with pytest.raises(ServerFailed, match=r"the fork server, which every trial forks from, did not start within "
+                                               r"2.5 s \(it imports torch and the workloads\); check that "
+                                               r"`.*python.* -c 'import torch'` works"):
+            server.wait_ready()
+        assert 2.5 <= time.monotonic() - started < 30 and process.poll() is not None  # stopped, not left importing
+        assert 3 <= len(said) <= 5 and said == sorted(said) and said[0] >= 0.5, said
+    finally:
+        server.close()
+    # A search's server may take 600 s to start, whatever its trial timeout (a start is no trial), and a Tuner says
+    # the wait as a stage of the search.
+    from autotune.tuner import Tuner
+
+    tuner = Tuner("chmm", "cpu", "tiny", studies=tmp_path / "studies", trial_timeout=2.5, on_stage=said.append)
+    assert tuner.runner.server.start_timeout == 600
+    tuner.runner.server.on_start_wait(12.0)
+    assert said[-1] == ("the fork server, which every trial forks from, is still importing torch after 12 s (a first "
+                        "import from a cold disk or a network file system can take a minute)")
+    tuner.close()
+
+
 def test_a_removed_working_directory_is_said_not_taken_for_a_broken_torch(tmp_path):
     # A shell left in a folder another command removed: `autotune search` said "studies: No such file or
     # directory", and with --studies elsewhere torch's "oneMKL FATAL ERROR: Cannot load libtorch_cpu.so" ended in
