@@ -1,4 +1,4 @@
-"""Search progress on stderr: a bar on a terminal, one plain line per trial otherwise."""
+"""Search progress on stderr: one plain line per trial, below them a bar on a terminal."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def terminal_width() -> int:
 
 
 class Progress:
-    """Search progress on stderr: a bar on a terminal, one plain line per trial otherwise.
+    """Search progress on stderr: one plain line per trial, below them a bar on a terminal.
 
     The bar counts measured configs against ``--trials`` and shows the best
     correct throughput in the study so far (of configs within ``--memory-budget``:
@@ -81,14 +81,15 @@ class Progress:
             self.counts[result.status] = self.counts.get(result.status, 0) + 1
         if self.quiet:
             return
-        if self.bar is not None:
-            if record.duplicate_of is None:
-                self.bar.update(1)
+        if self.bar is not None:  # and its line above the bar: a failed trial's error, a note, were said only piped
             self.bar.set_postfix_str(
                 f"best {rate(self.best, self.best_unit)}, last {result.status}, "
-                + " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+                + " ".join(f"{k} {v}" for k, v in sorted(self.counts.items())), refresh=False
             )
-            return
+            if record.duplicate_of is None:
+                self.bar.update(1)
+            else:
+                self.bar.refresh()
         width = len(str(total))
         figures = f"{rate(result.throughput, result.unit):>22}  {format_bytes(result.peak_memory_bytes):>10}"
         note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""

@@ -416,6 +416,9 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     assert bar.bar.n == 2  # the repeat does not advance the bar
     assert "crash 1" in bar.bar.postfix and "ok 1" in bar.bar.postfix and "best 500 items/s" in bar.bar.postfix
     bar.close()
+    # On a terminal each trial has its line above the bar too: a failed trial's error was said only when piped.
+    err = capsys.readouterr().err
+    assert "[1/2] trial #0   baseline ok" in err and "process died from SIGSEGV" in err and "not counted" in err
     plain = Progress(quiet=False, total=2, bar=False)
     for index, record in enumerate(records, 1):
         plain.trial(record, min(index, 2), 2)
