@@ -9,6 +9,8 @@ with an exponent (``1e-3``) is the number, not the string YAML 1.1 made of it.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from typing import Any
@@ -71,6 +73,13 @@ _OnceLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+
 
 def load_yaml(text: str) -> Any:
     """``yaml.safe_load(text)``, but a key given twice in one mapping is a :class:`yaml.YAMLError`."""
+    return copy.deepcopy(_parsed(text))  # the caller's own: a space built from it may keep and change its parts
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(text: str) -> Any:
+    # Once per text: `load_config` reads its workload's space on every call, and PyYAML's parse of chmm's was 16 ms
+    # of its 35 (this CPU); a script that asks for its config in a loop paid them each time.
     return yaml.load(text, Loader=_OnceLoader)  # noqa: S506 - a SafeLoader: plain data only
 
 

@@ -177,6 +177,31 @@ def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
 
 
+def test_load_config_parses_its_space_and_its_workload_s_source_once_per_text(tmp_path, monkeypatch):
+    # A script asking for its config in a loop paid 21 ms a call (this CPU): PyYAML's parse of the space and two
+    # parses of the workload's module. They are parsed once per text now, and what a call gets is its own.
+    import ast
+
+    import yaml
+
+    write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path))
+    first = load_config("chmm", device="cpu", studies=tmp_path)
+    parses = []
+    monkeypatch.setattr(yaml, "load", lambda *args, **kwargs: parses.append("yaml"))
+    monkeypatch.setattr(ast, "parse", lambda *args, **kwargs: parses.append("ast"))
+    try:
+        again = load_config("chmm", device="cpu", studies=tmp_path)
+    finally:
+        monkeypatch.undo()  # before pytest formats a failure with ast.parse
+    assert parses == [] and dict(again) == dict(first)
+    from autotune.strict import load_yaml
+
+    text = "parameters:\n  x: {choices: [1, 2]}\n"
+    mine = load_yaml(text)
+    mine["parameters"]["x"]["choices"].append(3)
+    assert load_yaml(text) == {"parameters": {"x": {"choices": [1, 2]}}}
+
+
 def test_an_export_tuned_on_another_version_of_its_workload_loads_with_a_warning(tmp_path):
     # A workload's version is bumped when its data or outputs change (vlm_mc's 2 checks the dropout-off
     # features): an export of version 1 passed a check that a wrong attention scale passed too.
