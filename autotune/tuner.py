@@ -444,4 +444,3 @@ class Tuner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
