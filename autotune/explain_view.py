@@ -14,7 +14,8 @@ from typing import Any, Callable, Mapping
 from autotune.config import show
 from autotune.console import ONE_OFF_SAID, one_off_words, plural, rate
 
-__all__ = ["claims_html", "draw_waterfall", "explain_section", "explain_text", "get_explain_info", "interval_text"]
+__all__ = ["beaten_by", "claims_html", "draw_waterfall", "explain_section", "explain_text", "get_explain_info",
+           "interval_text"]
 
 
 def interval_text(interval: Mapping[str, float] | None) -> str:
@@ -25,6 +26,28 @@ def interval_text(interval: Mapping[str, float] | None) -> str:
     # "faster" beside "1.00x [1.00, 1.00]" reads as a contradiction (lsd's SDPA alone on an H200: 1.001-1.004).
     digits = 3 if (low > 1 and round(low, 2) <= 1) or (high < 1 and round(high, 2) >= 1) else 2
     return f"{interval['value']:.{digits}f}x [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def beaten_by(doc: Mapping[str, Any]) -> str | None:
+    """A warning where a config this run measured beat the target, their intervals apart: the target is then not
+    the fastest config it knows of. Measured so (latentwire at tiny, this CPU): the search's winner at 2.47x [2.45,
+    2.50], the baseline with its batch size alone at 4.24x [4.18, 4.30], and no word of it."""
+    target = (doc.get("target") or {}).get("speedup")
+    if not target or target.get("high") is None:
+        return None
+    measured = [(f"the baseline with {fix['knob']} {show(fix['from'])} -> {show(fix['to'])} alone", fix.get("alone"))
+                for fix in doc.get("fixes", [])]
+    measured += [(f"the target without {fix['knob']} ({show(fix['to'])} -> {show(fix['from'])})", fix.get("removed"))
+                 for fix in doc.get("fixes", [])]
+    measured += [(f"the path's step + {step['knob']}", step.get("speedup")) for step in doc.get("path", [])]
+    above = [(what, figure) for what, figure in measured
+             if figure and figure.get("low") is not None and figure["low"] > target["high"]]
+    if not above:
+        return None
+    what, figure = max(above, key=lambda pair: pair[1]["value"])
+    return (f"warning: {what} ran at {interval_text(figure)} over the baseline, above the target's "
+            f"{interval_text(target)}: the target is not the fastest config this run measured (its search chose it "
+            "from noisier runs, or never tried the other); search again with more trials, or at a larger size")
 
 
 def _claimed(claim: Mapping[str, Any] | None) -> str:
@@ -84,6 +107,7 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
     ]
     if target.get("error"):
         lines.append(f"The target failed: {target['error']}")
+    lines += [beaten] if (beaten := beaten_by(doc)) else []
     said = one_off_words(target, base)  # what a job pays once before the speedup starts to count
     lines += [f"one-off: the target's build and first run take {said[0]:.3g} s {said[1]}"] if said else []
     if doc.get("stopped"):
@@ -192,6 +216,9 @@ def explain_section(explanation: Mapping[str, Any] | None, exported: Mapping[str
         other = (f"This explains {described(target or {})}; this study has no export of its own to compare with."
                  if exported is None else None if target == exported else
                  f"This explains {described(target or {})}, not the exported winner: run `autotune explain` for it.")
+        if beaten := beaten_by(explanation):  # the report says what the text says
+            said = beaten[0].upper() + beaten[1:] + "."
+            other = f"{other} {said}" if other else said
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         return "What each fix bought", None, (f"The stored explanation could not be read ({type(exc).__name__}: "
                                               f"{exc}): run `autotune explain` again to measure it anew."), None

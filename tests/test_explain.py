@@ -123,6 +123,34 @@ def test_each_effect_is_recovered_within_its_interval(space):
     assert within(doc["path"][-1]["speedup"], 2 * 1.25 * 1.5 * 1.2)
 
 
+def test_a_config_the_run_measured_above_the_target_is_said(space):
+    # latentwire at tiny (this CPU): the search's winner at 2.47x [2.45, 2.50], the baseline with its batch size
+    # alone at 4.24x [4.18, 4.30], the winner without checkpointing at 3.16x: the table showed it, nothing said it.
+    from autotune.explain_view import explain_section
+
+    fake = fake_run(space)
+
+    def run(config):  # noop=True halves the throughput: a "fix" that slows every config it is in
+        result = fake(config)
+        result.times = [t * (2.0 if config["noop"] else 1.0) for t in result.times]
+        return result
+
+    target = space.validate({"kernel": "fast", "tile": 2, "batch": 16, "noop": True, "wide": False})
+    doc = explain(space, space.baseline, target, run, rounds=2)
+    text = explain_text({**doc, "size": "tiny"})
+    # The fastest such config is named: the target without noop, or the path's step before noop (the same config).
+    said = re.search(r"warning: (the target without noop \(true -> false\)|the path's step \+ \w+) ran at (\S+) "
+                     r"\[.*?\] over the baseline, above the target's (\S+) \[.*?\]: the target is not the fastest "
+                     r"config this run measured", text)
+    assert said and float(said[2][:-1]) > 1.8 * float(said[3][:-1]), text
+    _, _, note, _ = explain_section(doc, doc["target"]["config"], lambda config: "the winner")
+    assert note.startswith(f"Warning: {said[1]} ran at "), note
+    # Where nothing measured beats the target, nothing is said.
+    honest = explain(space, space.baseline, target, fake, rounds=2)
+    assert "not the fastest config" not in explain_text(honest)
+    assert explain_section(honest, honest["target"]["config"], lambda config: "the winner")[2] is None
+
+
 def test_a_fix_whose_alone_move_needs_other_fixes_is_judged_inside_the_winner():
     """Alone, tile needs kernel fast (its condition) and wide needs batch 16 (a constraint): their alone figures
     hold kernel's and batch's gains (2.5x, 1.8x), and were ruled "above claim" against their own claims.
