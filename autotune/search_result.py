@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from autotune.export import ExportDocument
     from autotune.selection import Candidate, ChoiceOutcome
     from autotune.trials import TrialRecord
 
@@ -30,7 +31,7 @@ class SearchResult:
     baseline: Candidate | None
     speedup: float | None
     export_path: Path | None
-    document: dict[str, Any] | None
+    document: ExportDocument | None
     seconds: float
     choices: list[ChoiceOutcome] = field(default_factory=list)
     unused: tuple[str, ...] = ()  # the winner's knobs that its other knobs leave inactive (at their defaults)

@@ -246,6 +246,10 @@ def load_config(
             config = _validated(document, space, path)
             _warn_if_tuned_on_another_version(document, workload, path)
             _warn_if_tuned_on_another_cpu(document, workload, device, path)
+            if (document.study or {}).get("trials") == 1:  # `search -n 1`: the baseline, the slow "before"
+                warnings.warn(f"{path} was exported by a search that measured only the baseline: its config is the "
+                              "slow 'before', not a tuned one, and the space's defaults were never measured; search "
+                              "with --trials 2 or more", stacklevel=2)
             if size is None and document.size == "tiny":  # the largest exported, and the size for tests
                 warnings.warn(f"{path} was tuned at size 'tiny', the size for tests: its winner may not be the fastest "
                               "at the size you run; search at 'small' or 'full', or name the size (size='tiny', "

@@ -431,7 +431,9 @@ class Tuner:
                  "statuses": [r.status for r in c.results]} for c in candidates]},
             environment={**next((r.environment for r in winner.results if r.environment), {}),
                          "workload_code": self.measured_with["workload"]},  # load_config tells an edited file
-            study={"name": self.study_name, "storage": redact_storage(self.storage), "trials": len(study.get_trials(deepcopy=False))},
+            # Its trials that count: measured (a first config queued, a restricted ask, a lost trial is none).
+            study={"name": self.study_name, "storage": redact_storage(self.storage),
+                   "trials": len(counted(study.get_trials(deepcopy=False)))},
             trial=winner.trial, exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         )
 

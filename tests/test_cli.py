@@ -556,6 +556,13 @@ def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
             "baseline\n" in result_table(table))
     table.winner = tied
     assert "measurably" not in result_table(table)
+    # `search -n 1` on a new study: the baseline, the slow "before", was exported as tuned without a word, and a
+    # script's load_config gave it in place of the space's defaults (6x faster for chmm at tiny).
+    only = SimpleNamespace(**{**vars(table), "counts": {"ok": 1}, "winner": baseline, "candidates": [baseline]})
+    assert ("\n  warning: the study measured only the baseline, so its config is exported, and load_config now gives "
+            "it in place of the space's defaults, which were never measured; search with --trials 2 or more\n"
+            in result_table(only))
+    assert "measured only the baseline" not in result_table(SimpleNamespace(**{**vars(only), "counts": {"ok": 2}}))
     # The other candidates, fastest re-measured first, a failed one last.
     slower, failed = Candidate(Config(x=2), 5, "candidate", rounds([1.5] * 3)), Candidate(Config(x=3), 4, "candidate",
                                                                                           [TrialResult("crash", {})])

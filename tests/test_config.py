@@ -177,6 +177,20 @@ def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
 
 
+def test_an_export_of_a_search_that_measured_only_the_baseline_loads_with_a_warning(tmp_path):
+    # `search -n 1` on a new study exported the baseline, the slow "before", and a script's load_config gave it in
+    # place of the space's defaults (6x faster for chmm at tiny) without a word.
+    path = config_path("chmm", "cpu", "small", tmp_path)
+    write_tuned_config(_document(study={"name": "chmm-cpu-small", "trials": 1}), path)
+    with pytest.warns(UserWarning, match=r"cpu-small.json was exported by a search that measured only the baseline: "
+                                         r"its config is the slow 'before', not a tuned one"):
+        load_config("chmm", device="cpu", studies=tmp_path)
+    write_tuned_config(_document(study={"name": "chmm-cpu-small", "trials": 2}), path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config("chmm", device="cpu", studies=tmp_path)
+
+
 def test_load_config_parses_its_space_and_its_workload_s_source_once_per_text(tmp_path, monkeypatch):
     # A script asking for its config in a loop paid 21 ms a call (this CPU): PyYAML's parse of the space and two
     # parses of the workload's module. They are parsed once per text now, and what a call gets is its own.

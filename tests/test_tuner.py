@@ -27,6 +27,16 @@ from tests.conftest import BROKEN, FAST_MEASURER
 BEHAVIOURS = ["wrong", "nan", "raise_build", "raise_run", "segfault", "exit", "hang", "oom_torch", "oom_numpy", "fast"]
 
 
+def test_a_search_of_the_baseline_alone_exports_it_with_a_warning_for_load_config(studies):
+    # `search -n 1` on a new study: the baseline, the slow "before", was exported, its study said to hold 4 trials
+    # (the queued defaults and probes too), and a script's load_config gave it in place of the space's defaults.
+    with Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1) as tuner:
+        result = tuner.search(n_trials=1)
+    assert result.winner.role == "baseline" and result.document.study["trials"] == 1
+    with pytest.warns(UserWarning, match="was exported by a search that measured only the baseline"):
+        autotune.load_config("chmm", "cpu", "tiny")
+
+
 def test_chmm_search_exports_resumes_and_loads(studies):
     seen, servers = [], set()
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=2, seed=3,
