@@ -246,6 +246,10 @@ def load_config(
             config = _validated(document, space, path)
             _warn_if_tuned_on_another_version(document, workload, path)
             _warn_if_tuned_on_another_cpu(document, workload, device, path)
+            if (document.environment or {}).get("isolation") == "inprocess":
+                warnings.warn(f"{path} was tuned with --isolation inprocess, every trial in the tuning process (for "
+                              "debugging): its peak memory is that process's, and its trials found what earlier ones "
+                              "compiled or cached; search without it to tune", stacklevel=2)
             if (document.study or {}).get("trials") == 1:  # `search -n 1`: the baseline, the slow "before"
                 warnings.warn(f"{path} was exported by a search that measured only the baseline: its config is the "
                               "slow 'before', not a tuned one, and the space's defaults were never measured; search "

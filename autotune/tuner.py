@@ -62,10 +62,8 @@ class Tuner:
     """Searches the fastest correct config of one workload on one device.
 
     Construction validates the workload, size, device and space and writes
-    nothing; :meth:`search` opens the study, runs trials and exports. The
-    process trials fork from (torch imported) stops when a search ends;
-    after :meth:`run_config` it runs until :meth:`close`, or the end of a
-    ``with Tuner(...) as tuner:`` block.
+    nothing; :meth:`search` opens the study, runs trials and exports, and stops the process trials fork from;
+    after :meth:`run_config` it runs until :meth:`close`, or the end of a ``with Tuner(...) as tuner:`` block.
 
     Example::
 
@@ -265,14 +263,16 @@ class Tuner:
             with self._lock().searching():  # another search of the study now: refused before anything is written
                 return self._search(n_trials, time.perf_counter())
         finally:
-            # A search is one job: its fork server (torch imported, 230 MB on the CPU) stops with it, closed or not.
-            # Left to the garbage collector, a notebook's first Tuner kept it for the kernel's life: Optuna keeps
-            # the ImportError of an optional module it tried (redis) with the stack that first imported it.
+            # A search is one job: its fork server (torch imported, 230 MB) stops with it. Left to the collector, a
+            # notebook's first Tuner kept it: Optuna keeps an ImportError (redis) with the stack that imported it.
             self.runner.close()
 
     def _search(self, n_trials: int, started: float) -> SearchResult:
         study = self.open_study()
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({self.trials_so_far(study)})")
+        if self.runner.isolation == "inprocess":  # chmm's baseline at tiny read 401 MiB so, 183 MiB in its own process
+            self.on_stage("warning: --isolation inprocess runs every trial in this process: a peak memory is this "
+                          "process's, and what one compiled is warm for the next (debugging only; its export says so)")
         warm = self.runner.warm_up()
         if warm:
             self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
@@ -430,6 +430,7 @@ class Tuner:
                  "throughput": (c.measurement.throughput if c.measurement else None),
                  "statuses": [r.status for r in c.results]} for c in candidates]},
             environment={**next((r.environment for r in winner.results if r.environment), {}),
+                         **({"isolation": "inprocess"} if self.runner.isolation == "inprocess" else {}),
                          "workload_code": self.measured_with["workload"]},  # load_config tells an edited file
             # Its trials that count: measured (a first config queued, a restricted ask, a lost trial is none).
             study={"name": self.study_name, "storage": redact_storage(self.storage),

@@ -37,6 +37,19 @@ def test_a_search_of_the_baseline_alone_exports_it_with_a_warning_for_load_confi
         autotune.load_config("chmm", "cpu", "tiny")
 
 
+def test_a_search_in_this_process_says_so_and_its_export_is_marked(studies):
+    # --isolation inprocess (debugging): chmm's baseline at tiny read a peak of 401 MiB, the tuning process's (183 MiB
+    # in a process of its own), and its winner was exported and loaded as any other, without a word.
+    said = []
+    with Tuner("chmm", "cpu", "tiny", isolation="inprocess", measurer=FAST_MEASURER, remeasure_rounds=1,
+               on_stage=said.append) as tuner:
+        result = tuner.search(n_trials=2)
+    assert any(line.startswith("warning: --isolation inprocess runs every trial in this process") for line in said)
+    assert result.document.environment["isolation"] == "inprocess"
+    with pytest.warns(UserWarning, match="was tuned with --isolation inprocess, every trial in the tuning process"):
+        autotune.load_config("chmm", "cpu", "tiny")
+
+
 def test_chmm_search_exports_resumes_and_loads(studies):
     seen, servers = [], set()
     tuner = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=2, seed=3,
@@ -74,6 +87,7 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     assert document["measured"]["unit"] == "timesteps" and document["measured"]["throughput"] > 0
     assert document["baseline"]["throughput"] > 0 and document["check"]["passed"]
     assert document["environment"]["torch"] and document["environment"]["cpu_threads"] >= 1
+    assert "isolation" not in document["environment"]  # marked only where trials ran in the tuning process
     # What a job pays once: the build and the first run, the most any of the config's processes took.
     figures = document["measured"]
     assert figures["build_seconds"] >= 0 and figures["one_off_seconds"] >= figures["warmup_seconds"]
