@@ -250,7 +250,8 @@ def load_config(
                 warnings.warn(f"{path} was tuned with --isolation inprocess, every trial in the tuning process (for "
                               "debugging): its peak memory is that process's, and its trials found what earlier ones "
                               "compiled or cached; search without it to tune", stacklevel=2)
-            if (document.study or {}).get("trials") == 1:  # `search -n 1`: the baseline, the slow "before"
+            # `search -n 1`: the baseline, the slow "before" (where the space's defaults are another config)
+            if (document.study or {}).get("trials") == 1 and config.key != space.defaults.key:
                 warnings.warn(f"{path} was exported by a search that measured only the baseline: its config is the "
                               "slow 'before', not a tuned one, and the space's defaults were never measured; search "
                               "with --trials 2 or more", stacklevel=2)
