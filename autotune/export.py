@@ -176,7 +176,8 @@ def write_json(data: Mapping[str, Any], path: Path) -> Path:
 def read_json(path: Path, what: str, advice: str = "") -> Any:
     """The JSON in ``path``, or one line: ``what`` (naming the file), what is wrong, and ``advice``."""
     try:
-        return load_json(path.read_text(encoding="utf-8"))  # a key given twice is an error, not the last one kept
+        # utf-8-sig: a file a Windows editor saved starts with a BOM ("Unexpected UTF-8 BOM"), as YAML reads it.
+        return load_json(path.read_text(encoding="utf-8-sig"))  # a key given twice is an error, not the last one kept
     except OSError as exc:
         reason = exc.strerror
     except UnicodeDecodeError:  # a ValueError too: before the next

@@ -177,6 +177,14 @@ def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
 
 
+def test_an_export_saved_with_a_byte_order_mark_loads(tmp_path):
+    # A hand edit saved by a Windows editor starts with a BOM: "not valid JSON (Unexpected UTF-8 BOM ...)".
+    path = config_path("chmm", "cpu", "small", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(_document()), encoding="utf-8-sig")
+    assert load_config("chmm", device="cpu", studies=tmp_path)["dtype"] == "float64"
+
+
 def test_an_export_of_a_search_that_measured_only_the_baseline_loads_with_a_warning(tmp_path):
     # `search -n 1` on a new study exported the baseline, the slow "before", and a script's load_config gave it in
     # place of the space's defaults (6x faster for chmm at tiny) without a word.
