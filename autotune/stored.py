@@ -55,6 +55,10 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     try:
         study = open_study(storage or default_storage(root), study_name)
     except UnknownNameError as exc:  # searched at another size ("tiny"): say which, as load_config does
+        exporter = None if named else _exporter(config_path(facts.name, device, size, root), exc.valid,
+                                                storage or default_storage(root))
+        if exporter is not None:  # searched as `--study other`: the study whose winner the export holds
+            return open_stored_study(workload, device, size, storage=storage, study_name=exporter, studies=studies)
         sizes = [name for name in facts.sizes if f"{facts.name}-{device}-{name}" in exc.valid]
         if named or not sizes:
             raise
@@ -114,6 +118,17 @@ def check_made_for(study: "optuna.Study", where: str, hint: str = "name another 
         why = " (its data or outputs changed since)" if "workload_version" in other else ""
         raise StorageError(f"{where} is a study of {', '.join(f'{said[k]} {v}' for k, v in other.items())}, not "
                            f"{', '.join(f'{said[k]} {asked[k]}' for k in other)}{why}; {hint}")
+
+
+def _exporter(path: Path, studies: list[str], storage: str) -> str | None:
+    """The study, one of ``studies`` in ``storage``, whose winner the export in ``path`` holds: a search of `--study
+    other` wrote it, and `report` without --study said "unknown study 'chmm-cpu-tiny'" beside the study it could
+    have drawn."""
+    try:
+        study = (read_document(path).study or {}) if path.is_file() else {}
+    except InvalidConfigError:
+        return None
+    return study.get("name") if study.get("name") in studies and same_storage(study.get("storage"), storage) else None
 
 
 def _export_of(path: Path, study_name: str, storage: str) -> tuple[dict[str, Any] | None, str | None]:

@@ -544,6 +544,34 @@ def test_the_export_of_a_study_of_the_same_name_in_another_storage_is_not_this_o
     assert not same_storage("postgresql://u:***@db/autotune", "postgresql://u:pw@other/autotune")
 
 
+def test_without_study_the_report_draws_the_study_whose_winner_the_export_holds(tmp_path):
+    # `search --study trial-run` wrote studies/chmm/cpu-tiny.json; `report -w chmm -d cpu -s tiny` said "unknown
+    # study 'chmm-cpu-tiny'; valid: trial-run", the study it could have drawn, named in the export.
+    import json
+
+    from autotune.exceptions import UnknownNameError
+    from autotune.stored import open_stored_study
+
+    storage = f"sqlite:///{tmp_path / 'autotune.db'}"
+    study = optuna.create_study(storage=storage, study_name="trial-run", directions=["maximize"])
+    for key, value in {"workload": "chmm", "device": "cpu", "size": "tiny"}.items():
+        study.set_user_attr(key, value)
+    (tmp_path / "chmm").mkdir()
+    export = tmp_path / "chmm" / "cpu-tiny.json"
+    for named, found in (("trial-run", True), ("another", False)):
+        export.write_text(json.dumps({**DOCUMENT, "study": {"name": named, "storage": storage}}))
+        if found:
+            stored = open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+            assert stored.study.study_name == "trial-run" and stored.document is not None
+        else:
+            with pytest.raises(UnknownNameError, match="unknown study 'chmm-cpu-tiny'; valid: trial-run"):
+                open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+    # Of the same name in another storage, it is not this one's.
+    export.write_text(json.dumps({**DOCUMENT, "study": {"name": "trial-run", "storage": "studies/x.journal"}}))
+    with pytest.raises(UnknownNameError):
+        open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+
+
 def test_a_slow_workloads_figures_and_odd_values_read_as_search_writes_them():
     # One full-size step in 2.5 s is 0.4 steps/s: the table and the hover text read "0" (a format of whole numbers),
     # and a null knob value read as Python's "None", which `--set` refuses (it takes "null", as the space file).
