@@ -194,7 +194,7 @@ class ForkServer:
         """Wait until a server that :meth:`start` started has imported its preload (nothing if none is starting)."""
         if self._ready or self._response_fd is None:
             return
-        self._wait_started(time.monotonic())
+        self._wait_started(self._response_fd, time.monotonic())
         try:
             message = _read_frame(self._response_fd)
         except EOFError:
@@ -210,14 +210,14 @@ class ForkServer:
                                f"{check}") from None
         self._ready = True
 
-    def _wait_started(self, started: float) -> None:
+    def _wait_started(self, fd: int, started: float) -> None:
         """Wait until the server has a word for us (ready or failed), telling ``on_start_wait`` meanwhile; a
         server silent past ``start_timeout`` is stopped and said to have failed."""
         said = STARTING_SAID
         while True:
             elapsed = time.monotonic() - started
             waits = [t - elapsed for t in (self.start_timeout, said if self.on_start_wait else None) if t is not None]
-            if select.select([self._response_fd], [], [], max(0.0, min(waits)) if waits else None)[0]:
+            if select.select([fd], [], [], max(0.0, min(waits)) if waits else None)[0]:
                 return
             elapsed = time.monotonic() - started
             if self.start_timeout is not None and elapsed >= self.start_timeout:
