@@ -48,9 +48,9 @@ def cli() -> None:
 @workload_option
 @device_option
 @size_option
-@click.option("--trials", "-n", type=Count(min=1), default=20, show_default=True,
-              help="Configs to measure in this run (fewer where a small space has no more); a config the study "
-                   "already measured is not re-run and not counted. A re-run resumes the study.")
+@click.option("--trials", "-n", type=Count(min=0), default=20, show_default=True,
+              help="Configs to measure in this run (fewer where a small space has no more; 0: none, re-measure the "
+                   "study's best and export); one the study measured is not re-run nor counted. A re-run resumes it.")
 @click.option("--storage", type=Storage(), default=None, envvar=STORAGE_ENV,
               help="Study storage: an SQLAlchemy URL (sqlite:///f.db, postgresql://user:pw@host/db) or a journal "
                    "file path (several workers on one machine); also read from $AUTOTUNE_STORAGE, which keeps a "
@@ -107,7 +107,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     from autotune.storage import storage_kind
 
     writable_studies(studies)
-    gpu_list, n_workers = worker_plan(workers, gpus, storage, workload, studies)
+    gpu_list, n_workers = worker_plan(workers, gpus, storage, workload, studies, trials)
     kind = storage_kind(storage) if storage else "sqlite"
     settings = SearchSettings(
         workload, device, size, storage=storage, study_name=study_name, sampler=sampler, quiet=quiet,
@@ -129,7 +129,7 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     except KeyboardInterrupt:
         progress.close()
         # Workers resume to the study's trial budget; one process measures --trials more on every run.
-        again = "resume" if shared else f"go on: it measures {trials} more configs (--trials)"
+        again = "resume" if shared else f"go on: it measures {trials} more configs (--trials; 0 re-measures alone)"
         tell(f"\nautotune: interrupted; every completed trial is stored. Run the same command again to {again}.")
         sys.exit(130)
     finally:

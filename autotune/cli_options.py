@@ -222,7 +222,7 @@ def parse_gpus(gpus: str | None) -> list[int] | None:
 
 
 def worker_plan(workers: int | None, gpus: str | None, storage: str | None, workload: str,
-                studies: Path | None) -> tuple[list[int] | None, int]:
+                studies: Path | None, trials: int = 1) -> tuple[list[int] | None, int]:
     """``--gpus`` as indices and the number of workers ``search`` starts, or one line and exit status 2."""
     from autotune.config import studies_dir
     from autotune.registry import workload_facts
@@ -237,6 +237,9 @@ def worker_plan(workers: int | None, gpus: str | None, storage: str | None, work
         fail(f"{n_workers} workers cannot share an SQLite study (it locks under concurrent writers); use a journal "
              f"file, e.g. --storage {journal} (one machine), or a database server, e.g. --storage "
              "postgresql://user:password@host/db (several machines)")
+    if trials == 0 and (gpu_list is not None or (storage_kind(storage) if storage else "sqlite") != "sqlite"):
+        fail("--trials 0 re-measures and exports a study searched by one process in its SQLite file; workers on a "
+             "journal or database server re-measure and export when the study's trial budget is done")
     return gpu_list, n_workers
 
 

@@ -25,7 +25,7 @@ from autotune.storage_names import same_storage
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["StoredStudy", "check_made_for", "open_study", "open_stored_study"]
+__all__ = ["StoredStudy", "check_made_for", "check_measured", "open_study", "open_stored_study"]
 
 
 
@@ -118,6 +118,20 @@ def check_made_for(study: "optuna.Study", where: str, hint: str = "name another 
         why = " (its data or outputs changed since)" if "workload_version" in other else ""
         raise StorageError(f"{where} is a study of {', '.join(f'{said[k]} {v}' for k, v in other.items())}, not "
                            f"{', '.join(f'{said[k]} {asked[k]}' for k in other)}{why}; {hint}")
+
+
+def check_measured(storage: str, study_name: str) -> None:
+    """Refuse ``--trials 0`` (re-measure and export, no new trial) for a study that has measured nothing, or is not
+    there: it would have made the study and exported nothing. Read-only."""
+    from autotune.trials import counted
+
+    try:
+        measured = len(counted(open_study(storage, study_name).get_trials(deepcopy=False)))
+    except (StorageError, UnknownNameError):
+        measured = 0
+    if not measured:
+        raise AutotuneError(f"--trials 0 re-measures and exports the configs study {study_name} measured, and it has "
+                            f"measured none in {redact_storage(storage)}: give --trials 1 or more")
 
 
 def _exporter(path: Path, studies: list[str], storage: str) -> str | None:

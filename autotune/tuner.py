@@ -38,7 +38,7 @@ from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budge
 from autotune.space import SearchSpace, load_space
 from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_storage, retrying, storage_failure,
                               storage_kind, user_storage)
-from autotune.stored import check_made_for
+from autotune.stored import check_made_for, check_measured
 from autotune.trials import TrialRecord, counted, feasible, so_far, status_counts
 from autotune.registry import (BUILTINS, WorkloadFacts, cache_folder, earlier_versions, measured_with,
                                numba_folder, trial_spec, workload_facts)
@@ -135,13 +135,10 @@ class Tuner:
     # -- pieces ------------------------------------------------------------------
 
     def _still_running(self, request: TrialRequest | None, seconds: float) -> None:
-        if request is None:  # the fork server, before any trial
-            self.on_stage(f"the fork server, which every trial forks from, is still importing torch after "
-                          f"{seconds:.0f} s (a first import from a cold disk or a network file system can take "
-                          "a minute)")
-        else:
-            self.on_stage(f"{request.purpose} still running after {seconds:.0f} s (a first run that compiles can "
-                          f"take minutes): {(config := Config(request.config)).describe(self.space.unused(config))}")
+        self.on_stage(f"the fork server, which every trial forks from, is still importing torch after {seconds:.0f} s "
+                      "(a first import from a cold disk or a network file system can take a minute)" if request is None
+                      else f"{request.purpose} still running after {seconds:.0f} s (a first run that compiles can "
+                      f"take minutes): {(config := Config(request.config)).describe(self.space.unused(config))}")
 
     export_path = property(lambda self: config_path(self.workload.name, self.device.name, self.size, self.studies))
 
@@ -257,8 +254,10 @@ class Tuner:
 
         A config the study has measured already is a trial that reuses the earlier figures (``duplicate_of``)
         and does not count."""
-        check_numbers(n_trials=n_trials)  # as --trials: 0, -1 and 2.5 ran, "3" was a TypeError from inside
+        check_numbers(n_trials=n_trials)  # as --trials: -1 and 2.5 ran, "3" was a TypeError from inside
         writable_file(self.export_path, "the export")  # refused now, not after every trial and the re-measurement
+        if n_trials == 0:  # re-measure and export alone: a study with nothing measured is refused, nothing written
+            check_measured(self.storage, self.study_name)
         try:
             with self._lock().searching():  # another search of the study now: refused before anything is written
                 return self._search(n_trials, time.perf_counter())

@@ -46,7 +46,12 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         (["best", "--workload", "chmm", "--device", "h100", "--size", ""], "unknown size ''; valid: full, small, tiny"),
         (["best", "--workload", "chmm", "--size", "full"], "at size 'full' (looked in"),
         (["best", "--workload", "chmm", "--device", "cpu", "-s", "tiny"], "--device cpu --size tiny`"),
-        (["search", "--workload", "chmm", "--trials", "0"], "--trials"),
+        (["search", "--workload", "chmm", "--trials", "-1"], "--trials"),
+        # 0 re-measures and exports what a study measured: a new one has nothing to, and is not made.
+        (["search", "--workload", "chmm", "--trials", "0"], "--trials 0 re-measures and exports the configs study "
+                                                             "chmm-cpu-small measured, and it has measured none in"),
+        (["search", "--workload", "chmm", "--trials", "0", "--storage", "s.journal"],
+         "--trials 0 re-measures and exports a study searched by one process in its SQLite file"),
         # "" (an unset variable): the default storage, and for --studies this folder, silently.
         (["search", "--workload", "chmm", "--storage", ""], "Invalid value for '--storage': '' names no storage"),
         (["report", "--workload", "chmm", "--storage", " "], "Invalid value for '--storage': ' ' names no storage"),

@@ -143,7 +143,8 @@ def test_single_process_sigterm_is_a_clean_stop(tmp_path):
     reader.join(timeout=10)
     assert driver.returncode == 130, "".join(lines)[-2000:]
     # One process adds --trials to the study on every run: the message says so rather than "resume".
-    assert "Run the same command again to go on: it measures 3 more configs (--trials)." in "".join(lines)
+    assert ("Run the same command again to go on: it measures 3 more configs (--trials; 0 re-measures alone)."
+            in "".join(lines))
     assert tagged_processes(tag) == []
     storage = f"sqlite:///{tmp_path / 'studies' / 'autotune.db'}"
     study = optuna.load_study(study_name="broken-cpu-tiny", storage=storage)

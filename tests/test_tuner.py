@@ -1423,20 +1423,38 @@ def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(stu
     assert not studies.exists()
 
 
-@pytest.mark.parametrize("n_trials", [0, -1, 2.5, "3", True, None])
+@pytest.mark.parametrize("n_trials", [-1, 2.5, "3", True, None])
 def test_a_search_of_no_whole_count_of_trials_is_refused_as_the_option_is(studies, n_trials):
-    # --trials takes a whole number of at least 1; from Python 0 and -1 ran a search that exported nothing, 2.5
+    # --trials takes a whole number of at least 0; from Python -1 ran a search that exported nothing, 2.5
     # and True ran, "3" and None were TypeErrors from inside.
     from autotune.exceptions import AutotuneError
 
     tuner = Tuner("chmm", "cpu", "tiny")
     try:
-        with pytest.raises(AutotuneError, match=rf"^n_trials must be a whole number of at least 1, not "
+        with pytest.raises(AutotuneError, match=rf"^n_trials must be a whole number of at least 0, not "
                                                 rf"{re.escape(repr(n_trials))}$"):
             tuner.search(n_trials)
     finally:
         tuner.close()
     assert not studies.exists()
+
+
+def test_a_search_of_no_new_trial_re_measures_and_exports_what_the_study_measured(studies):
+    # A search stopped in its first re-measurement round, or an export lost, could only be had again with --trials
+    # more configs measured first. --trials 0 measures none: it re-measures and exports; a study with nothing
+    # measured is refused before anything is written.
+    from autotune.exceptions import AutotuneError
+
+    with Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1) as tuner:
+        with pytest.raises(AutotuneError, match="--trials 0 re-measures and exports the configs study chmm-cpu-tiny "
+                                                "measured, and it has measured none in"):
+            tuner.search(0)
+        assert not studies.exists()
+        first = tuner.search(2)
+        first.export_path.unlink()
+        again = tuner.search(0)
+    assert again.trials == [] and again.export_path.is_file() and again.counts == first.counts
+    assert again.winner is not None and again.winner.trial in {c.trial for c in first.candidates}
 
 
 def test_run_config_measures_only_a_config_the_space_allows(studies):
