@@ -37,8 +37,9 @@ from autotune.shipped import take_builtin_names
 _HEADER = struct.Struct("!Q")
 #: Seconds between the words a caller's ``on_wait`` is given while a trial runs: a cold compile ran 615 s unsaid.
 WAIT_SAID = 60.0
-#: Seconds of a server starting (importing torch: 0.4-4 s on this project's machines) before it is said to, then
-#: every WAIT_SAID: a first import from a cold disk or a network file system takes a minute, and was silence.
+#: Seconds of a server starting (importing torch: 0.3-0.5 s on the 2-core CPU, 3.2-4.9 s in benchmarks/gpu_runs)
+#: before it is said to, then every WAIT_SAID: a first import from a cold disk or a network file system can take a
+#: minute, and was silence.
 STARTING_SAID = 10.0
 #: Seconds a server may take to start before it is stopped and said to have failed: an import stuck on a network
 #: file system hung the search without a word. No trial timeout: a --trial-timeout of 5 s is no bound on an import.

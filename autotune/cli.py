@@ -104,11 +104,9 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
       autotune search -w lsd -d h100 -n 100 --gpus 0,1,2,3 --storage postgresql://tuner:pw@db-host/autotune
     """
     from autotune.settings import SearchSettings
-    from autotune.storage import storage_kind
 
     writable_studies(studies)
-    gpu_list, n_workers = worker_plan(workers, gpus, storage, workload, studies, trials)
-    kind = storage_kind(storage) if storage else "sqlite"
+    gpu_list, n_workers, shared = worker_plan(workers, gpus, storage, workload, studies, trials)
     settings = SearchSettings(
         workload, device, size, storage=storage, study_name=study_name, sampler=sampler, quiet=quiet,
         studies=str(studies) if studies is not None else None, isolation=isolation, trial_timeout=trial_timeout,
@@ -119,8 +117,6 @@ def search(workload: str, device: str, size: str | None, trials: int, storage: s
     tuner = library_call(settings.tuner, on_trial=progress.trial, on_stage=progress.stage)
     progress.best_unit = tuner.workload.unit  # a resumed study's first trial may time out and report none
     stop_on_sigterm()
-    # --gpus runs workers even on SQLite: one per GPU, each shown only its own (never this process's cuda:0).
-    shared = kind != "sqlite" or gpu_list is not None
     try:
         if shared:
             result = _shared_search(tuner, settings, trials, n_workers, gpu_list, progress)

@@ -222,8 +222,9 @@ def parse_gpus(gpus: str | None) -> list[int] | None:
 
 
 def worker_plan(workers: int | None, gpus: str | None, storage: str | None, workload: str,
-                studies: Path | None, trials: int = 1) -> tuple[list[int] | None, int]:
-    """``--gpus`` as indices and the number of workers ``search`` starts, or one line and exit status 2."""
+                studies: Path | None, trials: int = 1) -> tuple[list[int] | None, int, bool]:
+    """``--gpus`` as indices, the number of workers ``search`` starts, and whether its trials run in workers on a
+    shared study; or one line and exit status 2."""
     from autotune.config import studies_dir
     from autotune.registry import workload_facts
     from autotune.storage import storage_kind
@@ -232,15 +233,18 @@ def worker_plan(workers: int | None, gpus: str | None, storage: str | None, work
     if gpu_list and workers is not None and workers != len(gpu_list):
         fail(f"--workers {workers} and --gpus {gpus} disagree: --gpus starts one worker per GPU ({len(gpu_list)})")
     n_workers = len(gpu_list) if gpu_list else (workers or 1)
-    if n_workers > 1 and (storage_kind(storage) if storage else "sqlite") == "sqlite":
+    kind = storage_kind(storage) if storage else "sqlite"
+    # --gpus runs workers even on SQLite: one per GPU, each shown only its own (never this process's cuda:0).
+    shared = kind != "sqlite" or gpu_list is not None
+    if n_workers > 1 and kind == "sqlite":
         journal = Path(studies or studies_dir()) / f"{workload_facts(workload).name}.journal"  # beside its exports
         fail(f"{n_workers} workers cannot share an SQLite study (it locks under concurrent writers); use a journal "
              f"file, e.g. --storage {journal} (one machine), or a database server, e.g. --storage "
              "postgresql://user:password@host/db (several machines)")
-    if trials == 0 and (gpu_list is not None or (storage_kind(storage) if storage else "sqlite") != "sqlite"):
+    if trials == 0 and shared:
         fail("--trials 0 re-measures and exports a study searched by one process in its SQLite file; workers on a "
              "journal or database server re-measure and export when the study's trial budget is done")
-    return gpu_list, n_workers
+    return gpu_list, n_workers, shared
 
 
 def writable_folder(path: Path | None, option: str, advice: str = "choose another path") -> None:
