@@ -268,7 +268,7 @@ def result_table(result: Any, workers: bool = False) -> str:
     if winner.role == "baseline" and top > winner.figures()["throughput"]:
         lines.insert(-2, f"  a candidate's median was {100 * (top / winner.figures()['throughput'] - 1):.2g}% faster: within "
                          "the runs' noise, so no config measurably beats the baseline")
-    if winner.role == "baseline" and sum(result.counts.values()) == 1:  # `-n 1` on a new study
+    if result.only_baseline:  # `-n 1` on a new study
         lines.insert(-2, "  warning: the study measured only the baseline, so its config is exported, and load_config "
                          "now gives it in place of the space's defaults, which were never measured; search with "
                          "--trials 2 or more")

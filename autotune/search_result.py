@@ -36,6 +36,7 @@ class SearchResult:
     choices: list[ChoiceOutcome] = field(default_factory=list)
     unused: tuple[str, ...] = ()  # the winner's knobs that its other knobs leave inactive (at their defaults)
     restricted: int = 0  # the study's asks for a config that breaks a constraint: never measured, never a trial
+    only_baseline: bool = False  # the study measured the baseline alone, and the space's defaults are another config
 
     def __repr__(self) -> str:
         from autotune import console  # click: not for the tuner's own import

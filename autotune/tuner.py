@@ -407,12 +407,14 @@ class Tuner:
         return SearchResult(
             workload=self.workload.name, device=self.device.name, size=self.size,
             study_name=self.study_name, storage=redact_storage(self.storage), unit=self.workload.unit,
-            trials=records, counts=status_counts(study.get_trials(deepcopy=False)), candidates=candidates,
+            trials=records, counts=(counts := status_counts(study.get_trials(deepcopy=False))), candidates=candidates,
             winner=winner, baseline=baseline, speedup=speedup, export_path=export_path, document=document,
             seconds=time.perf_counter() - started, restricted=sum("restricted" in t.user_attrs for t in trials),
             choices=choice_outcomes(study, self.space, winner.config if winner else None, self.memory_budget_bytes,
                                     frozenset(c.trial for c in candidates if c.results and c is not winner)),
             unused=self.space.unused(winner.config) if winner else (),
+            only_baseline=sum(counts.values()) == 1 and winner is baseline and winner is not None
+            and winner.config.key != self.space.defaults.key,  # a one-config space's defaults are its baseline
         )
 
     def _document(self, study: "optuna.Study", winner: Candidate, baseline: Candidate, speedup: float | None,

@@ -33,8 +33,23 @@ def test_a_search_of_the_baseline_alone_exports_it_with_a_warning_for_load_confi
     with Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1) as tuner:
         result = tuner.search(n_trials=1)
     assert result.winner.role == "baseline" and result.document.study["trials"] == 1
+    assert result.only_baseline and "measured only the baseline" in result_table(result)
     with pytest.warns(UserWarning, match="was exported by a search that measured only the baseline"):
         autotune.load_config("chmm", "cpu", "tiny")
+
+
+def test_a_space_of_one_config_is_not_said_to_have_measured_only_its_baseline(studies, tmp_path):
+    # Its one config is its baseline and its defaults: the table said "the space's defaults ... were never measured;
+    # search with --trials 2 or more", of a space whose every config was measured (load_config rightly said nothing).
+    (tmp_path / "steady.py").write_text((Path(__file__).parent / "workloads" / "steady.py").read_text())
+    (tmp_path / "steady.yaml").write_text("schema_version: 1\nworkload: steady\nparameters:\n  work:\n"
+                                          "    type: int\n    low: 7\n    high: 7\ndefaults:\n  work: 7\n"
+                                          "baseline:\n  work: 7\nreference:\n  work: 7\n")
+    with Tuner(f"{tmp_path / 'steady.py'}:SteadyWorkload", "cpu", "tiny", measurer=FAST_MEASURER,
+               remeasure_rounds=1) as tuner:
+        result = tuner.search(n_trials=3)
+    assert result.winner.role == "baseline" and len(result.trials) == 1 and not result.only_baseline
+    assert "measured only the baseline" not in result_table(result)
 
 
 def test_a_search_in_this_process_says_so_and_its_export_is_marked(studies):
