@@ -22,6 +22,7 @@ from autotune.console import tell, to_devnull
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 from autotune.limits import MAX_SECONDS, WHOLE, names_nothing, study_name_problem
+from autotune.storage_names import storage_problem
 from autotune.shipped import take_builtin_names
 
 # WHOLE: the bounds of the whole-number options, autotune.limits' (a Tuner's arguments are held to the same).
@@ -118,6 +119,9 @@ class Storage(click.ParamType):
         if names_nothing(value):  # "-" made a journal file named "-"
             self.fail(f"{value!r} names no storage; give an SQLAlchemy URL or a journal file's path, or leave the "
                       "option out for the default", param, ctx)
+        problem = storage_problem(value)
+        if problem:
+            self.fail(f"{value!r} {problem}", param, ctx)
         return value
 
 

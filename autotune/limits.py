@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from autotune.exceptions import AutotuneError
+from autotune.storage_names import storage_problem
 
 __all__ = ["EXPORT_MARK", "MAX_SECONDS", "WHOLE", "check_limits", "check_numbers", "names_nothing",
            "study_name_problem"]
@@ -48,6 +49,8 @@ def check_numbers(**given: Any) -> None:
                 problem = study_name_problem(value)
             elif names_nothing(value):  # studies="" was this folder, " " or "-" a folder of that name
                 problem = "it names no folder" if name == "studies" else "it names no storage"
+            elif name == "storage" and storage_problem(value):
+                problem = f"it {storage_problem(value)}"
             else:
                 problem = None
             if problem:

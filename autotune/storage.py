@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from autotune.exceptions import AutotuneError, StorageError
 from autotune.journal import mending_journal
 from autotune.limits import MAX_SECONDS
-from autotune.storage_names import redact_storage, same_storage, sqlite_path, storage_kind
+from autotune.storage_names import redact_storage, same_storage, sqlite_path, storage_kind, storage_problem
 
 __all__ = [
     "BudgetLock",
@@ -152,6 +152,7 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
     import optuna
 
     _retry_delays()  # a bad value is an error now, not at the storage's first fault in place of its retries
+    check_named(storage)
     kind = storage_kind(storage)
     if kind == "journal":
         from optuna.storages.journal import JournalStorage
@@ -161,8 +162,6 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
         return JournalStorage(mending_journal(path))
     if kind == "sqlite":
         path = sqlite_path(storage)
-        if path.name in ("", ":memory:"):  # a study in memory dies with this process: nothing resumes or reports it
-            raise StorageError(f"{storage} names no database file; give one, e.g. sqlite:///studies/autotune.db")
         if read_only:
             return optuna.storages.RDBStorage(storage, skip_table_creation=True)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -256,6 +255,13 @@ def study_file(storage: str) -> Path | None:
     return Path(storage) if kind == "journal" else sqlite_path(storage) if kind == "sqlite" else None
 
 
+def check_named(storage: str) -> None:
+    """Raise where ``storage`` names no study storage (:func:`storage_problem`)."""
+    problem = storage_problem(storage)
+    if problem:
+        raise StorageError(f"{storage} {problem}")  # as typed: a URL SQLAlchemy renders has its ":" as %3A
+
+
 def check_writable(storage: str) -> None:
     """Raise where this user cannot write a study's file, its folder (SQLite's journal of each write, a new lock
     file) or a lock file beside it. As another user of a studies folder that root made, a search said
@@ -263,6 +269,7 @@ def check_writable(storage: str) -> None:
     .lock: Permission denied" for a lock file."""
     from autotune.config import cannot_write
 
+    check_named(storage)  # before a lock file is written beside what it names
     path = study_file(storage)
     if path is None:
         return

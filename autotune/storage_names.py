@@ -9,7 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote
 
-__all__ = ["redact_storage", "same_storage", "sqlite_path", "sqlite_url", "storage_kind"]
+__all__ = ["redact_storage", "same_storage", "sqlite_path", "sqlite_url", "storage_kind", "storage_problem"]
+
+#: Schemes of SQLAlchemy URLs: a name that starts with one and a colon but lacks "://" is a URL mistyped.
+URL_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
 
 def storage_kind(storage: str) -> str:
@@ -17,6 +20,31 @@ def storage_kind(storage: str) -> str:
     if "://" not in storage:
         return "journal"
     return "sqlite" if storage.startswith("sqlite:") else "server"
+
+
+def storage_problem(storage: str) -> str | None:
+    """Why ``storage`` names no study storage, as a phrase that follows it ("sqlite:// names no database file"), or
+    None; said before a lock file is written beside it. ``sqlite:/x.db`` was a journal file x.db in a folder named
+    ``sqlite:``, ``sqlite:///:memory:`` left ``:memory:.search.lock`` behind when refused, and a folder
+    (``sqlite:////tmp/st/``) left ``/tmp/st.search.lock`` before "unable to open database file"."""
+    kind = storage_kind(storage)
+    scheme, colon, _ = storage.partition(":")
+    if kind == "journal" and colon and scheme.lower() in URL_SCHEMES:
+        return (f"lacks the '//' of a URL (as a journal file's path it is a file in a folder named '{scheme}:'); "
+                "write sqlite:///studies/autotune.db, or postgresql://USER@HOST/DATABASE")
+    if kind == "journal" and (storage.endswith("/") or Path(storage).is_dir()):
+        return "is a folder: a journal is a file in one, e.g. studies/chmm.journal"
+    if kind != "sqlite":
+        return None
+    path = sqlite_path(storage)
+    if storage.partition("?")[0] in ("sqlite:", "sqlite://") or path.name in ("", ":memory:"):
+        # A study in memory dies with this process: nothing resumes or reports it.
+        return "names no database file; give one, e.g. sqlite:///studies/autotune.db"
+    if not storage.startswith("sqlite:///"):  # sqlite://x.db: SQLAlchemy's "Invalid SQLite URL"
+        return "is not an SQLite URL: sqlite:/// and the file's path, e.g. sqlite:///studies/autotune.db"
+    if storage.partition("?")[0].endswith("/") or path.is_dir():
+        return "is a folder: name a database file in it, e.g. sqlite:///studies/autotune.db"
+    return None
 
 
 def sqlite_url(path: Path | str) -> str:

@@ -61,6 +61,12 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
         # "-" made a journal file, or a studies folder, named "-".
         (["search", "--workload", "chmm", "--storage", "-"], "Invalid value for '--storage': '-' names no storage"),
         (["search", "--workload", "chmm", "--studies", "-"], "Invalid value for '--studies': '-' names no folder"),
+        # A URL mistyped was a journal in a folder named "sqlite:"; one that names no file, or a folder, left a lock
+        # file behind (":memory:.search.lock", "..search.lock") before it was refused.
+        (["search", "--workload", "chmm", "--storage", "sqlite:/x.db"], "'sqlite:/x.db' lacks the '//' of a URL"),
+        (["search", "--workload", "chmm", "--storage", "sqlite:///:memory:"], ":memory:' names no database file"),
+        (["search", "--workload", "chmm", "--storage", "sqlite:///"], "'sqlite:///' names no database file"),
+        (["report", "--workload", "chmm", "--storage", "studies/"], "'studies/' is a folder: a journal is a file"),
         (["search", "--workload", "chmm", "--memory-budget", "lots"], "is not a size"),
         (["search", "--bogus"], "No such option"),
         (["run", "--workload", "chmm", "--set", "dtype=float8"], "dtype='float8' is not allowed; choose one of: float64"),

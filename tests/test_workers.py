@@ -16,7 +16,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.storage import open_storage, redact_storage, retrying
+from autotune.exceptions import AutotuneError
+from autotune.storage import BudgetLock, open_storage, redact_storage, retrying
+from autotune.storage_names import storage_problem
+from autotune.tuner import Tuner
 from autotune.trials import counted
 from autotune.workers import CPUS_ENV, pinned_threads, plan_workers
 from tests.conftest import run_cli, stop_when_said, tagged_processes, wait_or_kill
@@ -203,7 +206,36 @@ def test_a_sqlite_url_that_names_no_file_is_refused(tmp_path, monkeypatch, url):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StorageError, match=f"{re.escape(url)} names no database file"):
         open_storage(url)
+    with pytest.raises(StorageError, match=f"{re.escape(url)} names no database file"):
+        BudgetLock(url, "s").searching().__enter__()  # a search takes this lock before it opens the storage
+    with pytest.raises(AutotuneError, match=f"storage '{re.escape(url)}' is refused: it names no database file"):
+        Tuner("chmm", "cpu", "tiny", storage=url)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("url, said", [
+    ("sqlite:/x.db", "lacks the '//' of a URL (as a journal file's path it is a file in a folder named 'sqlite:')"),
+    ("postgresql:x", "lacks the '//' of a URL (as a journal file's path it is a file in a folder named 'postgresql:')"),
+    ("sqlite://x.db", "is not an SQLite URL: sqlite:/// and the file's path"),
+    ("sqlite:///sub/", "is a folder: name a database file in it"),
+    ("sqlite:///sub", "is a folder: name a database file in it"),
+    ("sub/", "is a folder: a journal is a file in one"),
+    ("sub", "is a folder: a journal is a file in one"),
+])
+def test_a_storage_name_that_is_no_storage_is_refused_before_a_lock_file_is_written(tmp_path, monkeypatch, url, said):
+    # sqlite:/x.db searched into a journal file x.db in a folder "sqlite:" that no report found; a folder left
+    # "sub.search.lock" beside it before "unable to open database file".
+    from autotune.exceptions import StorageError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(StorageError, match=re.escape(f"{url} {said}")):
+        BudgetLock(url, "s").searching().__enter__()
+    with pytest.raises(StorageError, match=re.escape(said)):
+        open_storage(url)
+    assert [p.name for p in tmp_path.iterdir()] == ["sub"] and not any((tmp_path / "sub").iterdir())
+    for fine in ("sqlite:///sub/a.db?timeout=5", "sub/a.journal", "a:b.journal"):  # a path with a colon is a path
+        assert storage_problem(fine) is None
 
 
 def _search_and_kill_one_worker(tmp_path: Path, storage: str, workers: int, trials: int, extra: list[str]):
