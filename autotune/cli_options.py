@@ -116,12 +116,12 @@ class Storage(click.ParamType):
     name = "url"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        if names_nothing(value):  # "-" made a journal file named "-"
-            self.fail(f"{value!r} names no storage; give an SQLAlchemy URL or a journal file's path, or leave the "
-                      "option out for the default", param, ctx)
-        problem = storage_problem(value)
+        problem = ("names no storage; give an SQLAlchemy URL or a journal file's path, or leave the option out for "
+                   "the default" if names_nothing(value) else storage_problem(value))  # "-" made a journal "-"
         if problem:
-            self.fail(f"{value!r} {problem}", param, ctx)
+            # Click names the option alone; a value set in a shell's profile long ago was looked for on the line.
+            where = " (the value of $AUTOTUNE_STORAGE)" if os.environ.get("AUTOTUNE_STORAGE") == value else ""
+            self.fail(f"{value!r}{where} {problem}", param, ctx)
         return value
 
 

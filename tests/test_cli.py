@@ -141,6 +141,13 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, fragmen
     assert list(tmp_path.iterdir()) == []  # no studies directory, no database
 
 
+def test_a_storage_from_the_environment_that_names_none_says_so(tmp_path):
+    done = run_cli("search", "-w", "chmm", cwd=tmp_path, env={"AUTOTUNE_STORAGE": "sqlite:/x.db"})
+    assert done.returncode == 2 and list(tmp_path.iterdir()) == []
+    assert ("Invalid value for '--storage': 'sqlite:/x.db' (the value of $AUTOTUNE_STORAGE) lacks the '//' of a URL"
+            in done.stderr)
+
+
 def test_run_measures_a_config_file_with_set_over_it(tmp_path):
     # The H200's ten preset against the H100's took nine --set each on the GPU (2026-11-27), and a preset's
     # knobs that its recurrence leaves inactive were refused there; a file is taken as it is.
