@@ -170,7 +170,7 @@ def open_storage(storage: str, heartbeat: int | None = None, grace_period: int |
         # that is not autotune takes no lock (Optuna itself, a script polling the study):
         # one creating the tables at that instant is waited out too.
         with open(path.with_name(path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            _lock(lambda: fcntl.flock(lock, fcntl.LOCK_EX), lock.name)
             return _created_once(lambda: optuna.storages.RDBStorage(storage))
     storage = with_installed_driver(storage)
     if heartbeat is None:
@@ -255,6 +255,20 @@ def study_file(storage: str) -> Path | None:
     return Path(storage) if kind == "journal" else sqlite_path(storage) if kind == "sqlite" else None
 
 
+def _lock(take: Callable[[], Any], path: str) -> None:
+    """``take()``, a lock of the file ``path``; one held by another process raises as it does (BlockingIOError or
+    PermissionError), a file system that takes no lock at all raises a StorageError that says so (a network file
+    system without its lock service said "OSError: [Errno 37] No locks available" alone)."""
+    try:
+        take()
+    except (BlockingIOError, PermissionError):
+        raise
+    except OSError as exc:
+        raise StorageError(f"cannot lock {path}: {exc.strerror or exc} (a network file system without file locks?); "
+                           "keep the studies on a local disk (--studies DIR), or the study on a database server "
+                           "(--storage postgresql://...)") from None
+
+
 def check_named(storage: str) -> None:
     """Raise where ``storage`` names no study storage (:func:`storage_problem`)."""
     problem = storage_problem(storage)
@@ -320,8 +334,8 @@ class BudgetLock:
             self._search_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self._search_path, "a+") as handle:
                 try:
-                    fcntl.lockf(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB, 1,
-                                self._search_key)
+                    _lock(lambda: fcntl.lockf(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB,
+                                              1, self._search_key), handle.name)
                 except (BlockingIOError, PermissionError):
                     raise busy from None
                 yield  # closing the file releases it
@@ -352,7 +366,7 @@ class BudgetLock:
         if self._path is not None:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             with open(self._path, "a") as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX)
+                _lock(lambda: fcntl.flock(handle, fcntl.LOCK_EX), handle.name)
                 try:
                     yield
                 finally:

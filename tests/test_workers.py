@@ -664,3 +664,31 @@ def test_a_lone_search_is_refused_while_workers_run_on_postgresql(tmp_path, post
         tuner.close()
     with _search_lock_held(tmp_path, postgres_url, shared=False):  # unlocked by close: another takes it alone
         pass
+
+
+def test_a_file_system_that_takes_no_lock_is_said_in_one_line(tmp_path, monkeypatch):
+    # A network file system without its lock service: every search failed with "OSError: [Errno 37] No locks
+    # available" alone. A lock held by another process still raises as before (the search says it is busy).
+    import errno
+    import fcntl
+
+    from autotune.exceptions import StorageError
+
+    def no_locks(*args, **kwargs):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    said = "No locks available (a network file system without file locks?); keep the studies on a local disk"
+    url = f"sqlite:///{tmp_path}/s.db"
+    for take in (lambda: BudgetLock(url, "s").searching().__enter__(), lambda: BudgetLock(url, "s").held().__enter__(),
+                 lambda: open_storage(url)):
+        with pytest.raises(StorageError, match=re.escape(said)):
+            take()
+
+    def busy(*args, **kwargs):
+        raise BlockingIOError(errno.EAGAIN, "busy")
+
+    monkeypatch.setattr(fcntl, "lockf", busy)
+    with pytest.raises(AutotuneError, match="is being searched by another autotune process now"):
+        BudgetLock(url, "s").searching().__enter__()
