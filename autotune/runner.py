@@ -272,7 +272,8 @@ def execute(request: TrialRequest) -> dict[str, Any]:
             result.peak_memory_bytes = _peak_memory(request.torch_device)
         result.environment = fingerprint(request.torch_device)
     except BaseException as exc:  # noqa: BLE001 - every failure of a config is data
-        if isinstance(exc, KeyboardInterrupt):
+        # Ctrl-C here (--isolation inprocess); a trial's own process ignores SIGINT: one raised there is the workload's
+        if isinstance(exc, KeyboardInterrupt) and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             raise
         result.status = "oom" if _is_out_of_memory(exc, request.torch_device) else "error"
         result.lost = _is_disk_full(exc) or None
@@ -300,9 +301,8 @@ def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -
     start = time.perf_counter()
     output = run()
     workload.synchronize()
-    result.times = [time.perf_counter() - start]
+    result.times, result.status = [time.perf_counter() - start], "ok"
     save(workload, workload.to_reference(output), path)
-    result.status = "ok"
 
 
 def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialRequest, result: TrialResult) -> None:

@@ -49,6 +49,8 @@ def _gone(pid: int) -> bool:
                               "items a run"),
         ("bare_check", "error", "TypeError: BrokenWorkload.check returned a float; it must return an "
                                 "autotune.check.Check"),
+        # Raised by the workload, not Ctrl-C (a trial's process ignores it): "exited with status 70 without a result".
+        ("keyboard", "error", "KeyboardInterrupt"),
     ],
 )
 def test_outcome_is_classified(runner, cache, behaviour, status, fragment):

@@ -51,6 +51,8 @@ class BrokenWorkload(Workload):
                 return value * float("nan")
             elif behaviour == "raise_run":
                 raise RuntimeError("broken on purpose in run")
+            elif behaviour == "keyboard":
+                raise KeyboardInterrupt  # the workload's own: a trial's process ignores Ctrl-C
             elif behaviour == "segfault":
                 ctypes.string_at(0)  # reads address 0: SIGSEGV
             elif behaviour == "abort":
