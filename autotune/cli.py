@@ -311,8 +311,8 @@ def best(workload: str, device: str, size: str | None, studies: Path | None, as_
               help="Set a knob (repeatable); values are parsed by the knob's declared type.")
 @click.option("--baseline", "from_baseline", is_flag=True, help="Start from the baseline config instead of the defaults.")
 @click.option("--config", "config_file", type=FilePath(), default=None,
-              help="JSON file: an exported config (a preset of another machine's, say), or knob values over the "
-                   "defaults (the baseline with --baseline); --set applies over it.")
+              help="JSON file: an exported config (a preset of another machine's, say), an explanation's target, or "
+                   "knob values over the defaults (the baseline with --baseline); --set applies over it.")
 @studies_option
 @measure_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
@@ -359,8 +359,8 @@ def run(workload: str, device: str, size: str | None, assignments: tuple[str, ..
 @device_option
 @size_option
 @click.option("--config", "config_file", type=FilePath(), default=None,
-              help="JSON file: an exported config, or knob values (the rest as in the baseline) [default: the "
-                   "export of this workload, device and size].")
+              help="JSON file: an exported config, an explanation's target, or knob values (the rest as in the "
+                   "baseline) [default: the export of this workload, device and size].")
 @click.option("--from-export", is_flag=True, help="Explain the exported winner (the default without --config).")
 @click.option("--rounds", type=Count(min=1), default=3, show_default=True,
               help="Interleaved rounds; every config once a round (Ctrl-C after the first keeps the whole ones).")

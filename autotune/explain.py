@@ -102,10 +102,8 @@ def shift(space: "SearchSpace", start: Config, end: Config, knobs: Iterable[str]
     a broken constraint brings the knobs it names; a knob the move activates
     takes ``end``'s value. Without such help the move is refused, with why.
     """
-    asked = list(knobs)
+    asked, active_start, config, broken = list(knobs), space.active(start), start, None
     moved = set(asked)
-    active_start = space.active(start)
-    config, broken = start, None
     for _ in range(len(space.parameters) + 1):
         config = space.complete({**start.to_dict(), **{name: end[name] for name in moved}})
         active = space.active(config)
@@ -409,11 +407,13 @@ def target_from_file(space: "SearchSpace", path: Path, base: Config | None = Non
     typed = "=" in path.name and not path.exists()
     data = read_json(path, f"--config {path}", f"--config takes a JSON file: an export, or knob values such as "
                      f"{example}; `autotune run --set` takes knob=value" if typed else "")
-    if isinstance(data, dict) and isinstance(data.get("config"), dict):
+    # An explanation (explain's file) gives its target ("unknown parameter 'schema_version'" before).
+    held = data.get("target") if isinstance(data, dict) and "fixes" in data else data
+    if isinstance(held, dict) and isinstance(held.get("config"), dict):
         if data.get("workload") not in (None, space.workload):  # else the first knob of the other one is "unknown"
-            raise InvalidConfigError(f"--config {path} is an export of workload {data['workload']!r}, "
-                                     f"not {space.workload!r}")
-        return space.allowed(data["config"], f"--config {path}")
+            raise InvalidConfigError(f"--config {path} is {'an explanation' if held is not data else 'an export'} "
+                                     f"of workload {data['workload']!r}, not {space.workload!r}")
+        return space.allowed(held["config"], f"--config {path}")
     if not isinstance(data, dict):
         raise InvalidConfigError(f"--config {path}: must hold a JSON object of knob values, or an exported config")
     # A guide's fixes; filled from the defaults, {"dtype": "float64"} explained four fixes the user never named.

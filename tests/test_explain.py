@@ -576,6 +576,19 @@ def test_the_export_of_another_workload_is_refused_by_name(tmp_path):
         target_from_file(SearchSpace.from_file(space_path("chmm")), tmp_path / "steady.json")
 
 
+def test_an_explanation_given_as_config_gives_its_target(tmp_path):
+    # explain's own file (the H200's of lsd) said "unknown parameter 'schema_version'" to `run` and `explain`.
+    from autotune.explain import target_from_file
+    from autotune.registry import space_path
+
+    stored = (Path(__file__).parent.parent / "benchmarks/gpu_runs/2026-11-25-h200/2-chmm-check-lsd-explain"
+              / "explain-lsd.json")
+    target = json.loads(stored.read_text())["target"]["config"]
+    assert target_from_file(SearchSpace.from_file(space_path("lsd")), stored).to_dict() == target
+    with pytest.raises(InvalidConfigError, match="explain-lsd.json is an explanation of workload 'lsd', not 'chmm'$"):
+        target_from_file(SearchSpace.from_file(space_path("chmm")), stored)
+
+
 def test_knobs_given_to_config_as_set_takes_them_are_told_what_config_takes(tmp_path, monkeypatch):
     # "--config messages=numba" read "--config messages=numba: No such file or directory", and nothing more.
     from autotune.explain import target_from_file
