@@ -498,7 +498,8 @@ def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     best = Candidate(Config(x=1), 1, "candidate", [result(0.1), result(0.1), result(1.9)])
     table = SimpleNamespace(workload="w", size="tiny", device="cpu", study_name="s", trials=[], seconds=1.0,
                             counts={"ok": 2}, winner=best, baseline=baseline, speedup=1.0, choices=[],
-                            candidates=[baseline, best], export_path="x.json", unused=(), restricted=0)
+                            candidates=[baseline, best], export_path="x.json", unused=(), restricted=0,
+                            only_baseline=False)
     assert (f"note: other processes kept up to 1.9 of {cpu_threads()} cores busy in re-measurement round 2, 3; each "
             "config's figures come from its quiet rounds" in result_table(table))
     best.results = [result(0.7)] * 3
@@ -540,7 +541,8 @@ def test_figures_of_more_cores_than_a_trial_s_threads_say_so_in_every_view(capsy
     best = Candidate(Config(x=1), 1, "candidate", [result(1.0), result(1.3), result(1.25)])
     table = SimpleNamespace(workload="w", size="small", device="cpu", study_name="s", trials=[], seconds=1.0,
                             counts={"ok": 2}, winner=best, baseline=baseline, speedup=1.0, choices=[],
-                            candidates=[baseline, best], export_path="x.json", unused=(), restricted=0)
+                            candidates=[baseline, best], export_path="x.json", unused=(), restricted=0,
+                            only_baseline=False)
     assert ("warning: the winner's timed runs kept 1.3 cores busy, more than its 1 thread: a thread or process of "
             "its own ran on cores --threads left idle") in result_table(table)
     # The export says it too, for `autotune best` and a script's cfg.measured.

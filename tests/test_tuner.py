@@ -1249,7 +1249,7 @@ def test_the_table_says_why_the_baseline_has_no_figures_and_why_nothing_was_expo
     fast = Candidate(Config({"t": 1}), 1, "candidate")
     result = SimpleNamespace(workload="w", size="tiny", device="cpu", study_name="s", trials=[], seconds=1.0,
                              counts={"ok": 1, "timeout": 1}, winner=fast, baseline=slow, speedup=None, choices=[], candidates=[],
-                             export_path="x.json", unused=(), restricted=0)
+                             export_path="x.json", unused=(), restricted=0, only_baseline=False)
     assert "\n  baseline #0      -  (timeout in the search, not re-measured)\n" in result_table(result)
     result.winner, result.counts = None, {"oom": 2}
     assert "No configuration came through its trial with figures and a check (each failed" in result_table(result)
