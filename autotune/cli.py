@@ -382,7 +382,7 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
       autotune explain -w ten --config my-config.json --min-time 0.5
     """
     from autotune.explain import explain_workload, target_config
-    from autotune.explain_view import explain_text
+    from autotune.explain_view import beaten_by, explain_text
     from autotune.settings import SearchSettings
 
     if config_file is not None and from_export:
@@ -402,7 +402,8 @@ def explain(workload: str, device: str, size: str | None, config_file: Path | No
     finally:
         progress.close()
         tuner.close()
-    say(json.dumps(doc, indent=2) if as_json else explain_text(doc) + f"\n\nStored in {path}")
+    warnings = [said for said in [beaten_by(doc)] if said]  # as the text says them (a script read none before)
+    say(json.dumps({**doc, "warnings": warnings}, indent=2) if as_json else explain_text(doc) + f"\n\nStored in {path}")
 
 
 # -- list and devices -------------------------------------------------------------------
