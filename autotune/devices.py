@@ -13,6 +13,7 @@ import importlib.util
 import os
 import platform
 import re
+import shutil
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from autotune.exceptions import DeviceUnavailableError, UnknownNameError, said
 __all__ = [
     "CAPABILITIES",
     "PROFILES",
+    "SOFTWARE",
     "DetectedDevice",
     "DeviceProfile",
     "LOCAL_NAMES",
@@ -54,6 +56,9 @@ CAPABILITIES = frozenset(
         "numba",  # software: numba is installed (the `numba` extra); added at detection
     }
 )
+#: Why a capability that software gives is missing on a CPU, said where its choices are left out of a search.
+SOFTWARE = {"numba": "numba is not installed (pip install numba)",
+            "compile": "torch.compile needs a C++ compiler (g++, or the one $CXX names), and none is found"}
 
 _GIB = 1 << 30
 _CUDA_COMMON = frozenset({"cuda", "fp16", "fp64", "cuda_graphs", "compile", "pinned_memory", "efficient_attention"})
@@ -98,22 +103,14 @@ PROFILES: dict[str, DeviceProfile] = {
             "cpu", "cpu", "the host CPU",
             frozenset({"cpu", "fp16", "fp64", "fast_fp64", "compile", "flash_attention"}),
         ),
-        DeviceProfile(
-            "v100", "cuda", "NVIDIA V100 (Volta, sm70)",
-            _CUDA_COMMON | {"fp16_tensor_cores", "fast_fp64"}, 32 * _GIB, (7, 0), ("V100",),
-        ),
-        DeviceProfile(
-            "a100", "cuda", "NVIDIA A100 (Ampere, sm80)",
-            _AMPERE_UP | {"fast_fp64"}, 80 * _GIB, (8, 0), ("A100",),
-        ),
-        DeviceProfile(
-            "h100", "cuda", "NVIDIA H100 (Hopper, sm90)",
-            _AMPERE_UP | {"fast_fp64"}, 80 * _GIB, (9, 0), ("H100",),
-        ),
-        DeviceProfile(
-            "h200", "cuda", "NVIDIA H200 (Hopper, sm90)",
-            _AMPERE_UP | {"fast_fp64"}, 141 * _GIB, (9, 0), ("H200",),
-        ),
+        DeviceProfile("v100", "cuda", "NVIDIA V100 (Volta, sm70)", _CUDA_COMMON | {"fp16_tensor_cores", "fast_fp64"},
+                      32 * _GIB, (7, 0), ("V100",)),
+        DeviceProfile("a100", "cuda", "NVIDIA A100 (Ampere, sm80)", _AMPERE_UP | {"fast_fp64"},
+                      80 * _GIB, (8, 0), ("A100",)),
+        DeviceProfile("h100", "cuda", "NVIDIA H100 (Hopper, sm90)", _AMPERE_UP | {"fast_fp64"},
+                      80 * _GIB, (9, 0), ("H100",)),
+        DeviceProfile("h200", "cuda", "NVIDIA H200 (Hopper, sm90)", _AMPERE_UP | {"fast_fp64"},
+                      141 * _GIB, (9, 0), ("H200",)),
         DeviceProfile(
             "rtx3090", "cuda", "NVIDIA GeForce RTX 3090 (Ampere, sm86; fp64 at 1/64 rate)",
             _AMPERE_UP, 24 * _GIB, (8, 6), ("3090",),
@@ -365,7 +362,7 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
         devices += _cuda_devices_from_driver()
         if sys.platform == "darwin" and platform.machine() == "arm64":
             devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
-    cpu = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities | _software_capabilities()
+    cpu = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities - {"compile"} | _software_capabilities()
                   | _cpu_hardware_capabilities())
     devices.append(DetectedDevice(cpu, cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}))
     return devices
@@ -409,11 +406,12 @@ def _cpu_hardware_capabilities(cpuinfo: str | None = None) -> frozenset[str]:
 
 
 def _software_capabilities() -> frozenset[str]:
-    """Capabilities that come from installed packages rather than the hardware."""
-    found = set()
-    if importlib.util.find_spec("numba") is not None:
-        found.add("numba")
-    return frozenset(found)
+    """Capabilities that come from installed software rather than the hardware: numba, and the C++ compiler that
+    torch.compile's CPU backend needs (inductor runs $CXX, else g++, clang++ on macOS; a container image without
+    one failed every compiled trial, InvalidCxxCompiler, 8 s into each for ten at tiny)."""
+    found = {"numba"} if importlib.util.find_spec("numba") is not None else set()
+    compiler = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
+    return frozenset(found | ({"compile"} if shutil.which(compiler) else set()))
 
 
 def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice:

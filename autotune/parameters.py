@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
 from autotune.conditions import Condition, name_problem
 from autotune.config import show
-from autotune.devices import CAPABILITIES
+from autotune.devices import CAPABILITIES, SOFTWARE
 from autotune.exceptions import InvalidConfigError, SearchSpaceError
 
 if TYPE_CHECKING:
@@ -124,8 +124,10 @@ class Parameter:
             if not matches:
                 needs = self.choice_requires.get(text)
                 if needs:  # a choice of the space that this device's space left out
+                    why = f" (on a CPU: {'; '.join(SOFTWARE[name] for name in sorted(needs))})" if set(needs) <= \
+                        SOFTWARE.keys() else ""  # software alone, not the hardware
                     raise InvalidConfigError(f"{self.name}={text!r} needs {', '.join(sorted(needs))}, which this "
-                                             f"device lacks; choose one of: {self.describe_allowed()}")
+                                             f"device lacks{why}; choose one of: {self.describe_allowed()}")
                 raise InvalidConfigError(
                     f"{self.name}={text!r} is not allowed; choose one of: {self.describe_allowed()}"
                 )

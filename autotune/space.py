@@ -20,7 +20,7 @@ import yaml
 
 from autotune.conditions import parse_constraints, size_read, values_named
 from autotune.config import Config, as_asked, show as _show
-from autotune.devices import CAPABILITIES, DeviceProfile
+from autotune.devices import CAPABILITIES, SOFTWARE, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
 from autotune.parameters import Parameter, asked_name, canonical_values, knob_of, parse_parameter, split_by
 from autotune.registry import space_path, workload_facts
@@ -149,9 +149,8 @@ class SearchSpace:
         default and no longer sampled. A default or baseline value the device
         cannot run moves to the parameter's first runnable choice.
         """
-        parameters = []
-        defaults = dict(self._defaults)
-        baseline = dict(self._baseline)
+        parameters: list[Parameter] = []
+        defaults, baseline = dict(self._defaults), dict(self._baseline)
         for param in self.parameters.values():
             if device.missing(param.requires):
                 parameters.append(replace(param, type="categorical", choices=(defaults[param.name],),
@@ -159,10 +158,8 @@ class SearchSpace:
                 baseline[param.name] = defaults[param.name]
                 continue
             if param.type == "categorical" and param.choice_requires:
-                runnable = tuple(
-                    c for c in param.choices
-                    if not device.missing(param.choice_requires.get(_show(c), frozenset()))
-                )
+                runnable = tuple(c for c in param.choices
+                                 if not device.missing(param.choice_requires.get(_show(c), frozenset())))
                 if not runnable:
                     raise SearchSpaceError(
                         f"{self.source}: parameters.{param.name}: no choice runs on device {device.name!r}"
@@ -175,6 +172,18 @@ class SearchSpace:
         facts = {**self.facts, **{name: name in device.capabilities for name in CAPABILITIES}}
         return SearchSpace(parameters, defaults, baseline, self.source, self.workload, self.description, device,
                            self._reference, self.constraints, facts, self.size_parameters)
+
+    def left_out(self) -> list[str]:
+        """The choices this device's space left out for want of software alone (numba, a C++ compiler), a line a
+        knob: a search that never tried them said nothing of it."""
+        said, device = [], self.device
+        for param in self.parameters.values() if device is not None and device.kind == "cpu" else ():
+            gone = {text: lacked for text, needs in param.choice_requires.items()
+                    if (lacked := device.missing(needs)) and lacked <= SOFTWARE.keys()}
+            if gone:
+                why = "; ".join(sorted({SOFTWARE[name] for lacked in gone.values() for name in lacked}))
+                said.append(f"{param.name}={', '.join(gone)} left out of this search: {why}")
+        return said
 
     def for_size(self, params: Mapping[str, Any], size: str = "this size") -> "SearchSpace":
         """This space with its constraints on the size's parameters enforced at ``params`` (``sizes[size]``)."""

@@ -221,10 +221,9 @@ class Tuner:
             study = optuna.create_study(
                 storage=self.storage_object(),
                 study_name=self.study_name,
-                # One objective: the sampler chases throughput alone; peak memory is a constraint
-                # (--memory-budget) and breaks ties at the re-measurement. Two objectives made the
-                # search near random on recorded spaces (benchmarks/search_quality.py). A study made
-                # by an older version keeps its two objectives (Optuna loads it as stored).
+                # One objective: the sampler chases throughput alone; peak memory is a constraint (--memory-budget)
+                # and breaks ties at the re-measurement. Two objectives made the search near random on recorded
+                # spaces (benchmarks/search_quality.py). An older version's study keeps its two (loaded as stored).
                 directions=OBJECTIVES,
                 sampler=sampler,
                 load_if_exists=True,
@@ -269,17 +268,18 @@ class Tuner:
     def _search(self, n_trials: int, started: float) -> SearchResult:
         study = self.open_study()
         self.on_stage(f"study {self.study_name} in {redact_storage(self.storage)} ({self.trials_so_far(study)})")
-        if self.runner.isolation == "inprocess":  # chmm's baseline at tiny read 401 MiB so, 183 MiB in its own process
-            self.on_stage("warning: --isolation inprocess runs every trial in this process: a peak memory is this "
-                          "process's, and what one compiled is warm for the next (debugging only; its export says so)")
+        inprocess = self.runner.isolation == "inprocess"  # chmm's baseline at tiny read 401 MiB so, 183 MiB alone
+        for warning in self.space.left_out() + ["--isolation inprocess runs every trial in this process: a peak memory "
+                                                "is this process's, and what one compiled is warm for the next "
+                                                "(debugging only; its export says so)"] * inprocess:
+            self.on_stage(f"warning: {warning}")
         warm = self.runner.warm_up()
         if warm:
             self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
         self.ensure_reference()
         lock = NoLock()
         with lock.held():
-            # The baseline (what users run today) and the defaults (what autotune recommends untuned) are
-            # measured first: every study reports both, and the sampler starts from known-good points.
+            # The baseline (what users run) and the defaults (untuned) first: every study reports both.
             self._retry(lambda: enqueue_first(study, self.space.first_params()), "queueing the first configs")
         self.firsts_left = sum(t.user_attrs.get("role") in FIRST_ROLES
                                for t in study.get_trials(deepcopy=False) if t.state.name == "WAITING")

@@ -3,7 +3,7 @@ import sys
 import pytest
 
 from autotune.devices import CAPABILITIES, PROFILES, detect, get_profile, resolve_device
-from autotune.exceptions import DeviceUnavailableError, UnknownNameError
+from autotune.exceptions import DeviceUnavailableError, InvalidConfigError, UnknownNameError
 from tests.conftest import fresh_process_json
 
 
@@ -21,6 +21,31 @@ def test_capabilities_follow_the_hardware():
     assert not PROFILES["mps"].has("fp64") and not PROFILES["cpu"].has("cuda")
     assert PROFILES["v100"].has("efficient_attention") and not PROFILES["v100"].has("cudnn_attention")
     assert PROFILES["h100"].has("cudnn_attention")
+
+
+def test_the_cpu_can_compile_only_where_it_has_the_compiler_torch_compile_runs(monkeypatch, tmp_path):
+    # Inductor's CPU backend runs $CXX, else g++: an image without one failed every compiled trial (InvalidCxxCompiler,
+    # 8 s into each for ten at tiny), and the search kept asking for them.
+    from autotune.space import load_space
+
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    cpu = resolve_device("cpu", use_torch=False).profile
+    assert not cpu.has("compile") and PROFILES["cpu"].has("compile")  # the profile's: a machine's exports load
+    space = load_space("ten").for_device(cpu)
+    assert space.parameters["compile"].choices == ("none",)
+    assert space.left_out() == ["compile=default, max-autotune-no-cudagraphs left out of this search: torch.compile "
+                                "needs a C++ compiler (g++, or the one $CXX names), and none is found"]
+    with pytest.raises(InvalidConfigError, match=r"compile='default' needs compile, which this device lacks "
+                       r"\(on a CPU: torch.compile needs a C\+\+ compiler \(g\+\+, or the one \$CXX names\), and none "
+                       r"is found\)"):
+        space.parse_assignments(["compile=default"], space.defaults)
+    compiler = tmp_path / "c++"
+    compiler.write_text("#!/bin/sh\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    cpu = resolve_device("cpu", use_torch=False).profile
+    assert cpu.has("compile") and load_space("ten").for_device(cpu).left_out() == []
+    assert load_space("ten").for_device(PROFILES["h100"]).left_out() == []  # a GPU's lacks are its hardware's
 
 
 def test_cpu_attention_capabilities_are_the_sdpa_backends_torch_runs_here():

@@ -52,6 +52,25 @@ def test_a_space_of_one_config_is_not_said_to_have_measured_only_its_baseline(st
     assert "measured only the baseline" not in result_table(result)
 
 
+def test_a_search_says_which_choices_it_leaves_out_for_want_of_software(studies, tmp_path, monkeypatch):
+    # Without a C++ compiler every torch.compile trial failed 8 s in (InvalidCxxCompiler); left out unsaid, a user
+    # would take "compile" for tried.
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    (tmp_path / "steady.py").write_text((Path(__file__).parent / "workloads" / "steady.py").read_text())
+    (tmp_path / "steady.yaml").write_text("schema_version: 1\nworkload: steady\nparameters:\n  work:\n"
+                                          "    choices: [100, 500, 1000]\n  mode:\n    choices: [eager, compiled]\n"
+                                          "    requires:\n      compiled: [compile]\ndefaults:\n  work: 500\n"
+                                          "  mode: eager\nbaseline:\n  work: 1000\nreference:\n  work: 100\n")
+    said = []
+    with Tuner(f"{tmp_path / 'steady.py'}:SteadyWorkload", "cpu", "tiny", measurer=FAST_MEASURER,
+               remeasure_rounds=1, on_stage=said.append) as tuner:
+        result = tuner.search(n_trials=6)
+    assert ("warning: mode=compiled left out of this search: torch.compile needs a C++ compiler (g++, or "
+            "the one $CXX names), and none is found") in said
+    measured = [record for record in result.trials if record.duplicate_of is None]
+    assert len(measured) == 3 and {record.config["mode"] for record in measured} == {"eager"}
+
+
 def test_a_search_in_this_process_says_so_and_its_export_is_marked(studies):
     # --isolation inprocess (debugging): chmm's baseline at tiny read a peak of 401 MiB, the tuning process's (183 MiB
     # in a process of its own), and its winner was exported and loaded as any other, without a word.
