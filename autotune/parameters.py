@@ -108,6 +108,12 @@ class Parameter:
             text += f" step {show(self.step)}"
         return text + (" (log scale)" if self.log else "")
 
+    def why_left_out(self, text: str) -> str:
+        """Why choice ``text`` is left out where it needs software alone (numba, a C++ compiler), else ""."""
+        needs = self.choice_requires.get(text) or frozenset()
+        return f" (on a CPU: {'; '.join(SOFTWARE[n] for n in sorted(needs))})" if needs and needs <= SOFTWARE.keys() \
+            else ""
+
     def parse(self, text: str) -> Any:
         """A ``--set name=text`` value as this parameter's type; raises if not allowed."""
         value: Any
@@ -124,10 +130,9 @@ class Parameter:
             if not matches:
                 needs = self.choice_requires.get(text)
                 if needs:  # a choice of the space that this device's space left out
-                    why = f" (on a CPU: {'; '.join(SOFTWARE[name] for name in sorted(needs))})" if set(needs) <= \
-                        SOFTWARE.keys() else ""  # software alone, not the hardware
                     raise InvalidConfigError(f"{self.name}={text!r} needs {', '.join(sorted(needs))}, which this "
-                                             f"device lacks{why}; choose one of: {self.describe_allowed()}")
+                                             f"device lacks{self.why_left_out(text)}; choose one of: "
+                                             f"{self.describe_allowed()}")
                 raise InvalidConfigError(
                     f"{self.name}={text!r} is not allowed; choose one of: {self.describe_allowed()}"
                 )

@@ -280,7 +280,7 @@ class SearchSpace:
             if not param.allows(value):
                 raise InvalidConfigError(
                     f"{what}: {name}={_show(value)} is not allowed"
-                    + (f" on device {self.device.name!r}" if self.device else "")
+                    + (f" on device {self.device.name!r}{param.why_left_out(_show(value))}" if self.device else "")
                     + f"; allowed: {param.describe_allowed()}"
                 )
         return self.complete(canonical_values(self.parameters, values))  # 64.0 from a JSON file runs as 64

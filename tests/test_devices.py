@@ -39,6 +39,9 @@ def test_the_cpu_can_compile_only_where_it_has_the_compiler_torch_compile_runs(m
                        r"\(on a CPU: torch.compile needs a C\+\+ compiler \(g\+\+, or the one \$CXX names\), and none "
                        r"is found\)"):
         space.parse_assignments(["compile=default"], space.defaults)
+    with pytest.raises(InvalidConfigError, match=r"^--config x.json: compile=default is not allowed on device 'cpu' "
+                       r"\(on a CPU: torch.compile needs a C\+\+ compiler"):
+        space.allowed({"compile": "default"}, "--config x.json")
     compiler = tmp_path / "c++"
     compiler.write_text("#!/bin/sh\n")
     compiler.chmod(0o755)
