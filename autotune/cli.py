@@ -36,7 +36,7 @@ def cli() -> None:
     autotune best   --workload chmm --device cpu
     autotune report --workload chmm --device cpu
     autotune run    --workload chmm --set dtype=float64 --json
-    autotune simulate --recorded ../shared/recorded/pnpoly_RTX_3090.json.gz
+    autotune simulate --recorded benchmarks/recorded/chmm_cpu_tiny.json.gz   # in a clone of the repository
     autotune list
     autotune devices
     """
@@ -208,7 +208,7 @@ def simulate(recorded_path: Path | None, study_name: str | None, storage: str | 
 
     \b
     Examples:
-      autotune simulate --recorded ../shared/recorded/pnpoly_RTX_3090.json.gz
+      autotune simulate --recorded benchmarks/recorded/chmm_cpu_tiny.json.gz   # chmm at tiny, every config
       autotune simulate --recorded conv.json.gz --trials 50 --sampler tpe --sampler random
       autotune simulate --recorded pnpoly.json.gz --trials 100 --repeats 20 --json
       autotune simulate --study chmm-cpu-tiny --storage sqlite:///studies/autotune.db
