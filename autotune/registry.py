@@ -20,6 +20,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -308,6 +309,12 @@ class WorkloadFacts:
 
     @classmethod
     def of(cls, workload: type[Workload]) -> "WorkloadFacts":
+        try:  # each trial makes its workload so: one whose __init__ takes other arguments failed every trial
+            inspect.signature(workload).bind("tiny", "cpu", None)  # with "takes 2 positional arguments but 4 ..."
+        except TypeError as exc:
+            raise AutotuneError(f"workload {getattr(workload, 'name', workload.__name__)!r}: {workload.__name__} must "
+                                "be made as autotune.Workload is, with (size, device, cache_dir), which its __init__ "
+                                f"passes on ({exc}); read other settings in prepare() or build()") from None
         return cls(**{name: getattr(workload, name) for name in FACTS})
 
 

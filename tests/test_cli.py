@@ -207,6 +207,23 @@ def test_a_workload_named_as_a_built_in_is_refused_and_nothing_is_written(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py", "mine.yaml"]
 
 
+def test_a_workload_whose_init_takes_other_arguments_is_refused_by_name_before_anything_runs(tmp_path):
+    # Every trial makes its workload with (size, device, cache_dir): the reference failed with "TypeError:
+    # InitWorkload.__init__() takes 2 positional arguments but 4 were given", after the fork server started.
+    steady = Path(BROKEN.split(":")[0]).parent / "steady"
+    (tmp_path / "mine.yaml").write_text(steady.with_suffix(".yaml").read_text())
+    (tmp_path / "mine.py").write_text(steady.with_suffix(".py").read_text().replace(
+        "    def build(self, config):", "    def __init__(self, data_path):\n        super().__init__()\n\n"
+                                         "    def build(self, config):"))
+    done = run_cli("search", "--workload", "mine.py:SteadyWorkload", "-d", "cpu", "--studies", "studies",
+                   cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "autotune: error: workload 'steady': SteadyWorkload must be made as autotune.Workload is, with (size, device, "
+        "cache_dir), which its __init__ passes on (too many positional arguments); read other settings in prepare() "
+        "or build()")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py", "mine.yaml"]
+
+
 def test_a_built_in_named_by_its_own_file_is_that_workload():
     from autotune.registry import get_workload_class
 
