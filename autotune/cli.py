@@ -158,8 +158,8 @@ def _shared_search(tuner: Any, settings: Any, trials: int, n_workers: int, gpus:
             fail(why)
     budget = library_call(tuner.claim_budget, trials)
     plans, warning = plan_workers(n_workers, gpus)
-    if warning:
-        progress.stage(f"warning: {warning}")
+    for said in [warning] * bool(warning) + tuner.space.left_out():  # as a search by one process says them
+        progress.stage(f"warning: {said}")
     so_far = tuner.trials_so_far(threads=pinned_threads(plans))  # as the workers measure: on their own cores
     progress.stage(f"study {tuner.study_name} in {redact_storage(tuner.storage)} ({so_far}): budget "
                    f"{budget} trials, {len(plans)} worker(s) here")

@@ -379,9 +379,16 @@ def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_pass
     # storage comes through the environment (a journal path here, checked on the command lines).
     storage = str(tmp_path / "studies" / "steady.journal")
     tag = f"threads-{os.getpid()}-{time.time()}"
+    # A knob whose one choice needs torch.compile, on a CPU without the C++ compiler it needs: left out, and said.
+    steady = Path(STEADY.split(":")[0])
+    (tmp_path / "steady.py").write_text(steady.read_text())
+    (tmp_path / "steady.yaml").write_text(steady.with_suffix(".yaml").read_text().replace(
+        "defaults:\n", "  mode:\n    choices: [eager, compiled]\n    requires: {compiled: [compile]}\ndefaults:\n"
+        "  mode: eager\n"))
     env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag,
-           "AUTOTUNE_STORAGE": storage}
-    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "6", "--workers", "2",
+           "AUTOTUNE_STORAGE": storage, "CXX": str(tmp_path / "no-such-compiler")}
+    workload = f"{tmp_path / 'steady.py'}:SteadyWorkload"
+    command = [sys.executable, "-m", "autotune", "search", "-w", workload, "-d", "cpu", "-n", "6", "--workers", "2",
                "--threads", "1", "--min-time", "0.05", "--remeasure-rounds", "1"]
     driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
@@ -410,6 +417,8 @@ def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_pass
     study = optuna.load_study(study_name=STUDY, storage=open_storage(storage))
     measured = [t for t in study.trials if "threads" in t.user_attrs]
     assert measured and {t.user_attrs["threads"] for t in measured} == {1}
+    assert {t.user_attrs["config"]["mode"] for t in measured} == {"eager"}
+    assert text.count("warning: mode=compiled left out of this search: torch.compile needs a C++ compiler") == 1, text
     # The summary's time is the command's, the workers' trials included (it was the re-measurement's alone: 5 s
     # for a run of 40).
     said = float(re.search(r"measured by its workers; in the study: [^;]*; (\d+) s$", text, flags=re.MULTILINE)[1])
