@@ -427,6 +427,10 @@ def test_list_and_devices(tmp_path):
     assert data["detected"][-1]["capabilities"] == here and "numba" in here
     assert "numba" not in data["profiles"]["cpu"]["capabilities"]
     assert f"capabilities here: {', '.join(here)}" in run_cli("devices", cwd=tmp_path).stdout
+    # What software a capability lacks here for, where a search leaves its choices out (a C++ compiler).
+    lacking = run_cli("devices", cwd=tmp_path, env={"CXX": str(tmp_path / "no-such-compiler")}).stdout
+    assert ("\n               lacks compile: torch.compile needs a C++ compiler (g++, or the one $CXX names), and none "
+            "is found\n") in lacking
 
 
 def test_console_script_is_installed():
