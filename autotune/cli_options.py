@@ -22,6 +22,7 @@ from autotune.console import tell, to_devnull
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 from autotune.limits import MAX_SECONDS, WHOLE, names_nothing, study_name_problem
+from autotune.storage import STORAGE_ENV
 from autotune.storage_names import storage_problem
 from autotune.shipped import take_builtin_names
 
@@ -120,7 +121,7 @@ class Storage(click.ParamType):
                    "the default" if names_nothing(value) else storage_problem(value))  # "-" made a journal "-"
         if problem:
             # Click names the option alone; a value set in a shell's profile long ago was looked for on the line.
-            where = " (the value of $AUTOTUNE_STORAGE)" if os.environ.get("AUTOTUNE_STORAGE") == value else ""
+            where = f" (the value of ${STORAGE_ENV})" if os.environ.get(STORAGE_ENV) == value else ""
             self.fail(f"{value!r}{where} {problem}", param, ctx)
         return value
 

@@ -49,10 +49,8 @@ def check_numbers(**given: Any) -> None:
                 problem = study_name_problem(value)
             elif names_nothing(value):  # studies="" was this folder, " " or "-" a folder of that name
                 problem = "it names no folder" if name == "studies" else "it names no storage"
-            elif name == "storage" and storage_problem(value):
-                problem = f"it {storage_problem(value)}"
             else:
-                problem = None
+                problem = f"it {said}" if name == "storage" and (said := storage_problem(value)) else None
             if problem:
                 raise AutotuneError(f"{name} {value!r} is refused: {problem}")
             continue
