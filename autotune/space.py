@@ -174,15 +174,15 @@ class SearchSpace:
                            self._reference, self.constraints, facts, self.size_parameters)
 
     def left_out(self) -> list[str]:
-        """The choices this device's space left out for want of software alone (numba, a C++ compiler), a line a
-        knob: a search that never tried them said nothing of it."""
+        """The choices (or knobs, held at their default) this device's space left out for want of software alone
+        (numba, a C++ compiler), a line a knob: a search that never tried them said nothing of it."""
         said, device = [], self.device
         for param in self.parameters.values() if device is not None and device.kind == "cpu" else ():
-            gone = {text: lacked for text, needs in param.choice_requires.items()
+            gone = {text: lacked for text, needs in [("", param.requires), *param.choice_requires.items()]
                     if (lacked := device.missing(needs)) and lacked <= SOFTWARE.keys()}
-            if gone:
-                why = "; ".join(sorted({SOFTWARE[name] for lacked in gone.values() for name in lacked}))
-                said.append(f"{param.name}={', '.join(gone)} left out of this search: {why}")
+            why = "; ".join(sorted({SOFTWARE[name] for lacked in gone.values() for name in lacked}))
+            what = f" (held at {_show(param.choices[0])})" if "" in gone else f"={', '.join(gone)}"
+            said += [f"{param.name}{what} left out of this search: {why}"] if gone else []
         return said
 
     def for_size(self, params: Mapping[str, Any], size: str = "this size") -> "SearchSpace":

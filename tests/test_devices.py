@@ -26,7 +26,7 @@ def test_capabilities_follow_the_hardware():
 def test_the_cpu_can_compile_only_where_it_has_the_compiler_torch_compile_runs(monkeypatch, tmp_path):
     # Inductor's CPU backend runs $CXX, else g++: an image without one failed every compiled trial (InvalidCxxCompiler,
     # 8 s into each for ten at tiny), and the search kept asking for them.
-    from autotune.space import load_space
+    from autotune.space import SearchSpace, load_space
 
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     cpu = resolve_device("cpu", use_torch=False).profile
@@ -42,6 +42,13 @@ def test_the_cpu_can_compile_only_where_it_has_the_compiler_torch_compile_runs(m
     with pytest.raises(InvalidConfigError, match=r"^--config x.json: compile=default is not allowed on device 'cpu' "
                        r"\(on a CPU: torch.compile needs a C\+\+ compiler"):
         space.allowed({"compile": "default"}, "--config x.json")
+    # A knob that needs the compiler as a whole is held at its default, and said so.
+    (tmp_path / "s.yaml").write_text("schema_version: 1\nparameters:\n  fused:\n    choices: [false, true]\n"
+                                     "    requires: [compile]\n  work:\n    choices: [1, 2]\n"
+                                     "defaults: {fused: false, work: 1}\nbaseline: {fused: false, work: 2}\n")
+    assert SearchSpace.from_file(tmp_path / "s.yaml").for_device(cpu).left_out() == [
+        "fused (held at false) left out of this search: torch.compile needs a C++ compiler (g++, or the one $CXX "
+        "names), and none is found"]
     compiler = tmp_path / "c++"
     compiler.write_text("#!/bin/sh\n")
     compiler.chmod(0o755)
