@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import click
 
 from autotune.config import Config, show
-from autotune.devices import SOFTWARE, cpu_threads
+from autotune.devices import cpu_threads
 from autotune.environment import beyond_threads
 from autotune.exceptions import SearchSpaceError
 from autotune.export import is_number
@@ -418,7 +418,7 @@ def devices_json(found: list[Any], profiles: dict[str, Any]) -> dict[str, Any]:
     return {
         # A detected device's capabilities are its profile's and what was found here (bf16 on this CPU, numba).
         "detected": [{"profile": d.profile.name, "name": d.name, "memory_bytes": d.memory_bytes, **d.details,
-                      "capabilities": sorted(d.profile.capabilities)} for d in found],
+                      "capabilities": sorted(d.profile.capabilities), "lacks": dict(d.profile.lacks)} for d in found],
         "profiles": {p.name: {"kind": p.kind, "description": p.description, "memory_bytes": p.memory_bytes,
                               "capabilities": sorted(p.capabilities)} for p in profiles.values()},
     }
@@ -430,8 +430,7 @@ def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:
     lines += [f"  {d.profile.name:<12} {d.name}  {format_bytes(d.memory_bytes)}"
               + "".join(f"  {k}={v}" for k, v in d.details.items())
               + f"\n  {'':<12} capabilities here: {', '.join(sorted(d.profile.capabilities))}"
-              + "".join(f"\n  {'':<12} lacks {name}: {why}" for name, why in SOFTWARE.items()
-                        if d.profile.kind == "cpu" and name not in d.profile.capabilities) for d in found]
+              + "".join(f"\n  {'':<12} lacks {name}: {why}" for name, why in d.profile.lacks) for d in found]
     lines += ["", "Profiles:"]
     lines += [f"  {p.name:<12} {p.description:<58} {format_bytes(p.memory_bytes):>10}  {', '.join(sorted(p.capabilities))}"
               for p in profiles.values()]

@@ -24,7 +24,6 @@ from autotune.exceptions import DeviceUnavailableError, UnknownNameError, said
 __all__ = [
     "CAPABILITIES",
     "PROFILES",
-    "SOFTWARE",
     "DetectedDevice",
     "DeviceProfile",
     "LOCAL_NAMES",
@@ -56,9 +55,10 @@ CAPABILITIES = frozenset(
         "numba",  # software: numba is installed (the `numba` extra); added at detection
     }
 )
-#: Why a capability that software gives is missing on a CPU, said where its choices are left out of a search.
-SOFTWARE = {"numba": "numba is not installed (pip install numba)",
-            "compile": "torch.compile needs a C++ compiler (g++, or the one $CXX names), and none is found"}
+#: Why a capability is missing for want of software: said where a search leaves out what needs it.
+NO_NUMBA = "numba is not installed (pip install numba)"
+NO_CXX = "torch.compile needs a C++ compiler (g++, or the one $CXX names), and none is found"
+NO_CC = "torch.compile's Triton kernels need a C compiler (gcc or clang, or the one $CC names), and none is found"
 
 _GIB = 1 << 30
 _CUDA_COMMON = frozenset({"cuda", "fp16", "fp64", "cuda_graphs", "compile", "pinned_memory", "efficient_attention"})
@@ -81,6 +81,8 @@ class DeviceProfile:
     compute_capability: tuple[int, int] | None = None
     # Substrings of the driver's device name that identify this profile.
     name_patterns: tuple[str, ...] = ()
+    # Capabilities this device lacks for want of software, each with why (detection's: a profile promises them).
+    lacks: tuple[tuple[str, str], ...] = ()
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -111,19 +113,12 @@ PROFILES: dict[str, DeviceProfile] = {
                       80 * _GIB, (9, 0), ("H100",)),
         DeviceProfile("h200", "cuda", "NVIDIA H200 (Hopper, sm90)", _AMPERE_UP | {"fast_fp64"},
                       141 * _GIB, (9, 0), ("H200",)),
-        DeviceProfile(
-            "rtx3090", "cuda", "NVIDIA GeForce RTX 3090 (Ampere, sm86; fp64 at 1/64 rate)",
-            _AMPERE_UP, 24 * _GIB, (8, 6), ("3090",),
-        ),
-        DeviceProfile(
-            "rtx5000-ada", "cuda", "NVIDIA RTX 5000 Ada (sm89; fp64 at 1/64 rate)",
-            _AMPERE_UP, 32 * _GIB, (8, 9), ("RTX 5000 Ada",),
-        ),
-        DeviceProfile(
-            # MPS has no float64 at all, and torch.compile on MPS is not dependable yet.
-            "mps", "mps", "Apple GPU through Metal (MPS)",
-            frozenset({"mps", "fp16", "bf16"}),
-        ),
+        DeviceProfile("rtx3090", "cuda", "NVIDIA GeForce RTX 3090 (Ampere, sm86; fp64 at 1/64 rate)", _AMPERE_UP,
+                      24 * _GIB, (8, 6), ("3090",)),
+        DeviceProfile("rtx5000-ada", "cuda", "NVIDIA RTX 5000 Ada (sm89; fp64 at 1/64 rate)", _AMPERE_UP,
+                      32 * _GIB, (8, 9), ("RTX 5000 Ada",)),
+        # MPS has no float64 at all, and torch.compile on MPS is not dependable yet.
+        DeviceProfile("mps", "mps", "Apple GPU through Metal (MPS)", frozenset({"mps", "fp16", "bf16"})),
     ]
 }
 
@@ -362,8 +357,14 @@ def detect(use_torch: bool = True) -> list[DetectedDevice]:
         devices += _cuda_devices_from_driver()
         if sys.platform == "darwin" and platform.machine() == "arm64":
             devices.append(DetectedDevice(PROFILES["mps"], "Apple GPU (MPS)", _physical_memory()))
-    cpu = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities - {"compile"} | _software_capabilities()
-                  | _cpu_hardware_capabilities())
+    # Triton builds a C launcher for each kernel: with $CC, else gcc, else clang (triton/runtime/build.py).
+    if not shutil.which(os.environ.get("CC") or "gcc") and (os.environ.get("CC") or not shutil.which("clang")):
+        devices = [replace(d, profile=replace(d.profile, capabilities=d.profile.capabilities - {"compile"},
+                                              lacks=(("compile", NO_CC),)))
+                   if d.profile.kind == "cuda" and d.profile.has("compile") else d for d in devices]
+    have, lacks = _software()
+    cpu = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities - {"compile"} | have
+                  | _cpu_hardware_capabilities(), lacks=lacks)
     devices.append(DetectedDevice(cpu, cpu_name(), _physical_memory(), None, {"threads": cpu_threads()}))
     return devices
 
@@ -405,13 +406,14 @@ def _cpu_hardware_capabilities(cpuinfo: str | None = None) -> frozenset[str]:
     return frozenset({"bf16"}) if flags & {"avx512_bf16", "amx_bf16", "bf16"} else frozenset()
 
 
-def _software_capabilities() -> frozenset[str]:
-    """Capabilities that come from installed software rather than the hardware: numba, and the C++ compiler that
-    torch.compile's CPU backend needs (inductor runs $CXX, else g++, clang++ on macOS; a container image without
-    one failed every compiled trial, InvalidCxxCompiler, 8 s into each for ten at tiny)."""
-    found = {"numba"} if importlib.util.find_spec("numba") is not None else set()
+def _software() -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
+    """The CPU's capabilities that come from installed software rather than the hardware, and those missing, each
+    with why: numba, and the C++ compiler torch.compile's CPU backend runs ($CXX, else g++, clang++ on macOS; a
+    container image without one failed every compiled trial, InvalidCxxCompiler, 8 s into each for ten at tiny)."""
     compiler = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
-    return frozenset(found | ({"compile"} if shutil.which(compiler) else set()))
+    have = {"numba": importlib.util.find_spec("numba") is not None, "compile": shutil.which(compiler) is not None}
+    return (frozenset(name for name, found in have.items() if found),
+            tuple((name, {"numba": NO_NUMBA, "compile": NO_CXX}[name]) for name, found in have.items() if not found))
 
 
 def resolve_device(name: str = "auto", use_torch: bool = True) -> DetectedDevice:

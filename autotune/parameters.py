@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
 from autotune.conditions import Condition, name_problem
 from autotune.config import show
-from autotune.devices import CAPABILITIES, SOFTWARE
+from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError
 
 if TYPE_CHECKING:
@@ -108,13 +108,13 @@ class Parameter:
             text += f" step {show(self.step)}"
         return text + (" (log scale)" if self.log else "")
 
-    def why_left_out(self, text: str) -> str:
-        """Why choice ``text`` is left out where it needs software alone (numba, a C++ compiler), else ""."""
-        needs = self.choice_requires.get(text) or frozenset()
-        return f" (on a CPU: {'; '.join(SOFTWARE[n] for n in sorted(needs))})" if needs and needs <= SOFTWARE.keys() \
-            else ""
+    def why_left_out(self, text: str, device: DeviceProfile | None) -> str:
+        """Why ``device`` left choice ``text`` out where it lacks software alone (numba, a compiler), else ""."""
+        lacks = dict(device.lacks) if device else {}
+        lacked = device.missing(self.choice_requires.get(text, ())) if device else set()
+        return f" ({'; '.join(lacks[n] for n in sorted(lacked))})" if lacked and lacked <= lacks.keys() else ""
 
-    def parse(self, text: str) -> Any:
+    def parse(self, text: str, device: DeviceProfile | None = None) -> Any:
         """A ``--set name=text`` value as this parameter's type; raises if not allowed."""
         value: Any
         if self.type == "categorical":
@@ -131,7 +131,7 @@ class Parameter:
                 needs = self.choice_requires.get(text)
                 if needs:  # a choice of the space that this device's space left out
                     raise InvalidConfigError(f"{self.name}={text!r} needs {', '.join(sorted(needs))}, which this "
-                                             f"device lacks{self.why_left_out(text)}; choose one of: "
+                                             f"device lacks{self.why_left_out(text, device)}; choose one of: "
                                              f"{self.describe_allowed()}")
                 raise InvalidConfigError(
                     f"{self.name}={text!r} is not allowed; choose one of: {self.describe_allowed()}"

@@ -20,7 +20,7 @@ import yaml
 
 from autotune.conditions import parse_constraints, size_read, values_named
 from autotune.config import Config, as_asked, show as _show
-from autotune.devices import CAPABILITIES, SOFTWARE, DeviceProfile
+from autotune.devices import CAPABILITIES, DeviceProfile
 from autotune.exceptions import InvalidConfigError, SearchSpaceError, UnknownNameError
 from autotune.parameters import Parameter, asked_name, canonical_values, knob_of, parse_parameter, split_by
 from autotune.registry import space_path, workload_facts
@@ -175,12 +175,12 @@ class SearchSpace:
 
     def left_out(self) -> list[str]:
         """The choices (or knobs, held at their default) this device's space left out for want of software alone
-        (numba, a C++ compiler), a line a knob: a search that never tried them said nothing of it."""
-        said, device = [], self.device
-        for param in self.parameters.values() if device is not None and device.kind == "cpu" else ():
+        (numba, a compiler), a line a knob: a search that never tried them said nothing of it."""
+        said, device, lacks = [], self.device, dict(self.device.lacks) if self.device is not None else {}
+        for param in self.parameters.values() if device is not None and lacks else ():
             gone = {text: lacked for text, needs in [("", param.requires), *param.choice_requires.items()]
-                    if (lacked := device.missing(needs)) and lacked <= SOFTWARE.keys()}
-            why = "; ".join(sorted({SOFTWARE[name] for lacked in gone.values() for name in lacked}))
+                    if (lacked := device.missing(needs)) and lacked <= lacks.keys()}
+            why = "; ".join(sorted({lacks[name] for lacked in gone.values() for name in lacked}))
             what = f" (held at {_show(param.choices[0])})" if "" in gone else f"={', '.join(gone)}"
             said += [f"{param.name}{what} left out of this search: {why}"] if gone else []
         return said
@@ -276,13 +276,11 @@ class SearchSpace:
         for name, value in values.items():
             if name not in self.parameters:
                 raise UnknownNameError(f"parameter in {what}", name, self.parameters)
-            param = self.parameters[name]
+            param, device = self.parameters[name], self.device
             if not param.allows(value):
-                raise InvalidConfigError(
-                    f"{what}: {name}={_show(value)} is not allowed"
-                    + (f" on device {self.device.name!r}{param.why_left_out(_show(value))}" if self.device else "")
-                    + f"; allowed: {param.describe_allowed()}"
-                )
+                where = f" on device {device.name!r}{param.why_left_out(_show(value), device)}" if device else ""
+                raise InvalidConfigError(f"{what}: {name}={_show(value)} is not allowed{where}; allowed: "
+                                         f"{param.describe_allowed()}")
         return self.complete(canonical_values(self.parameters, values))  # 64.0 from a JSON file runs as 64
 
     def allowed(self, values: Mapping[str, Any], what: str = "config") -> Config:
@@ -319,7 +317,7 @@ class SearchSpace:
                 raise UnknownNameError("parameter in --set", name, self.parameters)
             if name in given:  # the last one would win silently: which did the user mean?
                 raise InvalidConfigError(f"--set {name} is given twice; give each knob once")
-            values[name] = self.parameters[name].parse(text.strip())
+            values[name] = self.parameters[name].parse(text.strip(), self.device)
             given.append(name)
         config = self.validate(values, "--set")
         as_asked(self, {name: values[name] for name in given}, config, "--set ", named=given)

@@ -431,6 +431,9 @@ def test_list_and_devices(tmp_path):
     lacking = run_cli("devices", cwd=tmp_path, env={"CXX": str(tmp_path / "no-such-compiler")}).stdout
     assert ("\n               lacks compile: torch.compile needs a C++ compiler (g++, or the one $CXX names), and none "
             "is found\n") in lacking
+    lacking = json.loads(run_cli("devices", "--json", cwd=tmp_path, env={"CXX": str(tmp_path / "none")}).stdout)
+    assert lacking["detected"][-1]["lacks"] == {
+        "compile": "torch.compile needs a C++ compiler (g++, or the one $CXX names), and none is found"}
 
 
 def test_console_script_is_installed():

@@ -36,11 +36,11 @@ def test_the_cpu_can_compile_only_where_it_has_the_compiler_torch_compile_runs(m
     assert space.left_out() == ["compile=default, max-autotune-no-cudagraphs left out of this search: torch.compile "
                                 "needs a C++ compiler (g++, or the one $CXX names), and none is found"]
     with pytest.raises(InvalidConfigError, match=r"compile='default' needs compile, which this device lacks "
-                       r"\(on a CPU: torch.compile needs a C\+\+ compiler \(g\+\+, or the one \$CXX names\), and none "
-                       r"is found\)"):
+                       r"\(torch.compile needs a C\+\+ compiler \(g\+\+, or the one \$CXX names\), and none is "
+                       r"found\); choose one of: none$"):
         space.parse_assignments(["compile=default"], space.defaults)
     with pytest.raises(InvalidConfigError, match=r"^--config x.json: compile=default is not allowed on device 'cpu' "
-                       r"\(on a CPU: torch.compile needs a C\+\+ compiler"):
+                       r"\(torch.compile needs a C\+\+ compiler"):
         space.allowed({"compile": "default"}, "--config x.json")
     # A knob that needs the compiler as a whole is held at its default, and said so.
     (tmp_path / "s.yaml").write_text("schema_version: 1\nparameters:\n  fused:\n    choices: [false, true]\n"
@@ -55,7 +55,36 @@ def test_the_cpu_can_compile_only_where_it_has_the_compiler_torch_compile_runs(m
     monkeypatch.setenv("CXX", str(compiler))
     cpu = resolve_device("cpu", use_torch=False).profile
     assert cpu.has("compile") and load_space("ten").for_device(cpu).left_out() == []
-    assert load_space("ten").for_device(PROFILES["h100"]).left_out() == []  # a GPU's lacks are its hardware's
+    assert load_space("ten").for_device(PROFILES["h100"]).left_out() == []  # a profile promises its capabilities
+    # On the CPU, a choice that needs the hardware too is not said (reduce-overhead needs CUDA graphs).
+    assert "reduce-overhead" not in " ".join(load_space("ten").for_device(
+        resolve_device("cpu", use_torch=False).profile).left_out())
+
+
+def test_a_gpu_compiles_only_where_triton_finds_its_c_compiler(monkeypatch, tmp_path):
+    # Triton builds a C launcher for every kernel with $CC, else gcc, else clang: a GPU image without one failed
+    # each compiled trial. Its GPUs lose `compile` and say why; the CPU's own compiler is another matter.
+    import autotune.devices as devices
+
+    monkeypatch.setattr(devices, "_torch_sees_only_the_cpu", lambda: False)
+    monkeypatch.setattr(devices, "_cuda_devices_from_torch",
+                        lambda: [devices.DetectedDevice(PROFILES["h100"], "NVIDIA H100 80GB HBM3", 80 << 30, 0)])
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CC", raising=False)
+    gpu = devices.detect()[0].profile
+    assert gpu.name == "h100" and not gpu.has("compile") and gpu.has("cuda_graphs")
+    space = __import__("autotune.space", fromlist=["load_space"]).load_space("ten").for_device(gpu)
+    assert space.left_out() == [
+        "compile=default, max-autotune-no-cudagraphs, reduce-overhead left out of this search: torch.compile's "
+        "Triton kernels need a C compiler (gcc or clang, or the one $CC names), and none is found"]
+    clang = tmp_path / "clang"
+    clang.write_text("#!/bin/sh\n")
+    clang.chmod(0o755)
+    assert devices.detect()[0].profile.has("compile")  # no $CC: gcc, else clang
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    assert not devices.detect()[0].profile.has("compile")  # $CC names the one Triton runs
+    monkeypatch.setenv("CC", str(clang))
+    assert devices.detect()[0].profile == PROFILES["h100"]
 
 
 def test_cpu_attention_capabilities_are_the_sdpa_backends_torch_runs_here():
