@@ -161,9 +161,8 @@ class SearchSpace:
                 runnable = tuple(c for c in param.choices
                                  if not device.missing(param.choice_requires.get(_show(c), frozenset())))
                 if not runnable:
-                    raise SearchSpaceError(
-                        f"{self.source}: parameters.{param.name}: no choice runs on device {device.name!r}"
-                    )
+                    raise SearchSpaceError(f"{self.source}: parameters.{param.name}: no choice runs on device "
+                                           f"{device.name!r}")
                 param = replace(param, choices=runnable)
                 for values in (defaults, baseline):
                     if not param.allows(values[param.name]):
@@ -176,8 +175,11 @@ class SearchSpace:
     def left_out(self) -> list[str]:
         """The choices (or knobs, held at their default) this device's space left out for want of software alone
         (numba, a compiler), a line a knob: a search that never tried them said nothing of it."""
-        said, device, lacks = [], self.device, dict(self.device.lacks) if self.device is not None else {}
-        for param in self.parameters.values() if device is not None and lacks else ():
+        said: list[str] = []
+        if self.device is None or not self.device.lacks:
+            return said
+        device, lacks = self.device, dict(self.device.lacks)
+        for param in self.parameters.values():
             gone = {text: lacked for text, needs in [("", param.requires), *param.choice_requires.items()]
                     if (lacked := device.missing(needs)) and lacked <= lacks.keys()}
             why = "; ".join(sorted({lacks[name] for lacked in gone.values() for name in lacked}))
