@@ -208,10 +208,10 @@ def result_table(result: Any, workers: bool = False) -> str:
         f"; in the study: {counts}{restricted}; {result.seconds:.0f} s",
     ]
     if result.winner is None and result.counts.get("ok") and not any(c.results for c in result.candidates):
-        # Over --memory-budget, or outside a space file changed since they ran: neither may win (selection.py).
+        # Over --memory-budget, or outside the space as this device runs it now: neither may win (selection.py).
         lines.append(f"{plural(result.counts['ok'], 'config')} passed their check, but none may win: each is over the memory "
-                     "budget or outside the space file as it is now (see `autotune report`): nothing re-measured, "
-                     "nothing exported.")
+                     "budget or outside the space as this device runs it now (see `autotune report`): nothing "
+                     "re-measured, nothing exported.")
         return "\n".join(lines)
     if result.winner is None and result.counts.get("ok"):
         # Why, in the first failed candidate's words: it read "...and fit the memory budget" where none was given

@@ -71,6 +71,31 @@ def test_a_search_says_which_choices_it_leaves_out_for_want_of_software(studies,
     assert len(measured) == 3 and {record.config["mode"] for record in measured} == {"eager"}
 
 
+def test_a_study_resumed_where_the_compiler_is_gone_says_why_its_compiled_configs_cannot_win(studies, tmp_path,
+                                                                                              monkeypatch):
+    # The warning blamed the space file ("it changed since they ran"), which had not changed.
+    compiler = tmp_path / "c++"
+    compiler.write_text("#!/bin/sh\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    (tmp_path / "steady.py").write_text((Path(__file__).parent / "workloads" / "steady.py").read_text())
+    (tmp_path / "steady.yaml").write_text("schema_version: 1\nworkload: steady\nparameters:\n  work:\n"
+                                          "    choices: [100, 500, 1000]\n  mode:\n    choices: [eager, compiled]\n"
+                                          "    requires:\n      compiled: [compile]\ndefaults:\n  work: 500\n"
+                                          "  mode: eager\nbaseline:\n  work: 1000\nreference:\n  work: 100\n")
+    spec = f"{tmp_path / 'steady.py'}:SteadyWorkload"
+    with Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1) as tuner:
+        tuner.search(n_trials=6)  # every config of the space, compiled ones too
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    said = []
+    with Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, on_stage=said.append) as tuner:
+        result = tuner.search(n_trials=1)
+    assert ("warning: the study holds 3 configs outside its space as this device runs it now (its space file changed "
+            "since they ran, or the device lacks what they need now): they cannot win; a new --study starts afresh"
+            in said)
+    assert result.winner.config["mode"] == "eager" and result.document.config["mode"] == "eager"
+
+
 def test_a_search_in_this_process_says_so_and_its_export_is_marked(studies):
     # --isolation inprocess (debugging): chmm's baseline at tiny read a peak of 401 MiB, the tuning process's (183 MiB
     # in a process of its own), and its winner was exported and loaded as any other, without a word.
@@ -1131,7 +1156,7 @@ def test_the_candidates_carry_their_median_in_the_search():
     # A config the space no longer allows (its file changed since it ran) is no candidate, and a warning says so.
     said = []
     chosen = candidates(trials, baseline, top=2, allows=lambda config: config["t"] != 3, on_stage=said.append)
-    assert [c.trial for c in chosen] == [0, 1] and "the study holds 1 config outside its space file" in said[0]
+    assert [c.trial for c in chosen] == [0, 1] and "the study holds 1 config outside its space as this device runs it now" in said[0]
     # A trial timed beside other work may have read far too slow: it is re-measured too, with no warm time.
     loaded = [trial(4, {"t": 4}, "ok", 2.0), trial(5, {"t": 5}, "ok", 3.0), trial(6, {"t": 6}, "ok", 3.5),
               trial(7, {"t": 7}, "ok", 1.0)]
