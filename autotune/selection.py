@@ -137,9 +137,9 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
     fits = [t for t in latest.values() if feasible(t, memory_budget_bytes)]
     stale = {t.user_attrs["config_key"] for t in fits if not allows(t.user_attrs["config"])}  # configs, not trials
     if stale:
-        on_stage(f"warning: the study holds {len(stale)} config{'' if len(stale) == 1 else 's'} outside its space as this "
-                 "device runs it now (its space file changed since they ran, or the device lacks what they need now): "
-                 "they cannot win; a new --study starts afresh")
+        on_stage(f"warning: the study holds {len(stale)} config{'' if len(stale) == 1 else 's'} outside its space "
+                 "as this device runs it now (its space file changed since they ran, or the device lacks what they "
+                 "need now): they cannot win; a new --study starts afresh")
     best = sorted((t for t in fits if t.user_attrs["config_key"] not in stale),
                   key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
     chosen: list[Candidate] = []

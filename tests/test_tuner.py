@@ -1156,7 +1156,8 @@ def test_the_candidates_carry_their_median_in_the_search():
     # A config the space no longer allows (its file changed since it ran) is no candidate, and a warning says so.
     said = []
     chosen = candidates(trials, baseline, top=2, allows=lambda config: config["t"] != 3, on_stage=said.append)
-    assert [c.trial for c in chosen] == [0, 1] and "the study holds 1 config outside its space as this device runs it now" in said[0]
+    assert [c.trial for c in chosen] == [0, 1]
+    assert "the study holds 1 config outside its space as this device runs it now" in said[0]
     # A trial timed beside other work may have read far too slow: it is re-measured too, with no warm time.
     loaded = [trial(4, {"t": 4}, "ok", 2.0), trial(5, {"t": 5}, "ok", 3.0), trial(6, {"t": 6}, "ok", 3.5),
               trial(7, {"t": 7}, "ok", 1.0)]
