@@ -272,7 +272,7 @@ def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeat
     """`autotune simulate`: each strategy's mean score (and spread) at each budget of its summary, and at its time."""
     budgets = [key for key in next(iter(summaries.values())) if key.isdigit()]  # "20", "50"... as summary made them
     lines = [f"{recorded.source}: optimum {recorded.optimum:.4g} ({recorded.objective}, {recorded.direction}d); "
-             f"score 0 = random search, 1 = the optimum; mean ± sd over {repeats} repeats",
+             f"score 0 = random search, 1 = the optimum; mean ± sd over {repeats} repeat{'s' * (repeats != 1)}",
              f"  {'strategy':<18} " + " ".join(f"{'at ' + m:>13}" for m in budgets) + f" {'ms/evaluation':>14}"]
     for name, figures in summaries.items():
         for label, keys in (("", budgets), ("  by time", [f"time {m}" for m in budgets])):
@@ -280,6 +280,7 @@ def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeat
                      else "-" for m in keys]
             cost = f"{1000 * figures['seconds_per_evaluation']:>14.1f}" if not label else ""
             lines.append(f"  {label or name:<18} " + " ".join(f"{cell:>13}" for cell in cells) + f" {cost}".rstrip())
-    lines.append(f"  (by time: at the time that {_and(budgets)} evaluations take on average, by the recorded costs; "
+    lines.append(f"  (by time: at the time that {_and(budgets)} evaluation{'s' * (budgets != ['1'])} take"
+                 f"{'s' * (budgets == ['1'])} on average, by the recorded costs; "
                  "a search that ran out of evaluations first is scored on all of them, a lower bound)")
     return "\n".join(lines)

@@ -4,6 +4,7 @@ import itertools
 import json
 import random
 import subprocess
+from types import SimpleNamespace
 import sys
 
 import pytest
@@ -205,6 +206,16 @@ def test_simulate_command_prints_recorded_times_as_json(tmp_path):
 def test_the_table_scores_at_the_budgets_a_search_reaches_and_at_its_own():
     assert budgets_for(5) == (5,) and budgets_for(30) == (20, 30) and budgets_for(100) == (20, 50, 100)
     assert budgets_for(200) == (20, 50, 100, 200)
+
+
+def test_a_table_of_one_evaluation_says_it_in_the_singular():
+    from autotune.simulate import simulation_table
+
+    figures = {"mean": 1.0, "std": 0.0}
+    summary = {"1": figures, "time 1": figures, "seconds_per_evaluation": 0.002}  # was "1 evaluations take"
+    recorded = SimpleNamespace(source="x.json", optimum=1.0, objective="time", direction="minimize")
+    table = simulation_table(recorded, {"tpe": summary}, 1)
+    assert "at the time that 1 evaluation takes on average" in table and "mean ± sd over 1 repeat\n" in table
 
 
 def test_simulate_command_prints_a_table_at_the_trials_it_was_given(tmp_path):
