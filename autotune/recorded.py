@@ -63,14 +63,9 @@ def used_key(space: SearchSpace, values: Mapping[str, Any], order: tuple[str, ..
 
 
 def direction_of(objective: str, higher_is_better: Any = None) -> str:
-    """Whether a recorded objective is minimised or maximised.
-
-    A Kernel Tuner cache names its objective but not its direction (that is
-    ``tune_kernel``'s ``objective_higher_is_better``, False by default). A
-    file may say it (``objective_higher_is_better``); otherwise a rate (a
-    name with "/s" or "flops": GFLOP/s, GB/s) is maximised, and anything
-    else (time, energy) minimised, as Kernel Tuner does by default.
-    """
+    """Whether a recorded objective is minimised or maximised. A Kernel Tuner cache names its objective but not its
+    direction (``tune_kernel``'s ``objective_higher_is_better``, False by default). A file may say it; otherwise a
+    rate (a name with "/s" or "flops": GFLOP/s, GB/s) is maximised, anything else (time, energy) minimised."""
     if isinstance(higher_is_better, bool):
         return "maximize" if higher_is_better else "minimize"
     name = objective.lower()
@@ -105,9 +100,7 @@ class Recorded:
     def loss_of(self, entry: Mapping[str, Any]) -> float | None:
         """What a search minimises for a recorded entry: its time, or 1/rate for a maximised objective (None: failed)."""
         value = entry.get(self.objective)
-        if not _is_time(value):
-            return None
-        return 1 / value if self.maximized else value
+        return None if not _is_time(value) else 1 / value if self.maximized else value
 
     def best_first(self) -> list[float]:
         """The recorded objective of every config that ran, the best first."""
@@ -382,7 +375,8 @@ def recorded_study(study: "optuna.Study", source: str) -> Recorded:
     attrs = study.user_attrs
     space = _space_of_study(study, [config for config, _ in configs])
     if space is not None and attrs.get("facts"):
-        space = _as_searched(space, attrs["facts"], attrs.get("device", "the study's device"), attrs.get("size"))
+        space = _as_searched(space, attrs["facts"], attrs.get("device", "the study's device"), attrs.get("size"),
+                             [config for config, _ in configs])
     # The knobs `benchmarks/record_space.py` records: all of them, one the device fixes at its one value.
     order = tuple(space.parameters) if space is not None else tuple(configs[0][0])
     cache: dict[str, Any] = {}
@@ -427,12 +421,17 @@ def _space_of_study(study: "optuna.Study", configs: list[Mapping[str, Any]]) -> 
     return None
 
 
-def _as_searched(space: SearchSpace, facts: Mapping[str, Any], device: str, size: str | None) -> SearchSpace:
+def _as_searched(space: SearchSpace, facts: Mapping[str, Any], device: str, size: str | None,
+                 configs: list[Mapping[str, Any]]) -> SearchSpace:
     """The space as the search had it, from what the study keeps of its device and size (``facts``): the choices
-    the device could not run gone, their defaults moved as the search moved them, the size's constraints bound."""
+    the device could not run gone, their defaults moved as the search moved them, the size's constraints bound.
+    What the study's ``configs`` needed, the device had then (a compiler gone since refused them)."""
+    from autotune.config import show
     from autotune.devices import CAPABILITIES, DeviceProfile
 
-    capabilities = frozenset(name for name in CAPABILITIES if facts.get(name))
+    used = {need for config in configs for name, param in space.parameters.items() if name in config
+            for need in param.choice_requires.get(show(config[name]), ())}
+    capabilities = frozenset(name for name in CAPABILITIES if facts.get(name)) | used
     kind = "cuda" if "cuda" in capabilities else "mps" if "mps" in capabilities else "cpu"
     profile = DeviceProfile(device, kind, f"{device}, as the study recorded it", capabilities)
     return space.for_device(profile).for_size(facts, size or "the study's size")

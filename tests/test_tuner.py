@@ -94,6 +94,12 @@ def test_a_study_resumed_where_the_compiler_is_gone_says_why_its_compiled_config
             "since they ran, or the device lacks what they need now): they cannot win; a new --study starts afresh"
             in said)
     assert result.winner.config["mode"] == "eager" and result.document.config["mode"] == "eager"
+    # Replayed as a recorded space, the study holds its compiled configs too: their device had the compiler then
+    # ("the cache entry '1000,compiled' has mode='compiled', which tune_params does not list" before).
+    from autotune.recorded import load_recorded_study
+
+    recorded = load_recorded_study(tuner.storage, tuner.study_name)
+    assert len(recorded.configs) == 6 and {c["mode"] for c in recorded.configs} == {"eager", "compiled"}
 
 
 def test_a_search_in_this_process_says_so_and_its_export_is_marked(studies):
