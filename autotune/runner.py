@@ -33,6 +33,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -94,8 +95,7 @@ class TrialResult:
     relative_spread: float | None = None
     noisy: bool | None = None
     cut_short: bool | None = None  # stopped early: far slower than the best once warm, or a wrong first output
-    # Every run's time, a traceback, the environment: in the dict and the study, not in a repr (a notebook cell
-    # showing a search's result printed 60,000 characters for 3 trials).
+    # Every run's time, a traceback, the environment: in the study, not a repr (60,000 characters for 3 trials).
     times: list[float] = field(default_factory=list, repr=False)
     warmup_seconds: float | None = None  # the first run, compilation included
     build_seconds: float | None = None  # build(config), before the first run
@@ -118,9 +118,8 @@ class TrialResult:
         return beside_other_work(self.busy_elsewhere)
 
     def measurement(self) -> Measurement | None:
-        if not self.times or self.items_per_run is None:
-            return None
-        return Measurement(self.times, self.items_per_run, self.warmup_seconds or 0.0, self.warmup_times)
+        return None if not self.times or self.items_per_run is None else Measurement(
+            self.times, self.items_per_run, self.warmup_seconds or 0.0, self.warmup_times)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -161,17 +160,13 @@ def _is_out_of_memory(exc: BaseException, torch_device: str) -> bool:
         # so. Device-wide free memory is no sign: it counts the caching allocator's reserve and other processes,
         # and after a sticky CUDA error asking for it raises again.
         return any(sign in str(exc) for sign in _CUDA_OOM_SIGNS)
-    # torch's CPU allocator raises a plain RuntimeError (no OOM type exists for it); its C++ origin, the
-    # DefaultCPUAllocator, is the only signal it gives.
+    # torch's CPU allocator raises a plain RuntimeError (no OOM type for it): its origin is the only sign it gives.
     return isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)
 
 
 def _is_disk_full(exc: BaseException | None) -> bool:
-    """A write the disk refused (full, or over quota), raised here or the cause of another error (a compiler's).
-
-    Recorded as the config's error, it stayed one: numba's cache on a full disk failed a chmm trial with "OSError:
-    [Errno 28] No space left on device", and a resumed study never measured that config again.
-    """
+    """A write the disk refused (full, or over quota), raised here or the cause of another error (a compiler's):
+    as the config's error, numba's cache on a full disk failed a chmm trial, never measured again when resumed."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -429,12 +424,17 @@ class Runner:
             # As a trial's child does (autotune._forkserver): stdout is where --json writes.
             with contextlib.redirect_stdout(sys.stderr):
                 return TrialResult.from_dict(execute(request))
-        started, config, kills = time.perf_counter(), dict(request.config), oom_kills()
-        try:
-            waiting = None if self.on_wait is None else (lambda seconds: self.on_wait(request, seconds))
-            outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout, waiting)
-        except ServerDied as exc:  # its trial's processes went with it: a crash, or the OOM killer's pick
-            return _died(config, f"process died: {exc}", exc.signum, kills, started)
+        waiting = None if self.on_wait is None else (lambda seconds: self.on_wait(request, seconds))
+        for again in (False, True):
+            started, config, kills = time.perf_counter(), dict(request.config), oom_kills()
+            try:
+                outcome, exitcode, timed_out = self.server.call(_run_in_child, (request,), timeout, waiting)
+                break
+            except ServerDied as exc:  # its trial went with it: the OOM killer's pick, or (once) killed from outside
+                if again or kills is not None and (oom_kills() or 0) > kills:
+                    return _died(config, f"process died: {exc}", exc.signum, kills, started)
+                warnings.warn(f"the fork server died from {signal_name(exc.signum)} while a trial ran, not by the "
+                              "kernel's OOM killer (pkill, a supervisor?): the trial runs again", stacklevel=2)
         wall = time.perf_counter() - started
         if timed_out:
             return TrialResult("timeout", config, error=f"ran past the {timeout:g} s trial timeout; killed", wall_seconds=wall)

@@ -648,12 +648,38 @@ def test_a_fork_server_killed_mid_trial_is_that_trial_s_crash_and_the_next_trial
         runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
                                 purpose="reference"))
         started = time.perf_counter()
-        killed = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 2}, str(tmp_path), FAST_MEASURER))
+        with pytest.warns(UserWarning, match="the trial runs again"):  # once: it kills the next server too
+            killed = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 2}, str(tmp_path),
+                                             FAST_MEASURER))
         assert killed.status == "crash" and killed.error == (
             "process died: its fork server died from SIGKILL while it ran; a new one runs the next"), killed.error
         assert time.perf_counter() - started < 20  # its trial went with it, not waited for
         after = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 3}, str(tmp_path), FAST_MEASURER))
         assert after.status == "ok", after.error
+    finally:
+        runner.close()
+
+
+def test_a_fork_server_killed_from_outside_mid_trial_runs_that_trial_again(tmp_path):
+    # pkill of the fork server while a search re-measured its baseline: "baseline #0 - (crash when re-measured)",
+    # and the export had no speedup. The kernel's OOM killer did not kill it: no config's doing.
+    import signal
+    import threading
+
+    workload = _steady_variant(tmp_path, "            time.sleep(seconds)\n",
+                               "            time.sleep(seconds)\n            time.sleep(0.2)\n")
+    runner = Runner("subprocess", timeout=60)
+    try:
+        runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                                purpose="reference"))
+        server = runner.server._process.pid
+        threading.Timer(1.0, os.kill, (server, signal.SIGTERM)).start()
+        with pytest.warns(UserWarning, match=r"the fork server died from SIGTERM while a trial ran, not by the "
+                                             r"kernel's OOM killer \(pkill, a supervisor\?\): the trial runs again"):
+            result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 2}, str(tmp_path),
+                                             {**FAST_MEASURER, "min_time": 2.0}))
+        assert result.status == "ok", result.error
+        assert runner.server._process.pid != server
     finally:
         runner.close()
 
