@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import warnings
@@ -25,7 +26,17 @@ def mending_journal(path: Path) -> Any:
 
     class MendingLock(JournalFileSymlinkLock):  # Optuna's default lock, which only its appends take
         def acquire(self) -> bool:
-            taken = super().acquire()
+            try:
+                taken = super().acquire()
+            except OSError as exc:  # not EEXIST (held: Optuna waits); a file system that makes no symbolic link:
+                from autotune.exceptions import StorageError
+
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                raise StorageError(f"cannot lock the journal {path}: {exc.strerror or exc} (its lock is a symbolic "
+                                   "link beside it, which this file system cannot make: a FAT or SMB mount?); keep "
+                                   "it on a local disk, or the study on a database server (--storage "
+                                   "postgresql://...)") from None
             try:
                 mend_torn_tail(path)
             except BaseException:

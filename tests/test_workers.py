@@ -701,3 +701,20 @@ def test_a_file_system_that_takes_no_lock_is_said_in_one_line(tmp_path, monkeypa
     monkeypatch.setattr(fcntl, "lockf", busy)
     with pytest.raises(AutotuneError, match="is being searched by another autotune process now"):
         BudgetLock(url, "s").searching().__enter__()
+
+
+def test_a_journal_on_a_file_system_that_makes_no_symbolic_link_is_said_in_one_line(tmp_path, monkeypatch):
+    # Optuna's journal lock is a symbolic link beside the file: on a FAT or SMB mount the search said "cannot open
+    # storage s.journal: PermissionError: [Errno 1] Operation not permitted", read as the file's permissions.
+    import errno
+
+    from autotune.exceptions import StorageError
+
+    def no_links(*args, **kwargs):
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(os, "symlink", no_links)
+    journal = str(tmp_path / "s.journal")
+    with pytest.raises(StorageError, match=r"cannot lock the journal .*s\.journal: Operation not permitted \(its lock "
+                                           r"is a symbolic link beside it, which this file system cannot make"):
+        optuna.create_study(study_name="s", storage=open_storage(journal))
