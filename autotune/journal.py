@@ -9,6 +9,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from autotune.exceptions import StorageError
+
 __all__ = ["mend_torn_tail", "mending_journal"]
 
 
@@ -29,8 +31,6 @@ def mending_journal(path: Path) -> Any:
             try:
                 taken = super().acquire()
             except OSError as exc:  # not EEXIST (held: Optuna waits); a file system that makes no symbolic link:
-                from autotune.exceptions import StorageError
-
                 if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
                     raise
                 raise StorageError(f"cannot lock the journal {path}: {exc.strerror or exc} (its lock is a symbolic "
