@@ -44,20 +44,14 @@ class SearchSpace:
     """
 
     def __init__(
-        self,
-        parameters: Iterable[Parameter],
-        defaults: Mapping[str, Any],
-        baseline: Mapping[str, Any],
+        self, parameters: Iterable[Parameter], defaults: Mapping[str, Any], baseline: Mapping[str, Any],
         source: str = "<memory>", workload: str | None = None, description: str = "",
         device: DeviceProfile | None = None, reference: Mapping[str, Any] | None = None,
         constraints: Iterable[Any] = (), facts: Mapping[str, Any] | None = None, size_parameters: Iterable[str] = (),
     ) -> None:
         self.parameters: dict[str, Parameter] = {p.name: p for p in parameters}
         self._split = split_by(self.parameters)  # knobs asked for under a name per value of what they depend on
-        self.source = source
-        self.workload = workload
-        self.description = description
-        self.device = device
+        self.source, self.workload, self.description, self.device = source, workload, description, device
         self._defaults, self._baseline = (canonical_values(self.parameters, v) for v in (defaults, baseline))
         # The reference output's config, over the defaults; never moved to another value on a device.
         self._reference = canonical_values(self.parameters, reference or {})
@@ -374,10 +368,13 @@ class SearchSpace:
             except ValueError:
                 was = (", ".join(_show(c) for c in before.choices) if isinstance(before, CategoricalDistribution)
                        else f"{type(before).__name__}{' (log scale)' if getattr(before, 'log', False) else ''}")
-                raise SearchSpaceError(
-                    f"{where} was searched with {name}: {was}; {self.source} now says {param.describe_allowed()}, "
-                    "which Optuna cannot take within one study: name a new study with --study, or restore the file"
-                ) from None
+                # A choice this device left out for want of software (a compiler gone since): not the file's doing.
+                why = next((said for choice in getattr(before, "choices", ())
+                            if (said := param.why_left_out(_show(choice), self.device))), "")
+                now, mend = ((f"this device now runs {param.describe_allowed()}{why}", "install what it lacks") if why
+                             else (f"{self.source} now says {param.describe_allowed()}", "restore the file"))
+                raise SearchSpaceError(f"{where} was searched with {name}: {was}; {now}, which Optuna cannot take "
+                                       f"within one study: name a new study with --study, or {mend}") from None
 
     def suggest(self, trial: "optuna.Trial") -> Config:
         """Sample a config for ``trial``; inactive and fixed parameters are not sampled."""

@@ -425,6 +425,22 @@ def test_a_study_searched_over_a_space_optuna_cannot_resume_is_refused_before_an
     rescaled = study_with({"chunk": 64}, {"chunk": optuna.distributions.IntDistribution(16, 4096)})
     with pytest.raises(SearchSpaceError, match="searched with chunk: IntDistribution; .* int in \\[16, 4096\\] \\(log"):
         space().check_study(rescaled, "study s")
+    # A choice this device lost since (a compiler gone) is said as the device's, not the unchanged file's.
+    from dataclasses import replace
+
+    from autotune.devices import PROFILES
+
+    lacking = replace(PROFILES["cpu"], capabilities=PROFILES["cpu"].capabilities - {"compile"},
+                      lacks=(("compile", "torch.compile needs a C++ compiler"),))
+    mode = {"choices": ["eager", "compiled", "lazy"], "requires": {"compiled": ["compile"]}}
+    compiled = SearchSpace.from_dict({"schema_version": 1, "parameters": {"mode": mode},
+                                      "defaults": {"mode": "eager"}, "baseline": {}}, "m.yaml")
+    searched = study_with({"mode": "compiled"},
+                          {"mode": optuna.distributions.CategoricalDistribution(["eager", "compiled", "lazy"])})
+    with pytest.raises(SearchSpaceError, match=r"^study s was searched with mode: eager, compiled, lazy; this device "
+                       r"now runs eager, lazy \(torch.compile needs a C\+\+ compiler\), which Optuna cannot take "
+                       r"within one study: name a new study with --study, or install what it lacks$"):
+        compiled.for_device(lacking).check_study(searched, "study s")
 
 
 @pytest.mark.parametrize("workload, size, batch", [("ten", "small", 64), ("ten", "tiny", 16), ("latentwire", "small", 32),
