@@ -67,11 +67,8 @@ _AMPERE_UP = _CUDA_COMMON | {"fp16_tensor_cores", "bf16", "tf32", "flash_attenti
 
 @dataclass(frozen=True)
 class DeviceProfile:
-    """A class of device and what it can run.
-
-    ``memory_bytes`` is the typical memory of the class; the detected device's
-    own figure (:class:`DetectedDevice`) wins where there is one.
-    """
+    """A class of device and what it can run. ``memory_bytes`` is the typical memory of the class; the detected
+    device's own figure (:class:`DetectedDevice`) wins where there is one."""
 
     name: str
     kind: str  # "cpu", "cuda" or "mps": the torch device type
@@ -91,6 +88,11 @@ class DeviceProfile:
         """The requirements this device does not meet."""
         return set(requirements) - self.capabilities
 
+    def lacking(self, requirements: frozenset[str] | set[str] | tuple[str, ...]) -> dict[str, str]:
+        """The requirements it lacks for want of software alone, each with why ({} where it lacks hardware too)."""
+        missing, why = self.missing(requirements), dict(self.lacks)
+        return {name: why[name] for name in sorted(missing)} if missing and missing <= why.keys() else {}
+
     @property
     def torch_device(self) -> str:
         return self.kind
@@ -99,12 +101,10 @@ class DeviceProfile:
 PROFILES: dict[str, DeviceProfile] = {
     profile.name: profile
     for profile in [
-        DeviceProfile(
-            # SDPA's CPU backends are the math kernel and a flash-attention kernel of its own.
-            # bf16 in hardware only where the processor says so (see _cpu_hardware_capabilities).
-            "cpu", "cpu", "the host CPU",
-            frozenset({"cpu", "fp16", "fp64", "fast_fp64", "compile", "flash_attention"}),
-        ),
+        # SDPA's CPU backends are the math kernel and a flash-attention kernel of its own. bf16 in hardware only
+        # where the processor says so (see _cpu_hardware_capabilities).
+        DeviceProfile("cpu", "cpu", "the host CPU", frozenset({"cpu", "fp16", "fp64", "fast_fp64", "compile",
+                                                               "flash_attention"})),
         DeviceProfile("v100", "cuda", "NVIDIA V100 (Volta, sm70)", _CUDA_COMMON | {"fp16_tensor_cores", "fast_fp64"},
                       32 * _GIB, (7, 0), ("V100",)),
         DeviceProfile("a100", "cuda", "NVIDIA A100 (Ampere, sm80)", _AMPERE_UP | {"fast_fp64"},

@@ -110,9 +110,8 @@ class Parameter:
 
     def why_left_out(self, text: str, device: DeviceProfile | None) -> str:
         """Why ``device`` left choice ``text`` out where it lacks software alone (numba, a compiler), else ""."""
-        lacks = dict(device.lacks) if device else {}
-        lacked = device.missing(self.choice_requires.get(text, ())) if device else set()
-        return f" ({'; '.join(lacks[n] for n in sorted(lacked))})" if lacked and lacked <= lacks.keys() else ""
+        why = device.lacking(self.choice_requires.get(text, ())) if device else {}
+        return f" ({'; '.join(why.values())})" if why else ""
 
     def parse(self, text: str, device: DeviceProfile | None = None) -> Any:
         """A ``--set name=text`` value as this parameter's type; raises if not allowed."""

@@ -172,11 +172,10 @@ class SearchSpace:
         said: list[str] = []
         if self.device is None or not self.device.lacks:
             return said
-        device, lacks = self.device, dict(self.device.lacks)
         for param in self.parameters.values():
             gone = {text: lacked for text, needs in [("", param.requires), *param.choice_requires.items()]
-                    if (lacked := device.missing(needs)) and lacked <= lacks.keys()}
-            why = "; ".join(sorted({lacks[name] for lacked in gone.values() for name in lacked}))
+                    if (lacked := self.device.lacking(needs))}
+            why = "; ".join(sorted({why for lacked in gone.values() for why in lacked.values()}))
             what = f" (held at {_show(param.choices[0])})" if "" in gone else f"={', '.join(gone)}"
             said += [f"{param.name}{what} left out of this search: {why}"] if gone else []
         return said
