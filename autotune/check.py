@@ -161,41 +161,73 @@ def worst_error(value: Any, reference: Any) -> float:
 
 def wrong_copy(output: Any) -> Any:
     """``output`` made plainly wrong: each floating tensor or array doubled plus one and reversed along its last
-    axis (an argmax or a ranking moves too), each float doubled plus one; dicts, lists, tuples and dataclasses keep
-    their shape, and every other value (integers, which a check may index with, bools, strings) stays. None where
-    nothing changed (an output of -1s alone, which doubling plus one leaves as it was: a check rightly passes it).
-    An output with no floating part has its integers made wrong so (token ids, an argmax, counts): it had no
-    control, and a check that compared nothing passed it.
+    axis (an argmax or a ranking moves too), each float doubled plus one; dicts, lists, tuples, dataclasses and
+    objects of the workload's own keep their type and shape, and every other value (integers, which a check may index
+    with, bools, strings) stays. None where nothing changed (an output of -1s alone, which doubling plus one leaves
+    as it was: a check rightly passes it). An output with no floating part has its integers made wrong so (token ids,
+    an argmax, counts), one with neither its bools negated (a mask), one with only text its strings reversed and
+    marked: it had no control, and a check that compared nothing passed it.
     """
     return _whole(output)[0]
 
 
-def _whole(output: Any) -> "tuple[Any, list[str]]":
-    """:func:`wrong_copy`, and where the output's floating parts lie (none: its integers were made wrong)."""
-    copy, floats = _wrong(output)
-    return (copy if floats else _wrong(output, integers=True)[0]), floats
+#: The kinds of part a wrong copy makes wrong: the first kind the output holds. A check may index with integers
+#: and select with bools, so they are made wrong only where the output has no floating part.
+KINDS = ("float", "integer", "bool", "text")
+_NUMPY_KINDS = {"float": "fc", "integer": "iu", "bool": "b", "text": "U"}  # NumPy's dtype.kind of each
+_PYTHON_KINDS: dict[str, tuple[type, ...]] = {"float": (float, complex), "integer": (int,), "bool": (), "text": (str,)}
 
 
-def _wrong(output: Any, only: int | None = None, integers: bool = False) -> "tuple[Any, list[str]]":
-    """:func:`wrong_copy`, made wrong in its ``only``-th floating part alone where given (from 0), and where each
-    floating part lies in ``output`` (``['grads']``, ``[1]``, ``.loss``), in the order they are counted; its
-    integer parts (not bools) instead of its floating ones where ``integers``."""
+def _whole(output: Any) -> "tuple[Any, list[str], str | None, list[str]]":
+    """:func:`wrong_copy`, where its parts lie, their kind (None: the output holds no part of any kind), and the
+    values no copy can reach (``a cupy.ndarray``: neither data nor a container of it)."""
+    for kind in KINDS:
+        copy, parts, opaque = _wrong(output, kind=kind)
+        if parts:
+            return copy, parts, kind, opaque
+    return None, [], None, opaque
+
+
+def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[Any, list[str], list[str]]":
+    """:func:`wrong_copy`, made wrong in its ``only``-th part alone where given (from 0), where each part of
+    ``kind`` (see ``KINDS``) lies in ``output`` (``['grads']``, ``[1]``, ``.loss``), in the order they are counted,
+    and the values it could not reach (an object that will not copy, an array of another library)."""
+    import copy as copying
+    import types
+
     import numpy as np
     import torch
 
     changed = False
     parts: list[str] = []
+    opaque: list[str] = []
+    within: set[int] = set()  # the objects being copied: one that holds itself is not walked again
 
     def is_part(value: Any) -> bool:
         if isinstance(value, torch.Tensor):
-            floating = value.is_floating_point() or value.is_complex()
-            return bool(value.numel()) and (not floating and value.dtype != torch.bool if integers else floating)
-        if isinstance(value, np.ndarray):
-            return bool(value.size) and value.dtype.kind in ("iu" if integers else "fc")
-        return isinstance(value, int) and not isinstance(value, bool) if integers else isinstance(value, float)
+            dtype = value.dtype
+            found = ("float" if dtype.is_floating_point or dtype.is_complex else "bool" if dtype == torch.bool
+                     else "integer")
+            return bool(value.numel()) and found == kind
+        if isinstance(value, (np.ndarray, np.generic)):
+            return bool(value.size) and value.dtype.kind in _NUMPY_KINDS[kind]
+        if isinstance(value, bool):
+            return kind == "bool"
+        return isinstance(value, _PYTHON_KINDS[kind])
 
-    def doubled(x: "torch.Tensor") -> "torch.Tensor":
-        return (x * 2 + 1).flip(-1) if x.dim() else x * 2 + 1
+    def doubled(x: Any) -> Any:
+        if kind == "bool":
+            return ~x if isinstance(x, (torch.Tensor, np.ndarray, np.generic)) else not x
+        if kind == "text":
+            return np.char.add(x[..., ::-1] if x.ndim else x, "?") if isinstance(x, np.ndarray) else x[::-1] + "?"
+        made = x * 2 + 1
+        flip = isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim
+        return (made.flip(-1) if isinstance(x, torch.Tensor) else np.flip(made, -1)) if flip else made
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, torch.Tensor):
+            return torch.equal(a, b)
+        return bool(np.array_equal(a, b)) if isinstance(a, (np.ndarray, np.generic)) else a == b
 
     def wrong(value: Any, path: str) -> Any:
         nonlocal changed
@@ -218,25 +250,47 @@ def _wrong(output: Any, only: int | None = None, integers: bool = False) -> "tup
                     return value
             changed = changed or moved
             return made
-        if isinstance(value, np.ndarray) and part:
-            made = np.flip(value * 2 + 1, -1) if value.ndim else value * 2 + 1
-            changed = changed or not np.array_equal(made, value)
+        if part:  # a NumPy array or scalar, a Python number or string
+            made = doubled(value)
+            changed = changed or not same(made, value)
             return made
-        if part:  # a Python number
-            changed = changed or value != -1
-            return value * 2 + 1
+        if value is None or isinstance(value, (torch.Tensor, np.ndarray, np.generic, bool, int, float, complex, str,
+                                                bytes, torch.dtype, torch.device)):
+            return value  # data of another kind, or none
+        if id(value) in within:
+            return value
+        within.add(id(value))
+        try:
+            return walked(value, path)
+        finally:
+            within.discard(id(value))
+
+    def walked(value: Any, path: str) -> Any:
         if isinstance(value, Mapping):
-            return {key: wrong(item, f"{path}[{key!r}]") for key, item in value.items()}
+            items = {key: wrong(item, f"{path}[{key!r}]") for key, item in value.items()}
+            if type(value) is not dict and isinstance(value, dict):  # an attribute dict (EasyDict, ModelOutput)
+                made = copying.copy(value)
+                made.update(items)
+                return made
+            return items
         if is_dataclass(value) and not isinstance(value, type):  # an output class of the workload's own
             return replace(value, **{f.name: wrong(getattr(value, f.name), f"{path}.{f.name}")
                                      for f in fields(value) if f.init})
         if isinstance(value, (list, tuple)):
-            items = [wrong(item, f"{path}[{i}]") for i, item in enumerate(value)]
-            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+            listed = [wrong(item, f"{path}[{i}]") for i, item in enumerate(value)]
+            return type(value)(*listed) if hasattr(value, "_fields") else type(value)(listed)
+        if hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, types.FunctionType,
+                                                                 types.MethodType)):
+            # An object of the workload's own (a result class, a namespace): a check read its attributes, and
+            # no copy was made, so a check that compared none of them passed every output without a control.
+            made = copying.copy(value)
+            vars(made).update({name: wrong(item, f"{path}.{name}") for name, item in vars(value).items()})
+            return made
+        opaque.append(f"a {type(value).__module__}.{type(value).__qualname__}")
         return value
 
     copy = wrong(output, "")
-    return (copy if changed else None), parts
+    return (copy if changed else None), parts, opaque
 
 
 #: Parts made wrong alone, at most: evenly spread, the first and the last among them. Each is a check of the whole
@@ -268,20 +322,29 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
     if not check.passed:
         return
     name = f"{type(workload).__name__}.check"
+    reach = ("return its data as tensors, NumPy arrays, numbers or strings (in dicts, lists, tuples, dataclasses or "
+             "objects of the workload's own), which a wrong copy can be made of")
     try:
-        wrong, floats = _whole(output)
-        parts = wrong_parts(output, floats)
-    except Exception:  # noqa: BLE001 - an output no copy can be made of (a class that will not copy) has no control
-        return
+        wrong, floats, kind, opaque = _whole(output)
+        parts = wrong_parts(output, floats) if kind == "float" else []
+    except Exception as exc:  # noqa: BLE001 - a class that will not copy, say: named below
+        raise ValueError(f"{name} passed this config's output, and no plainly wrong copy of it could be made to "
+                         f"hold the check to a control ({type(exc).__name__}: {exc}), so its pass says nothing: "
+                         f"{reach}") from None
+    if kind is None and (opaque or output is None):  # a check that compared nothing passed every config unseen
+        held = opaque[0] if opaque else "None"
+        raise ValueError(f"{name} passed this config's output, which holds no part a wrong copy can be made of "
+                         f"({held}), so the check cannot be held to a control and its pass says nothing: {reach}")
     if wrong is None:
         return
     passed = _passes(workload, wrong, reference, config)
     if passed is not None:
-        number = "float" if floats else "integer"  # an output with no float part: its integers
-        raise ValueError(f"{name} passed a plainly wrong output under this config (the first run's, each {number} "
-                         f"doubled plus one and reversed; {passed.metric or 'error'} {passed.error:.3g} <= tolerance "
-                         f"{passed.tolerance:.3g}), so its pass says nothing of this config's output: compare every "
-                         f"output with the reference, within tolerances that a wrong output exceeds")
+        how = {"float": "each float doubled plus one and reversed", "integer": "each integer doubled plus one and "
+               "reversed", "bool": "each bool negated", "text": "each string reversed and marked"}[kind or "float"]
+        raise ValueError(f"{name} passed a plainly wrong output under this config (the first run's, {how}; "
+                         f"{passed.metric or 'error'} {passed.error:.3g} <= tolerance {passed.tolerance:.3g}), so its "
+                         f"pass says nothing of this config's output: compare every output with the reference, within "
+                         f"tolerances that a wrong output exceeds")
     for part, wrong in parts:
         if _passes(workload, wrong, reference, config) is not None:
             raise ValueError(f"{name} passed this config's first output with its {part} alone made plainly wrong "

@@ -132,7 +132,10 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     assert wrong["s"] == 5.0 and wrong["pair"].b == "name" and torch.equal(wrong["pair"].a, torch.full((2, 2), 3.0))
     assert type(wrong["pair"]) is Pair and torch.equal(wrong["seq"][0], torch.tensor(2.0))
     assert torch.equal(output["x"], torch.arange(4.0))  # the output itself untouched
-    assert wrong_copy({"flag": torch.tensor(True), "empty": torch.zeros(0)}) is None  # nothing to make wrong
+    assert wrong_copy({"empty": torch.zeros(0), "none": None}) is None  # nothing to make wrong
+    # Bools alone (a mask): negated, else such an output had no control.
+    assert torch.equal(wrong_copy({"flag": torch.tensor([True, False]), "empty": torch.zeros(0)})["flag"],
+                       torch.tensor([False, True]))
     # No floating part: the integers are made wrong (token ids, an argmax), else such an output had no control.
     ids = wrong_copy({"ids": torch.arange(3), "empty": torch.zeros(0), "steps": 4, "flag": True})
     assert torch.equal(ids["ids"], torch.tensor([5, 3, 1])) and ids["steps"] == 9 and ids["flag"] is True
@@ -210,4 +213,72 @@ def test_a_check_that_passes_a_plainly_wrong_output_fails_the_trial():
         control(itself, itself.check(reference, reference, {}), reference, reference, {})
     with pytest.raises(ValueError, match="passed a plainly wrong output"):  # integers alone: made wrong too
         control(lax, lax.check(torch.arange(4), torch.arange(4), {}), torch.arange(4), torch.arange(4), {})
-    control(lax, lax.check(torch.tensor(True), torch.tensor(True), {}), torch.tensor(True), torch.tensor(True), {})
+    with pytest.raises(ValueError, match="each bool negated"):  # bools alone (a mask): negated, else no control
+        control(lax, lax.check(torch.tensor(True), torch.tensor(True), {}), torch.tensor(True),
+                torch.tensor(True), {})
+
+
+class _Result:
+    """An output class of a workload's own, no dataclass."""
+
+    def __init__(self, values):
+        self.values = values
+
+
+class _AttributeDict(dict):
+    """A dict read by attribute (EasyDict, a model output)."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_a_check_is_held_to_a_control_whatever_the_output_holds():
+    # A check that compares the reference with itself passes everything: each output below held no part a wrong copy
+    # was made of (an object of the workload's own, text, a NumPy scalar, a dict read by attribute, which became a plain
+    # dict and made the check raise, read as failing), and a wrong kernel passed and was tuned.
+    def lax(reads):
+        workload = _Workload(1e-9)
+        workload.check = lambda output, reference, config: Check.from_metrics(
+            {"x": (relative_error(reads(output), reads(output)), 1e-9)})
+        return workload
+
+    outputs = [(_Result(torch.arange(4.0)), lambda o: o.values, "each float doubled"),
+               (_AttributeDict(loss=torch.tensor(2.0)), lambda o: o.loss, "each float doubled"),
+               ({"tokens": ["the", "cat"]}, lambda o: len(o["tokens"]), "each string reversed and marked"),
+               (np.float32(2.5), lambda o: o, "each float doubled"),
+               (np.array([True, False]), lambda o: o, "each bool negated"),
+               (3 + 1j, lambda o: o, "each float doubled")]
+    for output, reads, how in outputs:
+        with pytest.raises(ValueError, match=f"passed a plainly wrong output under this config .*{how}"):
+            workload = lax(reads)
+            control(workload, workload.check(output, output, {}), output, output, {})
+    wrong = wrong_copy(_Result({"grads": torch.ones(2), "n": 3}))
+    assert type(wrong) is _Result and torch.equal(wrong.values["grads"], torch.full((2,), 3.0))
+    assert type(wrong_copy(_AttributeDict(x=1.0))) is _AttributeDict
+    looped = _Result(torch.ones(1))
+    looped.me = looped  # an object that holds itself is walked once
+    assert wrong_copy(looped).values.item() == 3.0
+    honest = _Workload(1e-6)  # compares the attribute: its wrong copy fails, so its pass stands
+    honest.check = lambda output, reference, config: Check.from_metrics({"x": (relative_error(output.values,
+                                                                                              reference), 1e-6)})
+    control(honest, honest.check(_Result(torch.ones(2)), torch.ones(2), {}), _Result(torch.ones(2)), torch.ones(2), {})
+
+    class Opaque:  # an array of another library (cupy's): neither data autotune knows nor a container of it
+        __slots__ = ("device",)
+
+    for output, held in ((Opaque(), "a tests.test_check.*Opaque"), (None, "None")):
+        with pytest.raises(ValueError, match=f"holds no part a wrong copy can be made of \\({held}\\), so the check "
+                                             "cannot be held to a control"):
+            workload = lax(lambda o: 1.0)
+            control(workload, workload.check(output, output, {}), output, output, {})
+
+    @dataclasses.dataclass
+    class Positive:  # a class that refuses its wrong copy
+        loss: float
+
+        def __post_init__(self):
+            if self.loss > 3:
+                raise ValueError("a loss past 3")
+
+    with pytest.raises(ValueError, match=r"no plainly wrong copy of it could be made .*\(ValueError: a loss past 3\)"):
+        workload = lax(lambda o: o.loss)
+        control(workload, workload.check(Positive(2.0), Positive(2.0), {}), Positive(2.0), Positive(2.0), {})
