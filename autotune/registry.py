@@ -16,6 +16,7 @@ code that is already imported is found by its name too.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -83,8 +84,16 @@ def workload_names() -> list[str]:
 
 
 def get_workload_class(spec: str) -> type[Workload]:
-    """A workload class from a name (built-in, plug-in, registered) or ``path/to/file.py:ClassName``."""
-    spec = _text(spec)
+    """A workload class from a name (built-in, plug-in, registered) or ``path/to/file.py:ClassName``.
+
+    What its module prints as it is imported goes to stderr: stdout is where ``--json`` writes (a file of mine
+    that said "module loaded" as it loaded came before the object, which no script could parse).
+    """
+    with contextlib.redirect_stdout(sys.stderr):
+        return _workload_class(_text(spec))
+
+
+def _workload_class(spec: str) -> type[Workload]:
     if _is_file_spec(spec):
         return _own_name(spec, _load_from_file(spec))
     if spec in BUILTINS:

@@ -1030,3 +1030,27 @@ def test_a_check_line_reads_as_its_figures_compare():
     assert error_against(1.0000001e-6, 1e-6) == ("1.0000001e-06", "1e-06")
     assert error_against(0.99e-6, 1e-6) == ("9.9e-07", "1e-06") and error_against(1e-6, 1e-6) == ("1e-06", "1e-06")
     assert error_against(1.7e-6, 1.5e-6) == ("1.7e-06", "1.5e-06")
+
+
+def test_what_a_workload_file_prints_as_it_is_imported_leaves_json_whole(tmp_path):
+    # A file of mine that said "module loaded" as it was imported put that line before run's and best's JSON on
+    # stdout: no script could parse them. Its module is imported in autotune's own process too, not only in a trial's.
+    (tmp_path / "loud.py").write_text(
+        "print('loud: module loaded')\n"
+        "from autotune.check import Check, relative_error\n"
+        "from autotune.workload import Workload\n\n\n"
+        "class LoudWorkload(Workload):\n"
+        "    name, unit, sizes = 'loud', 'items', {'tiny': {}, 'small': {}, 'full': {}}\n\n"
+        "    def build(self, config):\n"
+        "        import torch\n"
+        "        return lambda: torch.arange(3.0)\n\n"
+        "    def items_per_run(self, config):\n"
+        "        return 1\n\n"
+        "    def check(self, output, reference, config):\n"
+        "        return Check.from_metrics({'value': (relative_error(output, reference), 1e-9)})\n")
+    (tmp_path / "loud.yaml").write_text("schema_version: 1\nparameters:\n  x: {choices: [a, b]}\n"
+                                        "defaults: {x: a}\nbaseline: {}\n")
+    for args in (("run", "--min-time", "0.01"), ("search", "-n", "1", "--remeasure-top", "1"), ("best",)):
+        done = run_cli(*args, "-w", "loud.py:LoudWorkload", "-d", "cpu", "--json", cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) and "loud: module loaded" in done.stderr, done.stdout[:200]
