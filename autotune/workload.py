@@ -73,13 +73,15 @@ class Workload(abc.ABC):
 
     @classmethod
     def space_path(cls) -> Path:
-        """The search-space file: ``search_spaces/<name>.yaml`` shipped with autotune, else ``<module file>.yaml``."""
+        """The search-space file: ``search_spaces/<name>.yaml`` shipped with autotune, else ``<module file>.yaml``
+        (or ``.yml``, where only that is there: "search-space file not found" beside it said nothing of it)."""
         shipped = folder("search_spaces") / f"{cls.name}.yaml"
         if shipped.is_file():
             return shipped
         module = sys.modules.get(cls.__module__)
         if module is not None and getattr(module, "__file__", None):
-            return Path(module.__file__).with_suffix(".yaml")  # type: ignore[arg-type]
+            path = Path(module.__file__).with_suffix(".yaml")  # type: ignore[arg-type]
+            return path if path.is_file() or not path.with_suffix(".yml").is_file() else path.with_suffix(".yml")
         raise AutotuneError(f"workload {cls.name!r} has no search-space file; define space_path()")
 
     def prepare(self) -> None:

@@ -687,3 +687,22 @@ def test_a_file_in_the_way_of_a_folder_is_told_to_move_not_to_change_hands(tmp_p
     with pytest.raises(AutotuneError, match=r"cannot write numba's compiled kernels in .*cache/numba: .*cache is a "
                                             r"file \(move it away, or choose another --studies\)$"):
         writable(tmp_path / "cache" / "numba", "numba's compiled kernels")
+
+
+def test_a_workload_file_s_space_may_be_named_yml(tmp_path):
+    # mine.yml beside mine.py: every command said "mine.yaml: search-space file not found", and nothing of the .yml.
+    (tmp_path / "mine.py").write_text(
+        "from autotune.workload import Workload\n\n\n"
+        "class Mine(Workload):\n"
+        "    name, unit, sizes = 'mine_yml', 'items', {'tiny': {}}\n\n"
+        "    def build(self, config):\n        return lambda: 1.0\n\n"
+        "    def items_per_run(self, config):\n        return 1\n\n"
+        "    def check(self, output, reference, config):\n        return None\n")
+    spec = f"{tmp_path / 'mine.py'}:Mine"
+    assert space_path(spec) == tmp_path / "mine.yaml"  # neither there: the name a message gives
+    (tmp_path / "mine.yml").write_text("schema_version: 1\nparameters:\n  x: {choices: [a, b]}\ndefaults: {x: a}\n"
+                                       "baseline: {}\n")
+    assert space_path(spec) == tmp_path / "mine.yml"
+    assert SearchSpace.from_file(space_path(spec)).defaults.to_dict() == {"x": "a"}
+    (tmp_path / "mine.yaml").write_text((tmp_path / "mine.yml").read_text())
+    assert space_path(spec) == tmp_path / "mine.yaml"  # both: .yaml, as before
