@@ -43,6 +43,7 @@ from autotune.check import Check, control, differs, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
+from autotune.workload import not_a_run
 
 __all__ = ["STATUSES", "TRIAL_TIMEOUT", "Runner", "TrialRequest", "TrialResult"]
 
@@ -253,8 +254,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         built = time.perf_counter()
         run = workload.build(config)
         result.build_seconds = time.perf_counter() - built  # once a job, as the first run: a precompute, a model
-        if not callable(run):  # else "'NoneType' object is not callable", with no word of build
-            got = "None" if run is None else f"a {type(run).__name__}"
+        if got := not_a_run(run):  # else "'NoneType' object is not callable", with no word of build
             raise TypeError(f"{type(workload).__name__}.build returned {got}; it must return the run: a function of "
                             "no arguments that does the work once")
         result.items_per_run = workload.items_per_run(config)

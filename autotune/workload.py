@@ -19,7 +19,24 @@ from autotune.config import Config
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.shipped import folder
 
-__all__ = ["REGISTERED", "Workload", "register_workload"]
+__all__ = ["REGISTERED", "Workload", "not_a_run", "register_workload"]
+
+
+def not_a_run(run: Any) -> str:
+    """What ``build`` returned, where it is no run (a function called with no arguments): ``a Tensor``, ``a function
+    that takes (y)``; '' for a run. A run of arguments failed with "<lambda>() missing 1 required positional
+    argument: 'y'", with no word of build."""
+    import inspect
+
+    if not callable(run):
+        return "None" if run is None else f"a {type(run).__name__}"
+    try:
+        inspect.signature(run).bind()
+    except TypeError:
+        return f"a function that takes {inspect.signature(run)}"
+    except ValueError:  # no signature to read (a builtin): called as it is
+        pass
+    return ""
 
 
 class Workload(abc.ABC):

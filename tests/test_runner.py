@@ -256,6 +256,14 @@ def test_a_build_that_returns_no_run_says_so(tmp_path):
     assert result.status == "error" and result.error == ("TypeError: SteadyWorkload.build returned None; it must "
                                                          "return the run: a function of no arguments that does "
                                                          "the work once"), result.error
+    # A run that needs an argument: "<lambda>() missing 1 required positional argument: 'x'", no word of build.
+    (tmp_path / "args").mkdir()
+    workload = _steady_variant(tmp_path / "args", "        return run\n", "        return lambda x, *rest: run()\n")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    result = Runner("inprocess").run(request)
+    said = "TypeError: SteadyWorkload.build returned a function that takes (x, *rest); it must return the run"
+    assert result.status == "error" and result.error.startswith(said), result.error
 
 
 @pytest.mark.parametrize("output, held", [
