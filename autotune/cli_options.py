@@ -326,5 +326,5 @@ def measure_options(f: Callable) -> Callable:
     f = click.option("--threads", type=Count(min=1, max=cpu_threads()), default=None,
                      help="CPU threads of a trial: torch's, numpy's BLAS and other OpenMP pools; a trial whose own "
                           "threads or processes keep more cores busy says so (hold it with taskset -c) [default: "
-                          "every core this process may use].")(f)
+                          "$OMP_NUM_THREADS where set, as torch takes it, else every core this process may use].")(f)
     return f

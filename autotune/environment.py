@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BUSY_CORES", "OWN_CORES_MARGIN", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work",
-           "beyond_threads", "busy_cores", "fingerprint", "knob_variables", "oom_kills", "thread_pools"]
+           "beyond_threads", "busy_cores", "fingerprint", "knob_variables", "oom_kills", "thread_pools",
+           "threads_asked"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
@@ -39,6 +40,17 @@ SPEED_VARIABLES = ("ATEN_CPU_CAPABILITY", "CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNC
                    "MKL_NUM_THREADS", "NUMBA_DISABLE_JIT", "NUMBA_OPT", "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS",
                    "ONEDNN_MAX_CPU_ISA", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
                    "TORCH_COMPILE_DISABLE", "TORCHINDUCTOR_FREEZING", "TORCHINDUCTOR_MAX_AUTOTUNE")
+
+
+def threads_asked() -> int | None:
+    """The CPU threads ``$OMP_NUM_THREADS`` asks for (a whole number, 1 or more), at most the cores this process
+    may use; None where it is unset or no such number. torch takes it as its count, so a user's script in the same
+    shell runs on it: a search that took every core instead measured 2 threads under OMP_NUM_THREADS=1 (a
+    cluster's default), and its export recorded OMP_NUM_THREADS=1 beside "2 threads"."""
+    from autotune.devices import cpu_threads
+
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(int(value), cpu_threads()) if value.isdigit() and int(value) > 0 else None
 
 
 def knob_variables() -> list[str]:

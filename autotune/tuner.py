@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.config import Config, as_asked, config_path, default_storage, studies_dir, writable, writable_file
 from autotune.devices import DetectedDevice, cpu_threads, resolve_device
-from autotune.environment import before_timing, busy_cores
+from autotune.environment import before_timing, busy_cores, threads_asked
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.export import ExportDocument
 from autotune.loop import run_trials
@@ -115,8 +115,8 @@ class Tuner:
         self.sampler = sampler  # a sampler, or a strategy's name (autotune.samplers); default samplers.DEFAULT
         if isinstance(sampler, str) and sampler not in SAMPLERS:
             raise UnknownNameError("sampler", sampler, SAMPLERS)
-        self.threads, self.on_trial = threads, on_trial
-        self.measured_with = measured_with(workload, self.reference_config, threads or cpu_threads())  # others': again
+        self.threads, self.on_trial = threads or threads_asked(), on_trial  # $OMP_NUM_THREADS, as torch takes it
+        self.measured_with = measured_with(workload, self.reference_config, self.threads or cpu_threads())  # or again
         self.on_stage = on_stage or (lambda message: None)
         # A trial silent for minutes (ten's cold compile at small, 615 s) is said to run, every minute.
         self.runner.on_wait = self._still_running
@@ -219,14 +219,12 @@ class Tuner:
         sampler = self._sampler()  # outside the try: a sampler's error is not the storage's
         try:
             study = optuna.create_study(
-                storage=self.storage_object(),
-                study_name=self.study_name,
+                storage=self.storage_object(), study_name=self.study_name,
                 # One objective: the sampler chases throughput alone; peak memory is a constraint (--memory-budget)
                 # and breaks ties at the re-measurement. Two objectives made the search near random on recorded
                 # spaces (benchmarks/search_quality.py). An older version's study keeps its two (loaded as stored).
                 directions=OBJECTIVES,
-                sampler=sampler,
-                load_if_exists=True,
+                sampler=sampler, load_if_exists=True,
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
             raise storage_failure(self.storage, exc) from None
@@ -313,7 +311,9 @@ class Tuner:
 
     def trials_so_far(self, study: "optuna.Study | None" = None, threads: int | None = None) -> str:
         """The trials the study counts ("4 trials so far"), those measured otherwise (``threads``: a worker's cores)."""
-        mine = {**self.measured_with, **({"threads": str(threads)} if threads and not self.threads else {})}
+        own = self.threads if self.threads != threads_asked() else None  # --threads; else $OMP_NUM_THREADS, or none
+        worker = threads and (own or min(threads, self.threads or threads))  # a worker's cores hold the rest
+        mine = {**self.measured_with, **({"threads": str(worker)} if worker else {})}
         return so_far((study or self.open_study()).get_trials(deepcopy=False), mine)
 
     def budget_done(self, budget: int) -> bool:

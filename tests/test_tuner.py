@@ -720,6 +720,43 @@ def test_a_config_measured_on_another_number_of_threads_is_measured_again(studie
                                                                            "are measured again when asked")
 
 
+def test_a_search_takes_the_threads_omp_num_threads_asks_for_as_torch_does(studies, monkeypatch):
+    # Under a cluster's OMP_NUM_THREADS=1, a user's script runs torch on 1 thread; a search took every core (2 here)
+    # and its export recorded OMP_NUM_THREADS=1 beside "2 threads".
+    from autotune.devices import cpu_threads
+    from autotune.environment import threads_asked
+
+    for value, asked in (("1", 1), (" 1 ", 1), ("999", cpu_threads()), ("", None), ("0", None), ("2,1", None),
+                         ("many", None)):
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+        assert threads_asked() == asked, value
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    tuner = Tuner("chmm", "cpu", "tiny")
+    assert tuner.threads == 1 and tuner.measured_with["threads"] == "1"
+    assert tuner.request(tuner.space.defaults).threads == 1  # as each trial runs
+    assert Tuner("chmm", "cpu", "tiny", threads=cpu_threads()).threads == cpu_threads()  # --threads over it
+    study = optuna.create_study(direction="maximize")
+    for n, threads in enumerate(["1", "2"]):
+        trial = study.ask()
+        for key, value in {"status": "ok", "config_key": f"k{n}", "throughput": 1.0,
+                           "measured_with": {**tuner.measured_with, "threads": threads}}.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, 1.0)
+    # Under OMP_NUM_THREADS=2, workers pinned to 1 core each run 1 thread: the 2-thread trial is the other one.
+    import autotune.devices
+
+    with monkeypatch.context() as patch:
+        patch.setattr(autotune.devices, "cpu_threads", lambda: 4)
+        patch.setenv("OMP_NUM_THREADS", "2")
+        tuner.threads = 2
+        assert tuner.trials_so_far(study, threads=1).endswith("1 of them with 2 threads: their configs are measured "
+                                                              "again when asked")
+        assert tuner.trials_so_far(study, threads=4).endswith("1 of them with 1 thread: their configs are measured "
+                                                              "again when asked")  # workers of 4 cores: 2 threads
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert Tuner("chmm", "cpu", "tiny").threads is None  # every core, as before
+
+
 def test_configs_that_timed_out_are_measured_again_under_a_longer_trial_timeout(studies, tmp_path):
     # A search whose every trial timed out says "raise --trial-timeout"; raised, every config stayed a repeat of its
     # timeout ("all 2 allowed configs of the space are measured: no new trials"), the baseline was not re-measured,
