@@ -270,8 +270,9 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[
             items = {key: wrong(item, f"{path}[{key!r}]") for key, item in value.items()}
             if type(value) is not dict and isinstance(value, dict):  # an attribute dict (EasyDict, ModelOutput)
                 made = copying.copy(value)
-                made.update(items)
-                return made
+                if made is not value:  # a copy that is the output itself, made wrong, would be the output's harm
+                    made.update(items)
+                    return made
             return items
         if is_dataclass(value) and not isinstance(value, type):  # an output class of the workload's own
             return replace(value, **{f.name: wrong(getattr(value, f.name), f"{path}.{f.name}")
@@ -284,8 +285,9 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[
             # An object of the workload's own (a result class, a namespace): a check read its attributes, and
             # no copy was made, so a check that compared none of them passed every output without a control.
             made = copying.copy(value)
-            vars(made).update({name: wrong(item, f"{path}.{name}") for name, item in vars(value).items()})
-            return made
+            if made is not value:
+                vars(made).update({name: wrong(item, f"{path}.{name}") for name, item in vars(value).items()})
+                return made
         opaque.append(f"a {type(value).__module__}.{type(value).__qualname__}")
         return value
 

@@ -265,11 +265,18 @@ def test_a_check_is_held_to_a_control_whatever_the_output_holds():
     class Opaque:  # an array of another library (cupy's): neither data autotune knows nor a container of it
         __slots__ = ("device",)
 
-    for output, held in ((Opaque(), "a tests.test_check.*Opaque"), (None, "None")):
+    class Itself(_Result):  # its copy is itself: made wrong, the output would have been
+        def __copy__(self):
+            return self
+
+    itself = Itself(torch.ones(2))
+    for output, held in ((Opaque(), "a tests.test_check.*Opaque"), (None, "None"),
+                         (itself, "a tests.test_check.*Itself")):
         with pytest.raises(ValueError, match=f"holds no part a wrong copy can be made of \\({held}\\), so the check "
                                              "cannot be held to a control"):
             workload = lax(lambda o: 1.0)
             control(workload, workload.check(output, output, {}), output, output, {})
+    assert torch.equal(itself.values, torch.ones(2))  # the output itself untouched
 
     @dataclasses.dataclass
     class Positive:  # a class that refuses its wrong copy
