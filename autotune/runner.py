@@ -43,7 +43,7 @@ from autotune.check import Check, control, differs, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
-from autotune.workload import not_a_run
+from autotune.workload import not_a_run, synchronizer
 
 __all__ = ["STATUSES", "TRIAL_TIMEOUT", "Runner", "TrialRequest", "TrialResult"]
 
@@ -335,7 +335,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         return check.passed
 
     measurer = Measurer(**request.measurer, other_work=lambda: OtherWork(result.threads))  # beyond its idle cores
-    measurement = measurer.measure(run, items, workload.synchronize, on_output)
+    measurement = measurer.measure(run, items, synchronizer(workload), on_output)
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()
     result.times, result.warmup_times = measurement.times, measurement.warmup_times

@@ -19,7 +19,7 @@ from autotune.config import Config
 from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.shipped import folder
 
-__all__ = ["REGISTERED", "Workload", "not_a_run", "register_workload"]
+__all__ = ["REGISTERED", "Workload", "not_a_run", "register_workload", "synchronizer"]
 
 
 def not_a_run(run: Any) -> str:
@@ -130,6 +130,20 @@ class Workload(abc.ABC):
             import torch
 
             torch.mps.synchronize()
+
+
+def synchronizer(workload: Workload) -> Callable[[], None]:
+    """What the measurer calls around each timed run: the workload's ``synchronize``, and its device's own after it
+    where the workload has one of its own. One that waits for its own stream alone (or for nothing) timed the launch
+    of each run while the work ran on: a fast config by the clock, not by the work."""
+    if type(workload).synchronize is Workload.synchronize:
+        return workload.synchronize
+
+    def both() -> None:
+        workload.synchronize()
+        Workload.synchronize(workload)
+
+    return both
 
 
 #: Workload classes registered by name in code that is imported (see autotune.registry).

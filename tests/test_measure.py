@@ -122,6 +122,33 @@ def test_synchronises_around_every_timed_run():
     assert events == ["sync", "run", "sync"] * 5
 
 
+def test_a_workload_s_own_synchronize_is_followed_by_its_device_s(monkeypatch):
+    # A GPU workload whose synchronize waits for its own stream alone (or for nothing) timed each run's launch while
+    # the work ran on: the device's own synchronize follows it.
+    import torch
+
+    from autotune.workload import Workload, synchronizer
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append("device"))
+
+    class Plain(Workload):
+        name, unit, sizes = "plain", "items", {"tiny": {}}
+        build = items_per_run = check = lambda *args: None
+
+    class OwnStream(Plain):
+        def synchronize(self):
+            calls.append("own stream")
+
+    plain, own = Plain("tiny", "cuda"), OwnStream("tiny", "cuda")
+    assert synchronizer(plain) == plain.synchronize  # the device's alone, as before
+    synchronizer(plain)()
+    synchronizer(own)()
+    assert calls == ["device", "own stream", "device"]
+    synchronizer(OwnStream("tiny", "cpu"))()  # a CPU has nothing to wait for
+    assert calls == ["device", "own stream", "device", "own stream"]
+
+
 def test_a_hopeless_config_stops_after_one_warm_run():
     clock = FakeClock([10.0])
     measurement = Measurer(min_time=1.0, hopeless_below=1.0, clock=clock).measure(clock.run, items_per_run=5)
