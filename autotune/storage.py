@@ -98,8 +98,12 @@ T = TypeVar("T")
 
 def user_storage(storage: str) -> str:
     """``storage`` as a user gave it: a journal's ``~`` is the home folder (a quoted ``"~/s.journal"`` in
-    ``$AUTOTUNE_STORAGE`` made a folder named ``~``); a URL as it is."""
-    return str(Path(storage).expanduser()) if storage_kind(storage) == "journal" else storage
+    ``$AUTOTUNE_STORAGE`` made a folder named ``~``), and an SQLite file's (``sqlite:///~/s.db`` made ``./~/s.db``,
+    which no search run elsewhere found); any other URL as it is."""
+    if storage_kind(storage) == "journal":
+        return str(Path(storage).expanduser())
+    sqlite = "sqlite:///"
+    return sqlite + str(Path(storage[len(sqlite):]).expanduser()) if storage.startswith(sqlite + "~") else storage
 
 
 def storage_failure(storage: str, exc: BaseException) -> StorageError:

@@ -429,7 +429,10 @@ def test_a_tilde_in_a_studies_folder_or_a_journal_is_the_home_folder(tmp_path, m
     monkeypatch.setenv("AUTOTUNE_STUDIES", "~/studies")
     assert studies_dir() == tmp_path / "studies"
     assert user_storage("~/s.journal") == str(tmp_path / "s.journal")
-    assert user_storage("sqlite:///~/x.db") == "sqlite:///~/x.db"  # a URL is SQLAlchemy's to read
+    # An SQLite file's too: SQLAlchemy reads no ~, and "sqlite:///~/x.db" made ./~/x.db, which no other search found.
+    assert user_storage("sqlite:///~/x.db") == f"sqlite:///{tmp_path / 'x.db'}"
+    assert user_storage("sqlite:///x~.db") == "sqlite:///x~.db"
+    assert user_storage("postgresql://h/~db") == "postgresql://h/~db"
     with pytest.raises(Exception, match=f"no journal file at {tmp_path / 's.journal'}"):
         open_study("~/s.journal")
     write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path / "elsewhere"))
