@@ -169,6 +169,24 @@ def writable(folder: Path, holds: str, within: bool = False) -> None:
             raise AutotuneError(f"cannot write {holds} in {path}: {reason} ({fix})")
 
 
+#: What marks ``<studies>/cache`` as a cache: git leaves it out, and so do backup tools (the CACHEDIR.TAG convention).
+CACHE_MARKS = {".gitignore": "# autotune's cache: data, references and compiled kernels, remade when needed\n*\n",
+               "CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n# autotune's cache: remade when needed\n"}
+
+
+def make_cache(folder: Path) -> None:
+    """Make a workload's cache ``folder`` (``<studies>/cache/<workload>/<size>``), the cache marked as one: a search
+    in a project's repository left its reference outputs and numba's kernels for `git add .` to take."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in CACHE_MARKS.items():
+        mark = folder.parent.parent / name
+        if not mark.exists():
+            try:
+                mark.write_text(text)
+            except OSError:  # a mark is a courtesy: a cache without one works as well
+                pass
+
+
 def writable_file(path: Path, holds: str) -> None:
     """:func:`writable` for the folder of ``path``, and a folder standing at ``path`` itself refused too: a search
     measured its trials and re-measured its winner, then could not write its export ("Is a directory")."""

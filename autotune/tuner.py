@@ -20,7 +20,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from autotune.config import Config, as_asked, config_path, default_storage, studies_dir, writable, writable_file
+from autotune.config import (Config, as_asked, config_path, default_storage, make_cache, studies_dir, writable,
+                             writable_file)
 from autotune.devices import DetectedDevice, cpu_threads, resolve_device
 from autotune.environment import before_timing, busy_cores, threads_asked
 from autotune.exceptions import AutotuneError, UnknownNameError
@@ -125,8 +126,7 @@ class Tuner:
         self._deadline: float | None = None
         self._held = contextlib.ExitStack()  # the shared search lock of workers' studies (claim_budget)
         self.firsts_left = 0  # the baseline and defaults still to measure before the time budget starts
-        # Heartbeats (server databases) let other workers re-queue this worker's trial if it dies.
-        check_heartbeat(heartbeat, grace_period)
+        check_heartbeat(heartbeat, grace_period)  # on a database server, a dead worker's trial is re-queued by them
         self.heartbeat, self.grace_period = heartbeat, grace_period
         self._storage_object: Any = None
         # What an out-of-memory trial is recorded as needing: all the memory there was.
@@ -183,7 +183,7 @@ class Tuner:
             request.reference_path.unlink()
         self.on_stage(f"computing the reference output "
                       f"({self.reference_config.describe(self.space.unused(self.reference_config))})")
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        make_cache(self.cache_dir)
         result = self.runner.run(request, timeout=timeout)
         if result.status != "ok":
             raise AutotuneError(f"the reference config of {self.workload.name!r} failed ({result.status}): "

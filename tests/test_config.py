@@ -709,3 +709,25 @@ def test_a_workload_file_s_space_may_be_named_yml(tmp_path):
     assert SearchSpace.from_file(space_path(spec)).defaults.to_dict() == {"x": "a"}
     (tmp_path / "mine.yaml").write_text((tmp_path / "mine.yml").read_text())
     assert space_path(spec) == tmp_path / "mine.yaml"  # both: .yaml, as before
+
+
+def test_the_cache_is_marked_as_one_for_git_and_backups(tmp_path):
+    # A search in a project's repository left its reference outputs and numba's kernels for `git add .` to take.
+    import subprocess
+
+    from autotune.config import make_cache
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    folder = tmp_path / "studies" / "cache" / "chmm" / "tiny-v1"
+    make_cache(folder)
+    (folder / "reference-cpu.pt").write_bytes(b"0" * 100)
+    (tmp_path / "studies" / "chmm").mkdir()
+    (tmp_path / "studies" / "chmm" / "cpu-tiny.json").write_text("{}")  # an export is the user's to keep
+    untracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
+                               capture_output=True, text=True, check=True).stdout.split()
+    assert untracked == ["??", "studies/chmm/cpu-tiny.json"]
+    assert (tmp_path / "studies" / "cache" / "CACHEDIR.TAG").read_text().startswith(
+        "Signature: 8a477f597d28d172789f06886806bc55")
+    (tmp_path / "studies" / "cache" / ".gitignore").write_text("mine\n")
+    make_cache(folder)  # a mark the user edited is left as it is
+    assert (tmp_path / "studies" / "cache" / ".gitignore").read_text() == "mine\n"
