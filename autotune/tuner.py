@@ -117,7 +117,7 @@ class Tuner:
         if isinstance(sampler, str) and sampler not in SAMPLERS:
             raise UnknownNameError("sampler", sampler, SAMPLERS)
         self.threads, self.on_trial = threads or threads_asked(), on_trial  # $OMP_NUM_THREADS, as torch takes it
-        self.measured_with = measured_with(workload, self.reference_config, self.threads or cpu_threads())  # or again
+        self.measured_with = measured_with(workload, self.reference_config, self.threads or cpu_threads())
         self.on_stage = on_stage or (lambda message: None)
         # A trial silent for minutes (ten's cold compile at small, 615 s) is said to run, every minute.
         self.runner.on_wait = self._still_running
@@ -126,7 +126,7 @@ class Tuner:
         self._deadline: float | None = None
         self._held = contextlib.ExitStack()  # the shared search lock of workers' studies (claim_budget)
         self.firsts_left = 0  # the baseline and defaults still to measure before the time budget starts
-        check_heartbeat(heartbeat, grace_period)  # on a database server, a dead worker's trial is re-queued by them
+        check_heartbeat(heartbeat, grace_period)  # heartbeats: other workers re-queue a dead one's trial
         self.heartbeat, self.grace_period = heartbeat, grace_period
         self._storage_object: Any = None
         # What an out-of-memory trial is recorded as needing: all the memory there was.
