@@ -112,11 +112,37 @@ def _arrays(value: Any, reference: Any) -> "tuple[Any, Any] | None":
             x = (x.cdouble().resolve_conj() if x.is_complex() else x.double()).numpy()
         return np.asarray(x)
 
-    a, b = as_array(value), as_array(reference)
-    if np.iscomplexobj(a) or np.iscomplexobj(b):
-        a, b = (np.stack([x.real, x.imag], axis=-1) for x in (a.astype(np.complex128), b.astype(np.complex128)))
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape or np.isnan(a).any() or np.isnan(b).any():
+    def parted(x: Any) -> bool:  # a dict, or a list or tuple holding more than numbers (a model's grads)
+        return isinstance(x, Mapping) or isinstance(x, (list, tuple)) and any(
+            not isinstance(item, (int, float, complex)) for item in x)
+
+    def pair(x: Any, y: Any) -> "tuple[np.ndarray, np.ndarray] | None":
+        a, b = as_array(x), as_array(y)
+        if np.iscomplexobj(a) or np.iscomplexobj(b):
+            a, b = (np.stack([v.real, v.imag], axis=-1) for v in (a.astype(np.complex128), b.astype(np.complex128)))
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        return (a, b) if a.shape == b.shape else None
+
+    split = parted(value) or parted(reference)
+    parts, theirs = (dict(_parts(x)) if split else {} for x in (value, reference))
+    if split and parts.keys() == theirs.keys():
+        # Each part against its own, all of them as one array: tensors of several shapes (per-layer gradients)
+        # failed in NumPy ("inhomogeneous shape"), and a list of tensors that require grad in torch.
+        pairs = [pair(x, theirs[where]) for where, x in parts.items()]
+        if any(p is None for p in pairs):
+            return None
+        a, b = (np.concatenate([p[i].ravel() for p in pairs if p is not None] or [np.zeros(0)]) for i in (0, 1))
+    else:  # one array, or parts against them stacked (a list of tensors against one tensor), as NumPy makes them
+        try:
+            both = pair(value, reference)
+        except (TypeError, ValueError, RuntimeError):
+            if split:  # parts of two structures (a part missing, a key of another name): another shape
+                return None
+            raise
+        if both is None:
+            return None
+        a, b = both
+    if np.isnan(a).any() or np.isnan(b).any():
         return None
     infinite = np.isinf(a)
     if not np.array_equal(infinite, np.isinf(b)) or not np.array_equal(a[infinite], b[infinite]):
@@ -124,10 +150,22 @@ def _arrays(value: Any, reference: Any) -> "tuple[Any, Any] | None":
     return (np.where(infinite, 0.0, a), np.where(infinite, 0.0, b)) if infinite.any() else (a, b)
 
 
+def _parts(value: Any, where: tuple = ()) -> "list[tuple[tuple, Any]]":
+    """Each part of a dict, list or tuple (nested), with where it lies: ``[((0,), grad0), ((1,), grad1)]``."""
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)) and not hasattr(value, "detach"):
+        items = enumerate(value)
+    else:
+        return [(where, value)]
+    return [part for key, item in items for part in _parts(item, (*where, key))]
+
+
 def relative_error(value: Any, reference: Any) -> float:
     """``||value - reference|| / ||reference||`` in float64 (Frobenius for arrays); NaN -> inf.
 
-    Works for Python numbers, NumPy arrays and torch tensors alike.
+    Works for Python numbers, NumPy arrays and torch tensors alike, and for dicts, lists and tuples of them, each
+    part against its own (of any shape: per-layer gradients), all of them as one array.
     """
     import numpy as np
 

@@ -289,3 +289,19 @@ def test_a_check_is_held_to_a_control_whatever_the_output_holds():
     with pytest.raises(ValueError, match=r"no plainly wrong copy of it could be made .*\(ValueError: a loss past 3\)"):
         workload = lax(lambda o: o.loss)
         control(workload, workload.check(Positive(2.0), Positive(2.0), {}), Positive(2.0), Positive(2.0), {})
+
+
+def test_errors_compare_an_output_of_parts_part_by_part():
+    # A training workload's per-layer gradients (tensors of several shapes, which require grad) were no array to
+    # NumPy: relative_error(output["grads"], reference["grads"]) raised "inhomogeneous shape" or "Can't call numpy()
+    # on Tensor that requires grad", and a dict of parts "float() argument must be ... not 'dict'".
+    reference = [torch.full((3,), 2.0), torch.ones(2)]
+    output = [torch.full((3,), 2.0, requires_grad=True) * 1, torch.full((2,), 1.1)]
+    assert relative_error(output, reference) == pytest.approx(math.sqrt(2 * 0.01) / math.sqrt(12 + 2))
+    assert worst_error(output, reference) == pytest.approx(0.1 / 2)  # the worst element against the largest
+    assert relative_error({"w": reference, "loss": 2.0}, {"loss": 2.0, "w": reference}) == 0.0  # keys in any order
+    for other in ([reference[0]], [reference[0], torch.ones(3)], {"x": reference}):  # a part missing, or another
+        assert relative_error(other, reference) == math.inf and worst_error(other, reference) == math.inf
+    assert relative_error([torch.ones(2), torch.ones(2)], torch.ones(2, 2)) == 0.0  # against them stacked: as before
+    assert relative_error([torch.tensor([math.nan]), torch.ones(1)], [torch.zeros(1), torch.ones(1)]) == math.inf
+    assert relative_error([1.0, 2.0], [1.0, 2.0]) == 0.0 and relative_error([], []) == 0.0
