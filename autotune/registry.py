@@ -34,6 +34,7 @@ from autotune._version import __version__
 from autotune.exceptions import AutotuneError, UnknownNameError, said
 from autotune.shipped import PACKAGES, builtin_module, folder, module_file
 from autotune.workload import REGISTERED, Workload
+from autotune.workload_files import module_name as file_module
 
 if TYPE_CHECKING:
     from autotune.config import Config
@@ -131,7 +132,8 @@ def trial_spec(spec: str) -> str:
         return spec
     # A package's module by its name (its relative imports need the package); a script, or a module beside it,
     # by its file (a trial's process starts in the working directory, not in the script's).
-    where = getattr(sys.modules.get(cls.__module__), "__file__", None) if "." not in cls.__module__ else cls.__module__
+    file = "." not in cls.__module__ or cls.__module__.startswith(f"{file_module.__module__}.")  # a workload file
+    where = getattr(sys.modules.get(cls.__module__), "__file__", None) if file else cls.__module__
     if where is None or "." in cls.__qualname__:
         raise AutotuneError(f"workload {spec!r} ({cls.__qualname__}) cannot be found by a trial's own process, as "
                             "it is defined in an interactive session or inside another class: define it at the top "
@@ -405,7 +407,7 @@ def _load_from_file(spec: str) -> type[Workload]:
     path, class_name = _file_of(spec), spec.rpartition(":")[2]
     if not path.is_file():
         raise AutotuneError(f"workload file {path} does not exist (from --workload {spec!r})")
-    module_name = f"autotune_user_workload_{abs(hash(str(path.resolve())))}"
+    module_name = file_module(path)  # a name any process imports the file by: a DataLoader's spawned workers too
     module = sys.modules.get(module_name)
     if module is None:
         module_spec = importlib.util.spec_from_file_location(module_name, path)

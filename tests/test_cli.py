@@ -992,29 +992,34 @@ def test_workers_on_sqlite_are_refused_with_a_journal_in_the_studies_folder_name
     assert not (tmp_path / "mine").exists()
 
 
+def _file_workload(folder, stem, build, head="", items=1, knobs="x: {choices: [a, b]}", defaults="{x: a}"):
+    """A workload file ``<stem>.py`` (class ``Workload``, named ``stem``) and its space, in ``folder``: ``build`` is the
+    body of its build method, ``head`` what comes before the class; each output is checked against the reference."""
+    (folder / f"{stem}.py").write_text(
+        f"{head}from autotune.check import Check, relative_error\n"
+        "from autotune.workload import Workload\n\n\n"
+        f"class {stem.title()}Workload(Workload):\n"
+        f"    name, unit, sizes = {stem!r}, 'items', {{'tiny': {{}}, 'small': {{}}, 'full': {{}}}}\n\n"
+        f"    def build(self, config):\n{build}\n"
+        f"    def items_per_run(self, config):\n        return {items}\n\n"
+        "    def check(self, output, reference, config):\n"
+        "        return Check.from_metrics({'value': (relative_error(output, reference), 1e-9)})\n")
+    (folder / f"{stem}.yaml").write_text(f"schema_version: 1\nparameters:\n  {knobs}\ndefaults: {defaults}\n"
+                                         "baseline: {}\n")
+    return f"{stem}.py:{stem.title()}Workload"
+
+
 def test_threads_holds_the_trial_s_numpy_blas_as_it_holds_torch(tmp_path):
     # --threads 1 set torch's count alone: a workload's numpy products ran on every core's BLAS thread (123
     # products/s of an 800x800 product at "1 thread", 116 at 2: this CPU), so two searches given a core each
     # shared both.
     pytest.importorskip("threadpoolctl")
-    (tmp_path / "blas.py").write_text(
-        "import sys\n"
-        "from autotune.check import Check, relative_error\n"
-        "from autotune.workload import Workload\n\n\n"
-        "class BlasWorkload(Workload):\n"
-        "    name, unit, sizes = 'blas', 'items', {'tiny': {}, 'small': {}, 'full': {}}\n\n"
-        "    def build(self, config):\n"
+    workload = _file_workload(tmp_path, "blas", head="import sys\n", build=(
         "        import threadpoolctl, torch\n"
         "        counts = [i['num_threads'] for i in threadpoolctl.threadpool_info() if i['user_api'] == 'blas']\n"
         "        print('BLAS THREADS', counts, file=sys.stderr)\n"
-        "        return lambda: torch.zeros(1)\n\n"
-        "    def items_per_run(self, config):\n"
-        "        return 1\n\n"
-        "    def check(self, output, reference, config):\n"
-        "        return Check.from_metrics({'value': (relative_error(output, reference), 0.0)})\n")
-    (tmp_path / "blas.yaml").write_text("schema_version: 1\nparameters:\n  x: {choices: [a, b]}\n"
-                                        "defaults: {x: a}\nbaseline: {}\n")
-    done = run_cli("run", "-w", "blas.py:BlasWorkload", "-d", "cpu", "--threads", "1", "--min-time", "0.01",
+        "        return lambda: torch.zeros(1)\n"))
+    done = run_cli("run", "-w", workload, "-d", "cpu", "--threads", "1", "--min-time", "0.01",
                    "--studies", "st", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     counts = [line for line in done.stderr.splitlines() if line.startswith("BLAS THREADS")]
@@ -1035,22 +1040,27 @@ def test_a_check_line_reads_as_its_figures_compare():
 def test_what_a_workload_file_prints_as_it_is_imported_leaves_json_whole(tmp_path):
     # A file of mine that said "module loaded" as it was imported put that line before run's and best's JSON on
     # stdout: no script could parse them. Its module is imported in autotune's own process too, not only in a trial's.
-    (tmp_path / "loud.py").write_text(
-        "print('loud: module loaded')\n"
-        "from autotune.check import Check, relative_error\n"
-        "from autotune.workload import Workload\n\n\n"
-        "class LoudWorkload(Workload):\n"
-        "    name, unit, sizes = 'loud', 'items', {'tiny': {}, 'small': {}, 'full': {}}\n\n"
-        "    def build(self, config):\n"
-        "        import torch\n"
-        "        return lambda: torch.arange(3.0)\n\n"
-        "    def items_per_run(self, config):\n"
-        "        return 1\n\n"
-        "    def check(self, output, reference, config):\n"
-        "        return Check.from_metrics({'value': (relative_error(output, reference), 1e-9)})\n")
-    (tmp_path / "loud.yaml").write_text("schema_version: 1\nparameters:\n  x: {choices: [a, b]}\n"
-                                        "defaults: {x: a}\nbaseline: {}\n")
+    workload = _file_workload(tmp_path, "loud", head="print('loud: module loaded')\n",
+                              build="        import torch\n        return lambda: torch.arange(3.0)\n")
     for args in (("run", "--min-time", "0.01"), ("search", "-n", "1", "--remeasure-top", "1"), ("best",)):
-        done = run_cli(*args, "-w", "loud.py:LoudWorkload", "-d", "cpu", "--json", cwd=tmp_path, timeout=300)
+        done = run_cli(*args, "-w", workload, "-d", "cpu", "--json", cwd=tmp_path, timeout=300)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) and "loud: module loaded" in done.stderr, done.stdout[:200]
+
+
+@pytest.mark.slow
+def test_a_workload_file_s_dataloader_workers_started_afresh_find_its_dataset(tmp_path):
+    # Workers under "spawn" (macOS's default; "forkserver", Python 3.14's on Linux, alike) unpickle the file's
+    # Dataset by its module's name: "No module named 'autotune_user_workload_...'", and the trial failed.
+    head = ("import torch\nfrom torch.utils.data import DataLoader, Dataset\n\n\n"
+            "class Squares(Dataset):\n"
+            "    def __len__(self):\n        return 8\n\n"
+            "    def __getitem__(self, i):\n        return torch.tensor(float(i * i))\n\n\n")
+    workload = _file_workload(tmp_path, "loader", head=head, items=8, knobs="workers: {choices: [0, 1]}",
+                              defaults="{workers: 0}", build=(
+        "        loader = DataLoader(Squares(), batch_size=4, num_workers=config['workers'],\n"
+        "                            multiprocessing_context='spawn' if config['workers'] else None)\n"
+        "        return lambda: torch.cat(list(loader))\n"))
+    done = run_cli("run", "-w", workload, "-d", "cpu", "--set", "workers=1", "--min-time", "0.01", "--json",
+                   cwd=tmp_path, timeout=300)
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "ok", done.stderr[-2000:]

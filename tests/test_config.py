@@ -731,3 +731,33 @@ def test_the_cache_is_marked_as_one_for_git_and_backups(tmp_path):
     (tmp_path / "studies" / "cache" / ".gitignore").write_text("mine\n")
     make_cache(folder)  # a mark the user edited is left as it is
     assert (tmp_path / "studies" / "cache" / ".gitignore").read_text() == "mine\n"
+
+
+def test_a_workload_file_s_classes_unpickle_in_a_process_started_afresh(tmp_path):
+    # A DataLoader's workers under "spawn" (macOS's default) or "forkserver" (Python 3.14's on Linux) unpickle the
+    # file's Dataset by its module's name: "No module named 'autotune_user_workload_...'", every such config an error.
+    import os
+    import pickle
+
+    from autotune.registry import get_workload_class
+
+    source = ("from autotune.workload import Workload\n\n\n"
+              "class Item:\n    def __init__(self, x):\n        self.x = x\n\n\n"
+              "class Mine(Workload):\n"
+              "    name, unit, sizes = 'mine_{0}', 'items', {{'tiny': {{}}}}\n\n"
+              "    def build(self, config):\n        return lambda: 1.0\n\n"
+              "    def items_per_run(self, config):\n        return 1\n\n"
+              "    def check(self, output, reference, config):\n        return None\n")
+    classes = []
+    for folder in ("a", "b"):  # two files named alike: two modules
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "mine.py").write_text(source.format(folder))
+        classes.append(get_workload_class(f"{tmp_path / folder / 'mine.py'}:Mine"))
+    first, second = (sys.modules[cls.__module__] for cls in classes)
+    assert first is not second and first.__name__ != second.__name__
+    data = pickle.dumps([first.Item(3), second.Item(4)])
+    done = subprocess.run([sys.executable, "-c", "import pickle, sys\nitems = pickle.loads(sys.stdin.buffer.read())\n"
+                           "print([(type(i).__module__ == m, i.x) for i, m in zip(items, sys.argv[1:])])",
+                           first.__name__, second.__name__], input=data, capture_output=True, env=dict(os.environ),
+                          timeout=120)
+    assert done.stdout.decode().strip() == "[(True, 3), (True, 4)]", done.stderr.decode()[-500:]
