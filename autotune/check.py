@@ -108,7 +108,10 @@ def _arrays(value: Any, reference: Any) -> "tuple[Any, Any] | None":
 
     def as_array(x: Any) -> "np.ndarray":
         if hasattr(x, "detach"):
+            import torch  # imported already: x is a tensor
+
             x = x.detach().to("cpu")
+            x = x.to_dense() if x.layout != torch.strided else x  # sparse: "can't convert Sparse layout tensor"
             x = (x.cdouble().resolve_conj() if x.is_complex() else x.double()).numpy()
         return np.asarray(x)
 
@@ -282,9 +285,14 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[
                 wide = (torch.complex128 if value.is_complex() else
                         torch.float64 if value.is_floating_point() else torch.int64)
                 try:
-                    made = doubled(value.detach().to(wide)).to(value.dtype)
-                    moved = not torch.equal(made.to(wide), value.detach().to(wide))
-                except RuntimeError:  # a layout with no such arithmetic (sparse): it stays, the rest made wrong
+                    if value.layout != torch.strided:  # sparse: no scalar to add, so dense, then its layout again
+                        dense = value.detach().to_dense()
+                        made = doubled(dense).to_sparse(layout=value.layout)
+                        moved = not torch.equal(made.to_dense(), dense)
+                    else:
+                        made = doubled(value.detach().to(wide)).to(value.dtype)
+                        moved = not torch.equal(made.to(wide), value.detach().to(wide))
+                except RuntimeError:  # a layout with no such arithmetic: it stays, the rest made wrong
                     return value
             changed = changed or moved
             return made

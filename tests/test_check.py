@@ -144,7 +144,9 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     largest = torch.max(torch.tensor([[1.0, 5.0], [3.0, 2.0]]), dim=1)  # torch's named tuple of values, indices
     wrong = wrong_copy({"max": largest, "sparse": torch.tensor([1.0, 2.0]).to_sparse()})
     assert type(wrong["max"]) is type(largest) and torch.equal(wrong["max"].values, torch.tensor([7.0, 11.0]))
-    assert wrong["sparse"].is_sparse  # no arithmetic for its layout: kept, and the rest made wrong
+    # A sparse tensor has no scalar to add: made wrong dense, then sparse again (kept as it was, a sparse output
+    # alone had no control).
+    assert wrong["sparse"].is_sparse and torch.equal(wrong["sparse"].to_dense(), torch.tensor([5.0, 3.0]))
 
     @dataclasses.dataclass
     class Out:  # an output class of a workload's own
@@ -305,3 +307,5 @@ def test_errors_compare_an_output_of_parts_part_by_part():
     assert relative_error([torch.ones(2), torch.ones(2)], torch.ones(2, 2)) == 0.0  # against them stacked: as before
     assert relative_error([torch.tensor([math.nan]), torch.ones(1)], [torch.zeros(1), torch.ones(1)]) == math.inf
     assert relative_error([1.0, 2.0], [1.0, 2.0]) == 0.0 and relative_error([], []) == 0.0
+    sparse = torch.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse()  # "can't convert Sparse layout tensor to numpy"
+    assert relative_error(sparse, sparse.to_dense()) == 0.0 and worst_error(sparse * 2, sparse.to_dense()) == 1.0
