@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 __all__ = ["FILES", "module_name"]
 
-#: The files imported under this module's names, as ``name=path`` entries separated by os.pathsep.
+#: The files imported under this module's names, as ``name=path`` entries, one a line (a path may hold ``:``).
 FILES = "AUTOTUNE_WORKLOAD_FILES"
 
 #: A module with a __path__ is a package to the import system: its submodules are the workload files.
@@ -35,13 +35,13 @@ def module_name(path: Path) -> str:
     name = f"{__name__}.file_{hashlib.sha256(str(path).encode()).hexdigest()[:16]}"
     entry = f"{name.rpartition('.')[2]}={path}"
     known = os.environ.get(FILES, "")
-    if entry not in known.split(os.pathsep):
-        os.environ[FILES] = os.pathsep.join(e for e in (known, entry) if e)
+    if entry not in known.split("\n"):
+        os.environ[FILES] = "\n".join(e for e in (known, entry) if e)
     return name
 
 
 def _files() -> dict[str, str]:
-    entries = (e.partition("=") for e in os.environ.get(FILES, "").split(os.pathsep) if "=" in e)
+    entries = (e.partition("=") for e in os.environ.get(FILES, "").split("\n") if "=" in e)
     return {name: path for name, _, path in entries}
 
 

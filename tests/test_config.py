@@ -749,9 +749,9 @@ def test_a_workload_file_s_classes_unpickle_in_a_process_started_afresh(tmp_path
               "    def items_per_run(self, config):\n        return 1\n\n"
               "    def check(self, output, reference, config):\n        return None\n")
     classes = []
-    for folder in ("a", "b"):  # two files named alike: two modules
+    for n, folder in enumerate(("a", "b:c")):  # two files named alike: two modules (a path may hold a ':')
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "mine.py").write_text(source.format(folder))
+        (tmp_path / folder / "mine.py").write_text(source.format(n))
         classes.append(get_workload_class(f"{tmp_path / folder / 'mine.py'}:Mine"))
     first, second = (sys.modules[cls.__module__] for cls in classes)
     assert first is not second and first.__name__ != second.__name__
