@@ -357,7 +357,7 @@ def wrong_parts(output: Any, floats: "list[str] | None" = None) -> "list[tuple[s
     return [(part, copy) for part, copy in copies if copy is not None]
 
 
-def control(workload: Any, check: Check, output: Any, reference: Any, config: Any) -> None:
+def control(workload: Any, check: Check, output: Any, reference: Any, config: Any, is_reference: bool = False) -> None:
     """Hold a ``check`` that passed ``output`` to a negative control: it must fail :func:`wrong_copy` of it (or raise),
     and, where the output has several floating parts, each of them made wrong alone.
 
@@ -365,9 +365,12 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
     with itself, a tolerance past any error, one for bfloat16 that a typo made 1e3) passes that config's every
     output, and the fastest wrong one won. So does a part the check never compares (an output's gradients added
     after its check was written): a config wrong there alone passed. Raises ValueError, which fails the trial,
-    where it passes a copy.
+    where it passes a copy, and where the reference config's own output (``is_reference``) fails against its own
+    ``to_reference``, which then loses what the check compares (see :func:`_stored_loses`).
     """
     if not check.passed:
+        if is_reference:
+            _stored_loses(workload, output, config)
         return
     name = f"{type(workload).__name__}.check"
     reach = ("return its data as tensors, NumPy arrays, numbers or strings (in dicts, lists, tuples, dataclasses or "
@@ -398,6 +401,23 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
             raise ValueError(f"{name} passed this config's first output with its {part} alone made plainly wrong "
                              "(doubled plus one and reversed), so it never compares that part, and a config wrong "
                              "there alone passes: compare it with the reference, or leave it out of the output")
+
+
+def _stored_loses(workload: Any, output: Any, config: Any) -> None:
+    """Raise where ``to_reference`` changes the reference config's ``output`` past the check's tolerance: a workload
+    of mine that stored its float64 reference as float32 ("to save space") failed every float64 config, the
+    reference config too, and that failure was said to be an output "not the same from one process to the next"."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            own = workload.check(output, workload.to_reference(output), config)
+    except Exception:  # noqa: BLE001 - a check that cannot read its output as a reference says nothing of it
+        return
+    if isinstance(own, Check) and not own.passed:
+        raise ValueError(f"{type(workload).__name__}.to_reference changes the output it stores: the reference "
+                         f"config's own output fails against it ({own.metric or 'error'} {own.error:.3g} > tolerance "
+                         f"{own.tolerance:.3g}), so no config is checked against the output the reference config "
+                         "gives; store the output as it is (no cast to a narrower type, no rounding)")
 
 
 def _passes(workload: Any, wrong: Any, reference: Any, config: Any) -> "Check | None":

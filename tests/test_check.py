@@ -309,3 +309,22 @@ def test_errors_compare_an_output_of_parts_part_by_part():
     assert relative_error([1.0, 2.0], [1.0, 2.0]) == 0.0 and relative_error([], []) == 0.0
     sparse = torch.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse()  # "can't convert Sparse layout tensor to numpy"
     assert relative_error(sparse, sparse.to_dense()) == 0.0 and worst_error(sparse * 2, sparse.to_dense()) == 1.0
+
+
+def test_a_reference_config_failing_against_its_own_stored_form_blames_to_reference():
+    # A workload of mine stored its float64 reference as float32 ("to save space"): every float64 config failed, the
+    # reference config too, and that was said to be an output "not the same from one process to the next".
+    class Lossy(_Workload):
+        def to_reference(self, output):
+            return output.float()
+
+    output = torch.linspace(0, 1, 1000, dtype=torch.float64) / 3
+    lossy, honest = Lossy(1e-12), _Workload(1e-12)
+    honest.to_reference = lambda output: output
+    failed = lossy.check(output, lossy.to_reference(output), {})
+    assert not failed.passed
+    with pytest.raises(ValueError, match=r"Lossy.to_reference changes the output it stores: the reference config's "
+                                         r"own output fails against it \(x 2\.\d+e-08 > tolerance 1e-12\)"):
+        control(lossy, failed, output, lossy.to_reference(output), {}, is_reference=True)
+    control(lossy, failed, output, lossy.to_reference(output), {})  # another config's failure: its own, as before
+    control(honest, Check(1.0, 0.5, False), output, output, {}, is_reference=True)  # unseeded, say: not the storing
