@@ -314,3 +314,25 @@ def test_a_cgroup_cpu_quota_caps_the_threads_a_trial_gets(tmp_path, monkeypatch,
     assert devices.cgroup_cpu_quota() == expected
     monkeypatch.setattr(devices.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     assert devices.cpu_threads() == (8 if expected is None else max(1, int(expected)))
+
+
+def test_the_gpus_torch_sees_are_read_with_their_profile_memory_index_and_capability(monkeypatch):
+    # The path every GPU run takes, on this CPU: torch's view of two GPUs, one with a profile and one without.
+    from types import SimpleNamespace
+
+    import torch
+
+    import autotune.devices as devices
+
+    gpus = [SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, total_memory=80 << 30),
+            SimpleNamespace(name="NVIDIA L4", major=8, minor=9, total_memory=24 << 30)]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: gpus[index])
+    found = devices._cuda_devices_from_torch()
+    assert [(d.profile.name, d.name, d.memory_bytes, d.index) for d in found] == [
+        ("h100", "NVIDIA H100 80GB HBM3", 80 << 30, 0), ("cuda-nvidia-l4", "NVIDIA L4", 24 << 30, 1)]
+    assert found[1].profile.has("bf16") and found[1].profile.has("tf32")  # sm89: derived from its capability
+    assert [d.details["compute_capability"] for d in found] == ["9.0", "8.9"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert devices._cuda_devices_from_torch() == []
