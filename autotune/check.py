@@ -216,7 +216,8 @@ def wrong_copy(output: Any) -> Any:
 #: and select with bools, so they are made wrong only where the output has no floating part.
 KINDS = ("float", "integer", "bool", "text")
 _NUMPY_KINDS = {"float": "fc", "integer": "iu", "bool": "b", "text": "U"}  # NumPy's dtype.kind of each
-_PYTHON_KINDS: dict[str, tuple[type, ...]] = {"float": (float, complex), "integer": (int,), "bool": (), "text": (str,)}
+_PYTHON_KINDS: dict[str, tuple[type, ...]] = {"float": (float, complex), "integer": (int,), "bool": (),
+                                              "text": (str, bytes)}
 
 
 def _whole(output: Any) -> "tuple[Any, list[str], str | None, list[str]]":
@@ -260,7 +261,9 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[
         if kind == "bool":
             return ~x if isinstance(x, (torch.Tensor, np.ndarray, np.generic)) else not x
         if kind == "text":
-            return np.char.add(x[..., ::-1] if x.ndim else x, "?") if isinstance(x, np.ndarray) else x[::-1] + "?"
+            if isinstance(x, np.ndarray):
+                return np.char.add(x[..., ::-1] if x.ndim else x, "?")
+            return x[::-1] + (b"?" if isinstance(x, bytes) else "?")
         made = x * 2 + 1
         flip = isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim
         return (made.flip(-1) if isinstance(x, torch.Tensor) else np.flip(made, -1)) if flip else made

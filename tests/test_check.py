@@ -246,6 +246,7 @@ def test_a_check_is_held_to_a_control_whatever_the_output_holds():
     outputs = [(_Result(torch.arange(4.0)), lambda o: o.values, "each float doubled"),
                (_AttributeDict(loss=torch.tensor(2.0)), lambda o: o.loss, "each float doubled"),
                ({"tokens": ["the", "cat"]}, lambda o: len(o["tokens"]), "each string reversed and marked"),
+               (b"encoded", lambda o: len(o), "each string reversed and marked"),
                (np.float32(2.5), lambda o: o, "each float doubled"),
                (np.array([True, False]), lambda o: o, "each bool negated"),
                (3 + 1j, lambda o: o, "each float doubled")]
