@@ -216,8 +216,7 @@ def wrong_copy(output: Any) -> Any:
 #: and select with bools, so they are made wrong only where the output has no floating part.
 KINDS = ("float", "integer", "bool", "text")
 _NUMPY_KINDS = {"float": "fc", "integer": "iu", "bool": "b", "text": "U"}  # NumPy's dtype.kind of each
-_PYTHON_KINDS: dict[str, tuple[type, ...]] = {"float": (float, complex), "integer": (int,), "bool": (),
-                                              "text": (str, bytes)}
+_PYTHON_KINDS: dict[str, tuple] = {"float": (float, complex), "integer": (int,), "bool": (), "text": (str, bytes)}
 
 
 def _whole(output: Any) -> "tuple[Any, list[str], str | None, list[str]]":
@@ -402,8 +401,9 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
     for part, wrong in parts:
         if _passes(workload, wrong, reference, config) is not None:
             raise ValueError(f"{name} passed this config's first output with its {part} alone made plainly wrong "
-                             "(doubled plus one and reversed), so it never compares that part, and a config wrong "
-                             "there alone passes: compare it with the reference, or leave it out of the output")
+                             "(doubled plus one and reversed): it never compares that part, or one norm over every "
+                             "part weighs it too little (give it a metric of its own, or use worst_error), and a "
+                             "config wrong there alone passes: compare it with the reference, or leave it out")
 
 
 def _stored_loses(workload: Any, output: Any, config: Any) -> None:

@@ -186,6 +186,15 @@ def test_a_check_that_never_compares_a_part_of_the_output_fails_the_trial():
     # Each part alone is a check of the whole output: 1,000 per-sample tensors took 15.6 s a trial, checked alike.
     many = [part for part, _ in wrong_parts([torch.ones(2)] * 1000)]
     assert len(many) == MAX_PARTS and many[0] == "[0]" and many[-1] == "[999]"
+    # One norm over parts of 1,000,000 and 10 values weighs the 10 too little: said as such, not as "never compares".
+    torch.manual_seed(0)
+    layers = {"grads": [torch.randn(1000, 1000), torch.randn(10)]}
+    diluted = _Workload(2e-2)
+    diluted.check = lambda output, reference, config: Check.from_metrics(
+        {"grads": (relative_error(output["grads"], reference["grads"]), 2e-2)})
+    with pytest.raises(ValueError, match=r"its \['grads'\]\[1\] alone made plainly wrong .*: it never compares that "
+                                         r"part, or one norm over every part weighs it too little"):
+        control(diluted, diluted.check(layers, layers, {}), layers, layers, {})
     only = dict(wrong_parts(reference))["['grads']"]
     assert torch.equal(only["grads"], torch.tensor([7.0, 5.0, 3.0, 1.0])) and only["loss"] is reference["loss"]
 
