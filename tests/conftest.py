@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -23,6 +24,16 @@ def numba_compiles_once(tmp_path_factory: pytest.TempPathFactory) -> None:
     numba trial compiled afresh, 3 s a signature on 2 cores. Nothing a test checks is a first run's time."""
     if "NUMBA_CACHE_DIR" not in os.environ:
         os.environ["NUMBA_CACHE_DIR"] = str(tmp_path_factory.mktemp("numba"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def threads_as_the_machine_has() -> Iterator[None]:
+    """No $OMP_NUM_THREADS from the shell: a trial's threads default to it (as torch's do), and the tests count on the
+    cores this process may use (a cluster's OMP_NUM_THREADS=1 failed them); a test that needs it sets it."""
+    asked = os.environ.pop("OMP_NUM_THREADS", None)
+    yield
+    if asked is not None:
+        os.environ["OMP_NUM_THREADS"] = asked
 
 
 def load_benchmark(name: str):
