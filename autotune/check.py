@@ -267,9 +267,7 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[
         flip = isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim
         return (made.flip(-1) if isinstance(x, torch.Tensor) else np.flip(made, -1)) if flip else made
 
-    def same(a: Any, b: Any) -> bool:
-        if isinstance(a, torch.Tensor):
-            return torch.equal(a, b)
+    def same(a: Any, b: Any) -> bool:  # a NumPy or Python part's (a tensor's is compared where it is made)
         return bool(np.array_equal(a, b)) if isinstance(a, (np.ndarray, np.generic)) else a == b
 
     def wrong(value: Any, path: str) -> Any:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.check import MAX_PARTS, Check, control, relative_error, worst_error, wrong_copy, wrong_parts
+from autotune.check import (MAX_PARTS, Check, control, relative_error, share_of_tolerance, worst_error, wrong_copy,
+                            wrong_parts)
 
 
 def test_the_worst_element_counts_in_full_where_the_norm_dilutes_it():
@@ -18,6 +19,25 @@ def test_the_worst_element_counts_in_full_where_the_norm_dilutes_it():
     assert relative_error(lost, reference) == 0.01
     assert worst_error(lost, reference) == 1.0
     assert worst_error(torch.tensor(lost), torch.tensor(reference)) == 1.0
+
+
+def test_an_error_is_relative_whatever_the_size_of_the_reference():
+    # Found by mutating check.py: `norm > 0` made `norm > 1` passed every test, and a reference of norm under 1
+    # (probabilities, a loss of 0.3) was then held to an absolute error, half as strict at 0.5.
+    assert relative_error(torch.tensor([0.5]), torch.tensor([0.25])) == 1.0
+    assert worst_error(torch.tensor([0.5, 0.0]), torch.tensor([0.25, 0.0])) == 1.0
+    assert relative_error(np.full(4, 3e-4), np.full(4, 2e-4)) == pytest.approx(0.5)
+    assert relative_error({"a": torch.ones(2)}, torch.ones(2)) == math.inf  # a dict against a tensor: another shape
+    assert relative_error(torch.ones(2), {"a": torch.ones(2)}) == math.inf
+
+
+def test_the_share_of_a_tolerance_an_error_has_used():
+    # What picks the worst metric of a trial (Check.from_metrics, the runner, the report): a reversed test put the
+    # least failing metric in the trial's error.
+    assert share_of_tolerance(0.5, 0.25) == 2.0 and share_of_tolerance(0.1, 0.4) == 0.25
+    assert share_of_tolerance(None, 1.0) == math.inf  # unbounded (a NaN output)
+    assert share_of_tolerance(0.0, 0.0) == 0.0 and share_of_tolerance(1e-12, 0.0) == math.inf  # a bound of 0
+    assert Check.from_metrics({"loss": (0.2, 0.1), "grads": (0.9, 1.0)}).metric == "loss"
 
 
 def test_the_worst_element_of_an_output_that_cannot_be_compared_is_unbounded():
@@ -160,6 +180,10 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
 
     wrong = wrong_copy(Out(torch.tensor(2.0), 3))
     assert type(wrong) is Out and wrong.loss.item() == 5.0 and wrong.steps == 3
+    # Python bools alone (found by mutating check.py: negating them or not passed every test), and NumPy text.
+    assert wrong_copy({"ok": True, "seen": [False]}) == {"ok": False, "seen": [True]}
+    assert wrong_copy(np.array(["ab", "cd"])).tolist() == ["cd?", "ab?"] and wrong_copy(np.array("ab")) == "ab?"
+    assert wrong_copy(torch.full((2,), -1.0).to_sparse()) is None  # a sparse -1 made wrong stays itself: no control
 
 
 def test_a_check_that_never_compares_a_part_of_the_output_fails_the_trial():
@@ -289,6 +313,12 @@ def test_a_check_is_held_to_a_control_whatever_the_output_holds():
             workload = lax(lambda o: 1.0)
             control(workload, workload.check(output, output, {}), output, output, {})
     assert torch.equal(itself.values, torch.ones(2))  # the output itself untouched
+    # An opaque piece beside data a wrong copy is made of: the copy is the control, and an honest check passes it.
+    beside = {"x": torch.ones(2), "handle": Opaque()}
+    honest = _Workload(1e-6)
+    honest.check = lambda output, reference, config: Check.from_metrics({"x": (relative_error(output["x"],
+                                                                                              reference["x"]), 1e-6)})
+    control(honest, honest.check(beside, beside, {}), beside, beside, {})
 
     @dataclasses.dataclass
     class Positive:  # a class that refuses its wrong copy
