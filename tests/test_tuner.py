@@ -254,6 +254,11 @@ def test_a_zero_tolerance_met_exactly_binds_nothing_and_exports():
     results = [TrialResult("ok", {"t": 1}, items_per_run=1, times=[0.1] * 3, check=c.to_dict())
                for c in (exact, Check.from_metrics({"mean_scale": (0.0, 0.0)}))]
     assert Candidate(Config({"t": 1}), 1, "candidate", results).check["metric"] == "pixels"
+    # A round that failed is the candidate's check, however little of its tolerance a passing round's used (found by
+    # mutating selection.py: the passing check put first passed every test).
+    failed = Check.from_metrics({"pixels": (2e-5, 1e-5)})
+    results.insert(1, TrialResult("incorrect", {"t": 1}, items_per_run=1, times=[0.1], check=failed.to_dict()))
+    assert Candidate(Config({"t": 1}), 1, "candidate", results).check == failed.to_dict()
 
 
 def test_noisy_medians_tie_only_within_their_notches():
