@@ -1,4 +1,5 @@
 import copy
+import random
 import re
 
 import optuna
@@ -74,6 +75,10 @@ def test_baseline_is_defaults_overridden():
         (["parameters", "graphs", "requires"], [["cuda"]], "unknown capability ['cuda']"),  # a TypeError
         (["defaults", "lr"], KeyError, "missing: lr"),
         (["defaults", "lr"], 5.0, "defaults.lr"),
+        # Off the grid, and a bool for a number (found by mutating parameters.py: neither was tested).
+        (["defaults", "lr"], 0.55, "defaults.lr"),
+        (["defaults", "lr"], True, "defaults.lr"),
+        (["parameters", "lr", "step"], 0, "parameters.lr.step: must be a positive number, got 0"),
         (["baseline", "nope"], 1, "baseline.nope"),
         (["baseline", "dtype"], "float8", "baseline.dtype"),
         (["extra"], 1, "extra"),
@@ -357,6 +362,26 @@ def test_one_move_from_a_value_and_the_allowed_configs_one_move_from_a_restricte
     mended = s.repairs(asked)
     assert all(s.violated(c) is None for c in mended)
     assert {(c["kernel"], c["dtype"]) for c in mended} == {("scan", "float64"), ("scan", "float32"), ("loop", "bfloat16")}
+
+
+def test_a_neighbour_move_reaches_each_value_one_move_away_and_no_other():
+    # The local search's move (found by mutating parameters.py: a move of ordered choices that stayed put, or a log
+    # range's that only halved, passed every test, and the search would have gone on, slower, with no word).
+    s = space({**SPACE, "parameters": {**SPACE["parameters"], "batch": {"choices": [64, 8, 32, 16]},
+                                       "x": {"type": "float", "low": 1.0, "high": 2.0},
+                                       "n": {"type": "int", "low": 1, "high": 10},
+                                       "y": {"type": "float", "low": 0.03, "high": 0.53, "step": 0.1}},
+               "defaults": {**SPACE["defaults"], "batch": 16, "x": 1.5, "n": 5, "y": 0.23}})
+    p, rng = s.parameters, random.Random(0)
+    cases = [("batch", 16, [8, 32]), ("batch", 64, [32]), ("batch", 8, [16]),  # ordered numbers, not as listed
+             ("dtype", "bfloat16", ["float64", "float32", "float16"]), ("kernel", "loop", ["scan"]),
+             ("chunk", 256, [128, 512]), ("chunk", 4096, [2048]), ("lr", 0.5, [0.4, 0.6]), ("lr", 1.0, [0.9]),
+             ("x", 1.5, [1.4, 1.6]), ("n", 5, [4, 6]), ("y", 0.23, [0.13, 0.33])]
+    for name, value, one_move in cases:
+        moves = {p[name].neighbour(value, rng) for _ in range(200)} - {value}
+        assert sorted(moves, key=str) == pytest.approx(sorted(one_move, key=str)), name
+        assert sorted(p[name].alternatives(value), key=str) == pytest.approx(sorted(one_move, key=str)), name
+    assert p["y"].allows(0.13) and not p["y"].allows(0.18) and p["y"].canonical(0.13000000000000003) == 0.13
 
 
 def test_a_neighbour_move_across_a_constraint_is_mended_not_dropped():

@@ -341,6 +341,10 @@ def test_a_cost_paid_every_few_runs_is_no_speedup_however_fast_the_median_run():
     level = _candidate([0.00104] * 40, 100, 6)
     blip = _candidate(([0.001] * 7 + [0.0014]) * 5, 100, 7)
     assert in_a_row(blip, level) == pytest.approx(0.00104 / 0.00105) and beaten_in_a_row(blip, [level]) is None
+    # No figures on one side (a candidate that failed, one never timed): no ratio, not an AttributeError (a mutant
+    # of selection.py that needed both sides to have none passed every test).
+    failed = Candidate(Config({"t": 8}), 8, "candidate", [TrialResult("incorrect", {"t": 8}, items_per_run=1)])
+    assert in_a_row(blip, failed) is None and in_a_row(failed, blip) is None and beaten_in_a_row(blip, [failed]) is None
 
 
 def test_a_winner_s_one_off_cost_is_said_with_when_it_gains_it_back():
