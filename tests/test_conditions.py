@@ -17,6 +17,11 @@ from autotune.conditions import Condition, ConditionError
         ("(a or b) and c", {"a": True, "b": False, "c": True}, True),
         ("x == null", {"x": None}, True),
         ("flag == true", {"flag": True}, True),
+        # Each spelling of a constant (found by mutating conditions.py: True, false and False read wrong passed).
+        ("flag == True", {"flag": True}, True),
+        ("flag == false", {"flag": False}, True),
+        ("flag == False", {"flag": True}, False),
+        ("x == None", {"x": None}, True),
         ("ratio > -0.5", {"ratio": 0.0}, True),
         ("chunk > 3", {"chunk": None}, False),  # an inactive parameter never orders
         ('mode == "max-autotune"', {"mode": "max-autotune"}, True),
@@ -32,7 +37,7 @@ def test_names_are_the_parameters_read():
 
 @pytest.mark.parametrize(
     "text",
-    ["", "a ==", "a = 1", "__import__('os')", "a and and b", "[1, 2", "a.b == 1", "lambda: 1", "a == 1 1"],
+    ["", "a ==", "a = 1", "__import__('os')", "a and and b", "[1, 2", "a.b == 1", "lambda: 1", "a == 1 1", "a not b c"],
 )
 def test_rejects_what_is_not_the_language(text):
     with pytest.raises(ConditionError):
