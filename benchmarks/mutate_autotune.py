@@ -1,0 +1,133 @@
+"""Which small changes to one of autotune's own modules its tests let through: a mutation run.
+
+The planted bugs of ``tests/mutants`` prove the workloads' checks; this proves the tests of autotune's own code.
+Each site of the module (a comparison, an arithmetic operator, ``and``/``or``, ``not``, a number, a bool, an
+``if``'s test, a returned value) is changed alone, the given tests run with ``-x``, and a change no test fails
+is a survivor: code whose behaviour no test pins. Some survivors change nothing (``return None`` made
+``return None``, ``<`` made ``<=`` on measured times); the rest are tests to write.
+
+It never touches this checkout: the module is mutated in a throwaway git worktree of HEAD (so commit first),
+whose package the tests import (``PYTHONPATH``), removed at the end.
+
+    python benchmarks/mutate_autotune.py autotune/check.py -- tests/test_check.py tests/test_contract.py
+    python benchmarks/mutate_autotune.py autotune/conditions.py --sites 3,4,59 -- tests/test_conditions.py
+
+Measured on this 2-core CPU (2026-11-29): 1 to 20 s a mutant with quick tests; the findings are in the README
+("The tests of autotune's own code").
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPARED = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+            ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
+              ast.Mod: ast.FloorDiv}
+
+
+def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
+    """Every place one change can be made, in a fixed order: ``(node, kind, index of the comparison)``."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    found: list[tuple[ast.AST, str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            found += [(node, "compare", i) for i, op in enumerate(node.ops) if type(op) in COMPARED]
+        elif isinstance(node, ast.BinOp) and type(node.op) in ARITHMETIC:
+            found.append((node, "arithmetic", 0))
+        elif isinstance(node, ast.BoolOp):
+            found.append((node, "and/or", 0))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            found.append((node, "not", 0))
+        elif isinstance(node, ast.Constant) and id(node) not in docstrings and isinstance(node.value, (int, float)):
+            found.append((node, "bool" if isinstance(node.value, bool) else "number", 0))
+        elif isinstance(node, ast.If):
+            found.append((node, "if", 0))
+        elif isinstance(node, ast.Return) and node.value is not None:
+            found.append((node, "return", 0))
+    return found
+
+
+class _DropNot(ast.NodeTransformer):
+    def __init__(self, target: ast.AST) -> None:
+        self.target = target
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        return node.operand if node is self.target else self.generic_visit(node)
+
+
+def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
+    """The module's source with site ``index`` changed, the site's line, and its kind."""
+    tree = copy.deepcopy(tree)
+    node, kind, i = sites(tree)[index]
+    if kind == "compare":
+        node.ops[i] = COMPARED[type(node.ops[i])]()
+    elif kind == "arithmetic":
+        node.op = ARITHMETIC[type(node.op)]()
+    elif kind == "and/or":
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif kind == "not":
+        tree = _DropNot(node).visit(tree)
+    elif kind == "bool":
+        node.value = not node.value
+    elif kind == "number":
+        node.value = node.value + 1 if node.value in (0, 1) else node.value * 2
+    elif kind == "if":
+        node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+    else:
+        node.value = ast.Constant(value=None)
+    return ast.unparse(ast.fix_missing_locations(tree)), getattr(node, "lineno", 0), kind
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("module", help="a module of this checkout, e.g. autotune/check.py")
+    parser.add_argument("--sites", help="comma-separated site numbers (default: every site)")
+    parser.add_argument("--timeout", type=float, default=240.0, help="seconds a mutant's tests may run (then killed)")
+    parser.add_argument("tests", nargs="+", help="after --: the test files (and pytest options) to run")
+    args = parser.parse_args()
+    source = (ROOT / args.module).read_text()
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    chosen = [int(s) for s in args.sites.split(",")] if args.sites else range(len(sites(tree)))
+    survivors = []
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(work), "HEAD"], check=True)
+        try:
+            print(f"{args.module}: {len(sites(tree))} sites, {len(chosen)} to run, in {work}", flush=True)
+            for index in chosen:
+                text, line, kind = mutant(tree, index)
+                (work / args.module).write_text(text)
+                started = time.monotonic()
+                try:
+                    run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                          *args.tests], cwd=work, capture_output=True, timeout=args.timeout,
+                                         env={**os.environ, "PYTHONPATH": str(work)})
+                    killed = run.returncode != 0
+                except subprocess.TimeoutExpired:  # a mutant that loops: a test would hang on it, so it is caught
+                    killed = True
+                shown = lines[line - 1].strip()[:100] if line else ""
+                print(f"{index:4d} L{line:<4d} {kind:10s} {'killed' if killed else 'SURVIVED':8s} "
+                      f"{time.monotonic() - started:5.1f}s  {shown}", flush=True)
+                if not killed:
+                    survivors.append(f"{index:4d} L{line:<4d} {kind:10s} {shown}")
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(work)], check=False)
+    print(f"\n{len(survivors)} survivors of {len(chosen)}", *survivors, sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
