@@ -40,6 +40,8 @@ def test_load_config_reads_the_exported_file(tmp_path):
     assert cfg["dtype"] == "float64" and cfg.speedup == 3.5 and cfg.measured == {"throughput": 10.0}
     # A knob the file lacks (an export older than the knob) is the space's default, not a KeyError in a script.
     assert dict(cfg) == {**SearchSpace.from_file(space_path("chmm")).defaults.to_dict(), "dtype": "float64"}
+    assert len(cfg) == len(cfg.config) == len(dict(cfg)) and dict(cfg.config) == dict(cfg)  # a mutant's None passed
+    assert repr(cfg).startswith("TunedConfig({") and "speedup=3.5, source=" in repr(cfg)
     with pytest.raises(TypeError):
         cfg["dtype"] = "float32"  # type: ignore[index]
     assert cfg.unused == ("chunk_size", "overlap_passes")  # the loop kernel (the default) has neither
