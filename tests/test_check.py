@@ -23,7 +23,7 @@ def test_the_worst_element_counts_in_full_where_the_norm_dilutes_it():
 
 def test_an_error_is_relative_whatever_the_size_of_the_reference():
     # Found by mutating check.py: `norm > 0` made `norm > 1` passed every test, and a reference of norm under 1
-    # (probabilities, a loss of 0.3) was then held to an absolute error, half as strict at 0.5.
+    # (probabilities, a loss of 0.3) would then be held to an absolute error, half as strict at 0.5.
     assert relative_error(torch.tensor([0.5]), torch.tensor([0.25])) == 1.0
     assert worst_error(torch.tensor([0.5, 0.0]), torch.tensor([0.25, 0.0])) == 1.0
     assert relative_error(np.full(4, 3e-4), np.full(4, 2e-4)) == pytest.approx(0.5)
@@ -32,7 +32,7 @@ def test_an_error_is_relative_whatever_the_size_of_the_reference():
 
 
 def test_the_share_of_a_tolerance_an_error_has_used():
-    # What picks the worst metric of a trial (Check.from_metrics, the runner, the report): a reversed test put the
+    # What picks the worst metric of a trial (Check.from_metrics, the runner, the report): a reversed test would put the
     # least failing metric in the trial's error.
     assert share_of_tolerance(0.5, 0.25) == 2.0 and share_of_tolerance(0.1, 0.4) == 0.25
     assert share_of_tolerance(None, 1.0) == math.inf  # unbounded (a NaN output)

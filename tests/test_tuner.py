@@ -136,7 +136,7 @@ def test_chmm_search_exports_resumes_and_loads(studies):
         assert repeat.config == next(r.config for r in measured if r.number == repeat.duplicate_of)
     assert seen[0].config == tuner.space.baseline
     assert result.winner is not None and result.winner.passed
-    # Two rounds, and one more for each that other work ran beside (a test run beside a build read 4 here).
+    # Two rounds, and one more for each that other work ran beside (run beside a mutation run, it read 4).
     loaded = loaded_rounds(c.results for c in result.candidates)
     assert result.baseline.config == tuner.space.baseline and len(result.baseline.results) == 2 + len(loaded[:2])
     assert result.speedup == pytest.approx(
