@@ -34,7 +34,7 @@ from autotune._version import __version__
 from autotune.exceptions import AutotuneError, UnknownNameError, said
 from autotune.shipped import PACKAGES, builtin_module, folder, module_file
 from autotune.workload import REGISTERED, Workload
-from autotune.workload_files import module_name as file_module
+from autotune.workload_files import is_file_module, module_name as file_module
 
 if TYPE_CHECKING:
     from autotune.config import Config
@@ -132,7 +132,7 @@ def trial_spec(spec: str) -> str:
         return spec
     # A package's module by its name (its relative imports need the package); a script, or a module beside it,
     # by its file (a trial's process starts in the working directory, not in the script's).
-    file = "." not in cls.__module__ or cls.__module__.startswith(f"{file_module.__module__}.")  # a workload file
+    file = "." not in cls.__module__ or is_file_module(cls.__module__)  # a script, or a workload file
     where = getattr(sys.modules.get(cls.__module__), "__file__", None) if file else cls.__module__
     if where is None or "." in cls.__qualname__:
         raise AutotuneError(f"workload {spec!r} ({cls.__qualname__}) cannot be found by a trial's own process, as "

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["FILES", "module_name"]
+__all__ = ["FILES", "is_file_module", "module_name"]
 
 #: The files imported under this module's names, as ``name=path`` entries, one a line (a path may hold ``:``).
 FILES = "AUTOTUNE_WORKLOAD_FILES"
@@ -38,6 +38,11 @@ def module_name(path: Path) -> str:
     if entry not in known.split("\n"):
         os.environ[FILES] = "\n".join(e for e in (known, entry) if e)
     return name
+
+
+def is_file_module(name: str) -> bool:
+    """Whether the module ``name`` is a workload file's, imported under :func:`module_name`."""
+    return name.startswith(f"{__name__}.")
 
 
 def _files() -> dict[str, str]:
