@@ -75,6 +75,32 @@ def test_the_cache_reads_back_as_a_recorded_space_with_failures(tmp_path):
     assert recorded.space.violated(recorded.space.complete(moved)) is None
 
 
+def test_a_cache_entry_holds_ms_per_item_what_measuring_cost_and_why_a_config_failed():
+    ok = TrialResult(status="ok", config={"x": 1}, items_per_run=10, throughput=100.0, times=[0.1, 0.2],
+                     wall_seconds=1.5)
+    assert cache_entry({"x": 1}, ok) == {"x": 1, "time": pytest.approx(10.0), "times": pytest.approx([10.0, 20.0]),
+                                         "benchmark_time": 1500.0}
+    # A wrong answer keeps the throughput it was measured at (runner.py); recorded, it is a failure, never a time
+    # a replay could find best.
+    wrong = TrialResult(status="incorrect", config={"x": 1}, items_per_run=10, throughput=500.0, times=[0.02],
+                        check={"message": "max error 3e-2, tolerance 1e-3"})
+    assert cache_entry({"x": 1}, wrong) == {"x": 1, "time": "IncorrectConfig", "error": "max error 3e-2, tolerance 1e-3",
+                                            "benchmark_time": 0.0}
+    crash = TrialResult(status="error", config={"x": 1}, error="ValueError: bad", check={"message": "not this"},
+                        wall_seconds=0.25)
+    assert cache_entry({"x": 1}, crash) == {"x": 1, "time": "RuntimeFailedConfig", "error": "ValueError: bad",
+                                            "benchmark_time": 250.0}
+
+
+def test_a_space_document_keeps_the_baseline_and_the_probes():
+    spec = {**FIXED_HERE, "parameters": {**FIXED_HERE["parameters"], "impl": {"choices": ["a", "b"], "probe": True}},
+            "defaults": {**FIXED_HERE["defaults"], "impl": "a"}}
+    space = SearchSpace.from_dict(spec)
+    back = SearchSpace.from_dict(space_document(space, {name: list(p.choices) for name, p in space.parameters.items()}))
+    assert back.baseline == space.baseline and back.baseline["batch"] == 4  # what a replay measures first
+    assert back.parameters["impl"].probe and not back.parameters["batch"].probe
+
+
 def test_a_value_left_out_is_in_no_config():
     record = _module()
     grids, configs = record.configs(SearchSpace.from_dict(SPACE), {"fast": [True]})
@@ -224,7 +250,7 @@ def test_a_space_with_knobs_the_device_fixes_reads_back_from_its_file_and_from_a
 
 def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_wrong(tmp_path):
     from autotune.exceptions import AutotuneError
-    from autotune.recorded import load_recorded_study
+    from autotune.recorded import load_recorded_study, recorded_study
     from autotune.simulate import simulate
 
     import yaml
@@ -242,9 +268,16 @@ def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_
     assert recorded.optimum == min(e["time"] for e in recorded.entries.values() if isinstance(e["time"], float))
     replay = simulate(recorded, 20, seed=0)
     assert replay.evaluations == 7  # every measured config once, then the space is spent; nothing else is a config
-    # The space file gone or changed: the configs' knobs, flat, as a Kernel Tuner cache without its conditions.
+    # The space file changed (a knob added) or gone: the configs' knobs, flat, as a Kernel Tuner cache without its
+    # conditions.
+    space_file.write_text(yaml.safe_dump({**SPACE, "parameters": {**SPACE["parameters"], "new": {"choices": [1, 2]}},
+                                          "defaults": {**SPACE["defaults"], "new": 1}}, sort_keys=False))
+    changed = load_recorded_study(storage, "toy-cpu-tiny")
+    assert len(changed.entries) == 7 and "new" not in changed.order and changed.space.is_active("chunk", {"kind": "loop"})
     space_file.unlink()
     assert len(load_recorded_study(storage, "toy-cpu-tiny").entries) == 7
+    one = recorded_study(_study_of(space_file, configs[:1], _fate, None), "study")  # the knobs of its one config
+    assert list(one.entries) == [",".join(str(configs[0][n]) for n in one.order)] and simulate(one, 3, 0).evaluations == 1
     with pytest.raises(AutotuneError, match="unknown study 'nope'; valid: toy-cpu-tiny"):
         load_recorded_study(storage, "nope")
     with pytest.raises(AutotuneError, match="no study storage at"):
@@ -269,3 +302,22 @@ def test_a_config_measured_again_after_its_file_was_edited_replays_as_measured_l
 def _fate_fixed(index, config):
     return (TrialResult(status="error", config=dict(config), error="ValueError: not built yet") if index == 0 else
             TrialResult(status="ok", config=dict(config), items_per_run=10, throughput=100.0, times=[0.1, 0.1]))
+
+
+def test_a_study_replays_the_configs_it_measured_with_what_its_device_lacks_now(tmp_path):
+    # The facts a study keeps are refreshed when it resumes; what a config measured before needed (here pinned
+    # memory, on a machine whose facts now lack it), the device had then: those configs stay configs.
+    import yaml
+
+    from autotune.devices import PROFILES
+    from autotune.recorded import recorded_study
+    from autotune.simulate import simulate
+
+    space_file = tmp_path / "toy.yaml"
+    space_file.write_text(yaml.safe_dump(FIXED_HERE, sort_keys=False))
+    configs = [{"pin": True, "nb": False, "graph": False, "compile": "none", "batch": b} for b in (1, 2, 4)]
+    study = _study_of(space_file, configs, lambda i, c: _fate(0, c), None)
+    study.set_user_attr("facts", SearchSpace.from_dict(FIXED_HERE).for_device(PROFILES["cpu"]).facts)
+    recorded = recorded_study(study, "study")
+    assert all(recorded.space.violated(recorded.space.complete(c)) is None for c in configs)
+    assert simulate(recorded, 5, seed=0).evaluations == 3

@@ -11,6 +11,7 @@ import pytest
 
 from autotune.exceptions import AutotuneError
 from autotune.recorded import direction_of, load_recorded
+from autotune.samplers import DEFAULT, SAMPLERS
 from autotune.simulate import Repeat, budgets_for, expected_random_best, run_repeats, score, simulate, time_score
 
 
@@ -103,6 +104,26 @@ def test_a_cache_of_the_wrong_shapes_is_a_one_line_error_not_a_traceback(tmp_pat
     # or a direction silently taken as the default; the CLI's exit 2 for these errors is shown above.
     with pytest.raises(AutotuneError, match=says):
         load_recorded(_broken_cache(tmp_path, break_it))
+
+
+def test_a_time_of_zero_is_a_failed_config_and_a_run_of_zero_is_read(tmp_path):
+    # A recorded time of 0 would be an infinite throughput (1000 / 0 stopped the replay with ZeroDivisionError);
+    # a run of 0 ms among others is a timer's rounding, and is read.
+    path = _broken_cache(tmp_path, lambda data: (data["cache"]["2,10"].update(time=0.0),
+                                                 data["cache"]["1,10"].update(times=[0.0, 101.0, 101.0])))
+    recorded = load_recorded(path)
+    assert recorded.result({"x": 2, "y": 10}).status == "error" and 0.0 not in recorded.times
+    assert recorded.result({"x": 1, "y": 10}).times == [0.0, 0.101, 0.101]
+    assert simulate(recorded, 10, seed=0).best_so_far[-1] == recorded.optimum
+
+
+def test_a_result_that_is_not_ok_has_no_recorded_objective_whatever_its_throughput(tmp_path):
+    from autotune.runner import TrialResult
+
+    recorded = load_recorded(_cache(tmp_path))
+    wrong = TrialResult(status="incorrect", config={"x": 8, "y": 10}, throughput=1000 / 13.5)
+    assert recorded.objective_of(wrong) is None
+    assert recorded.objective_of(recorded.result({"x": 8, "y": 10})) == pytest.approx(13.5)
 
 
 def test_a_failed_configs_runs_are_not_read(tmp_path):
@@ -303,6 +324,93 @@ def test_the_time_score_charges_a_search_for_what_its_configs_cost(tmp_path):
     # Cheap configs: more of them in the same time, and the optimum found at the 4th counts at 3.
     cheap = Repeat(0, 4, [30.0, 30.0, 30.0, recorded.optimum], seconds_so_far=[0.01, 0.02, 0.03, 0.04])
     assert time_score(recorded, cheap, 3) == pytest.approx(1.0) and score(recorded, cheap.best_so_far, 3) < 1.0
+
+
+# -- the figures of a table ----------------------------------------------------------------
+
+def test_a_summary_is_the_mean_and_sample_spread_of_the_scores_and_the_strategys_own_cost(tmp_path):
+    # `summary` makes every figure of benchmarks/search_quality.py's tables and of `simulate`'s.
+    import statistics
+
+    from autotune.simulate import summary
+
+    recorded = load_recorded(_cache(tmp_path))
+    worst, mid, best = recorded.worst, 100 / 4 + 1, recorded.optimum
+    every = [0.02, 0.04, 0.06]  # each config under this file's mean cost of 25 ms
+    repeats = [Repeat(0, 2, [worst, worst], 0.1, every[:2]), Repeat(1, 2, [worst, mid], 0.2, [0.1, 0.2]),
+               Repeat(2, 3, [worst, best, best], 0.3, every)]
+    figures = summary(recorded, repeats, budgets=(2, 3))
+    at_2 = [score(recorded, r.best_so_far, 2) for r in repeats]
+    assert len(set(at_2)) == 3
+    assert figures["2"] == {"mean": pytest.approx(statistics.mean(at_2)), "std": pytest.approx(statistics.stdev(at_2))}
+    assert figures["3"] == {"mean": pytest.approx(1.0), "std": 0.0}  # only the third repeat reached 3 evaluations
+    # By time, the second repeat's configs cost 4x the mean: within the time of 2 it had evaluated none.
+    by_time = [score(recorded, [worst], 2), score(recorded, [], 2), score(recorded, [best], 2)]
+    assert figures["time 2"]["mean"] == pytest.approx(statistics.mean(by_time))
+    assert figures["time 2"]["std"] == pytest.approx(statistics.stdev(by_time))
+    assert figures["seconds_per_evaluation"] == pytest.approx(0.6 / 7)
+
+
+def test_a_budget_that_covers_the_space_scores_the_optimum_1_and_anything_else_0(tmp_path):
+    recorded = load_recorded(_cache(tmp_path))  # 10 configs: random search of 10 or more finds the optimum
+    for m in (10, 12):
+        assert score(recorded, [recorded.optimum] * m, m) == 1.0 and score(recorded, [recorded.worst] * m, m) == 0.0
+
+
+def test_a_repeat_times_itself_and_counts_no_cost_where_the_file_records_none(tmp_path):
+    import time
+
+    path = _broken_cache(tmp_path, lambda data: [entry.pop(part) for entry in data["cache"].values()
+                                                for part in ("compile_time", "benchmark_time")])
+    started = time.perf_counter()
+    repeat = simulate(load_recorded(path), 4, seed=0)
+    assert 0 < repeat.wall_seconds <= time.perf_counter() - started
+    assert repeat.seconds_so_far == [0.0] * 4
+
+
+def test_the_two_objective_study_autotune_made_before_is_still_simulated(tmp_path, monkeypatch):
+    # benchmarks/search_quality.py scores it beside today's (the "current two-objective TPE" of issue 16).
+    import optuna
+
+    made = []
+    create = optuna.create_study
+    monkeypatch.setattr(optuna, "create_study", lambda **kw: made.append(kw["directions"]) or create(**kw))
+    recorded = load_recorded(_cache(tmp_path))
+    two, one = simulate(recorded, 10, seed=0, sampler="tpe", objectives=2), simulate(recorded, 10, seed=0)
+    assert made == [["maximize", "minimize"], ["maximize"]]
+    assert two.best_so_far[-1] == one.best_so_far[-1] == recorded.optimum
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+def test_every_strategy_takes_the_largest_seed_and_one_past_it_is_refused(tmp_path, sampler):
+    recorded = load_recorded(_cache(tmp_path))
+    assert [r.seed for r in run_repeats(recorded, sampler, 2, 2, seed=2**32 - 2)] == [2**32 - 2, 2**32 - 1]
+    with pytest.raises(AutotuneError) as refused:
+        run_repeats(recorded, sampler, 2, 2, seed=2**32 - 1)
+    assert str(refused.value) == ("--seed 4294967295 with --repeats 2 needs seeds up to 4294967296, past the "
+                                  "largest, 4294967295; give --seed 4294967294 or less")
+
+
+def test_json_takes_one_strategy_and_a_strategy_named_twice_is_one():
+    from autotune.simulate import strategies_asked
+
+    assert strategies_asked(("tpe", "tpe"), True, True, False) == ["tpe"]
+    assert strategies_asked((), False, False, True) == [DEFAULT]
+    with pytest.raises(AutotuneError, match="--json prints one strategy's repeats: give at most one --sampler"):
+        strategies_asked(("tpe", "random"), True, True, False)
+
+
+def test_a_table_names_every_budget_and_gives_the_cost_on_the_strategys_row_alone():
+    from autotune.simulate import simulation_table
+
+    figures = {"mean": 0.5, "std": 0.25}
+    summary = {**{m: figures for m in ("20", "50", "100", "time 20", "time 50", "time 100")},
+               "seconds_per_evaluation": 0.0123}
+    recorded = SimpleNamespace(source="x.json", optimum=1.0, objective="time", direction="minimize")
+    table = simulation_table(recorded, {"tpe": summary}, 3)
+    strategy, by_time = [line for line in table.splitlines() if line.split()[0] in ("tpe", "by")]
+    assert strategy.split()[-1] == "12.3" and by_time.split()[-1] == "0.25"
+    assert "at the time that 20, 50 and 100 evaluations take on average" in table
 
 
 # -- a maximised objective ----------------------------------------------------------------
