@@ -337,18 +337,20 @@ def test_a_summary_is_the_mean_and_sample_spread_of_the_scores_and_the_strategys
     recorded = load_recorded(_cache(tmp_path))
     worst, mid, best = recorded.worst, 100 / 4 + 1, recorded.optimum
     every = [0.02, 0.04, 0.06]  # each config under this file's mean cost of 25 ms
-    repeats = [Repeat(0, 2, [worst, worst], 0.1, every[:2]), Repeat(1, 2, [worst, mid], 0.2, [0.1, 0.2]),
+    repeats = [Repeat(0, 2, [worst, worst], 0.1, every[:2]), Repeat(1, 3, [worst, mid, mid], 0.2, [0.1, 0.2, 0.3]),
                Repeat(2, 3, [worst, best, best], 0.3, every)]
-    figures = summary(recorded, repeats, budgets=(2, 3))
+    figures = summary(recorded, repeats, budgets=(2, 3, 4))
     at_2 = [score(recorded, r.best_so_far, 2) for r in repeats]
     assert len(set(at_2)) == 3
     assert figures["2"] == {"mean": pytest.approx(statistics.mean(at_2)), "std": pytest.approx(statistics.stdev(at_2))}
-    assert figures["3"] == {"mean": pytest.approx(1.0), "std": 0.0}  # only the third repeat reached 3 evaluations
+    at_3 = [score(recorded, [mid], 3), 1.0]  # the first repeat did not reach 3 evaluations; none reached 4
+    assert figures["3"] == {"mean": pytest.approx(statistics.mean(at_3)), "std": pytest.approx(statistics.stdev(at_3))}
+    assert figures["4"] == {"mean": None, "std": None}
     # By time, the second repeat's configs cost 4x the mean: within the time of 2 it had evaluated none.
     by_time = [score(recorded, [worst], 2), score(recorded, [], 2), score(recorded, [best], 2)]
     assert figures["time 2"]["mean"] == pytest.approx(statistics.mean(by_time))
     assert figures["time 2"]["std"] == pytest.approx(statistics.stdev(by_time))
-    assert figures["seconds_per_evaluation"] == pytest.approx(0.6 / 7)
+    assert figures["seconds_per_evaluation"] == pytest.approx(0.6 / 8)
 
 
 def test_a_budget_that_covers_the_space_scores_the_optimum_1_and_anything_else_0(tmp_path):
@@ -430,6 +432,7 @@ def test_a_maximised_objective_is_searched_and_scored_the_right_way_up(tmp_path)
     assert recorded.optimum == pytest.approx(best) and recorded.worst == pytest.approx(1000 / (100 + 3))
     ok = recorded.result({"x": 8, "y": 10})
     assert ok.throughput == pytest.approx(best) and recorded.objective_of(ok) == pytest.approx(best)
+    assert recorded.loss_of(recorded.entries["8,10"]) == pytest.approx(1 / best)  # what the benchmarks minimise
     assert recorded.result({"x": 2, "y": 20}).status == "error"
     # b(M) is the expected best (the highest) of a random draw.
     keys = list(recorded.entries)
