@@ -337,7 +337,7 @@ def space_document(space: SearchSpace, grids: Mapping[str, list[Any]]) -> dict[s
             "constraints": [c.text for c in space.constraints],
             **({"size_parameters": list(space.size_parameters)} if space.size_parameters else {}),
             "defaults": {name: space.defaults[name] for name in grids},
-            "baseline": {name: space.baseline[name] for name in grids if name in space.baseline}}
+            "baseline": {name: space.baseline[name] for name in grids}}  # a space's baseline names every knob
 
 
 def load_recorded_study(storage: str | None = None, study_name: str | None = None) -> Recorded:
@@ -390,8 +390,8 @@ def recorded_study(study: "optuna.Study", source: str) -> Recorded:
     if space is None:  # a space file that is gone or has changed: the configs' knobs, flat, as a Kernel Tuner cache
         data["tune_params"] = {name: sorted(values, key=_by_value) for name, values in seen.items()}
     else:
-        data["tune_params"] = {name: _ordered(space.parameters[name], seen[name] | {space.defaults[name]}
-                                              | ({space.baseline[name]} if name in space.baseline else set()))
+        data["tune_params"] = {name: _ordered(space.parameters[name],
+                                              seen[name] | {space.defaults[name], space.baseline[name]})
                                for name in order}
         data["autotune_space"] = space_document(space, data["tune_params"])
         data["autotune_facts"] = attrs.get("facts") or {}  # as the search judged its constraints
