@@ -129,6 +129,46 @@ def test_a_write_leaves_another_writers_temporary_file_alone(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu-small.json", "cpu-small.json.tmp"]
 
 
+def test_a_failed_write_raises_its_own_error_and_leaves_nothing(tmp_path, monkeypatch):
+    # The temporary file is removed after a failed write; where none was made (its folder could not be, a full
+    # disk here), that removal must not put "No such file" in place of why the write failed.
+    import errno
+
+    from autotune.export import write_atomically
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "mkdir", full)
+    with pytest.raises(OSError) as failed:
+        write_atomically("text", tmp_path / "new" / "cpu-small.json")
+    assert failed.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+
+
+def test_a_valid_export_s_metrics_may_have_no_error_and_figures_may_be_missing():
+    from autotune.export import ExportDocument
+
+    data = {"schema_version": 1, "config": {}, "check": {"passed": True, "metrics": {"x": [0.1, 0.5], "y": [None, 1]}}}
+    assert ExportDocument.from_json(data).check["metrics"]["y"] == [None, 1]
+
+
+def test_an_export_replacing_one_without_a_study_or_a_speedup_says_what_it_can(tmp_path):
+    # A hand-written export (its config alone) names no study: nothing to say. One whose baseline won has no
+    # speedup: the warning names the study without figures.
+    from autotune.export import ExportDocument
+
+    path = config_path("chmm", "cpu", "small", tmp_path)
+    ExportDocument({"dtype": "float64"}).write(path)
+    new = ExportDocument({"dtype": "float32"}, "chmm", "cpu", "small", speedup=1.2, trial=2, study={"name": "new"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new.write(path)
+    with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'new' (trial #2, 1.20x)")):
+        ExportDocument({"dtype": "float64"}, trial=0, study={"name": "baseline-won"}).write(path)
+    with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'baseline-won'; it now holds")):
+        new.write(path)
+
+
 def test_load_config_honours_the_environment_variable(tmp_path, monkeypatch):
     write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path / "elsewhere"))
     monkeypatch.setenv("AUTOTUNE_STUDIES", str(tmp_path / "elsewhere"))
@@ -359,6 +399,11 @@ def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
         (b'{"schema_version": 1, "config": {}, "check": {"error": 0.1}}', "check.passed must be true or false"),
         (b'{"schema_version": 1, "config": {}, "check": {"passed": true, "metrics": {"x": 0.1}}}',
          "check.metrics must map"),
+        (b'{"schema_version": 1, "config": {}, "check": {"passed": true, "metrics": {"x": [0.1, 0.5, 1]}}}',
+         "check.metrics must map"),
+        (b'{"schema_version": 1, "config": {}, "check": {"passed": true, "metrics": {"x": ["big", 0.5]}}}',
+         "check.metrics must map"),
+        (b'{"schema_version": 1, "config": {}, "speedup": "3x"}', "speedup must be a number, got '3x'"),
         (b'{"schema_version": 1, "config": {}, "workload_version": "2"}', "workload_version must be a whole number"),
         # A knob written twice (a hand edit): JSON keeps the last one, silently.
         (b'{"schema_version": 1, "config": {"dtype": "float32", "dtype": "float64"}}',
@@ -371,7 +416,8 @@ def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
          "holds an export of workload 'ten', size 'tiny', not of workload 'chmm', size 'small' as its place says"),
     ],
     ids=["empty", "truncated", "binary", "list", "no-config", "bad-value", "unknown-knob", "restricted",
-         "text-figure", "figures-not-object", "check-without-verdict", "metric-not-pair", "version-text", "twice",
+         "text-figure", "figures-not-object", "check-without-verdict", "metric-not-pair", "metric-of-three",
+         "metric-text", "speedup-text", "version-text", "twice",
          "other-device", "other-workload-and-size"],
 )
 def test_a_bad_export_is_one_error_that_names_the_file(tmp_path, content, fragment):
