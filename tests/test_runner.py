@@ -3,8 +3,10 @@
 import dataclasses
 import json
 import os
+import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -303,6 +305,56 @@ def test_a_reference_output_the_disk_does_not_take_says_so_not_that_its_type_is_
     assert result.error.endswith("MiB free there): RuntimeError: [enforce fail at inline_container.cc:672] . "
                                  "unexpected pos 576 vs 534"), result.error
     assert not request.reference_path.exists() and not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_reference_the_disk_refused_says_how_large_it_was_and_how_much_room_there_was(tmp_path, monkeypatch):
+    # torch.save may fail before it makes the file: removing the file it never made must not replace the cause.
+    import collections
+    import shutil
+
+    import torch
+
+    from autotune.reference import save
+
+    def refused(value, path):
+        raise RuntimeError("unexpected pos 576 vs 534")
+
+    monkeypatch.setattr(torch, "save", refused)
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(2**30, 2**30 - 3 * 2**19, 3 * 2**19))
+    with pytest.raises(OSError) as failed:
+        save(SimpleNamespace(), {"a": torch.zeros(2**18), "b": [torch.zeros(2**17, dtype=torch.float64)]},
+             tmp_path / "reference.pt")
+    assert str(failed.value) == (f"SimpleNamespace's reference output (2.00 MiB of tensors) could not be written to "
+                                 f"{tmp_path} (1.50 MiB free there): RuntimeError: unexpected pos 576 vs 534")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_reference_saved_but_not_loadable_is_its_type_not_the_disk(tmp_path, monkeypatch):
+    import torch
+
+    from autotune.reference import save
+
+    def unloadable(path, **kwargs):
+        raise RuntimeError("Weights only load failed")
+
+    monkeypatch.setattr(torch, "load", unloadable)
+    with pytest.raises(TypeError, match="^SimpleNamespace's reference output holds a value torch cannot load, which"):
+        save(SimpleNamespace(), torch.ones(2), tmp_path / "reference.pt")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("output, error, said", [
+    # A dict's keys are saved too: a key no trial can load, or a NaN key, is named as a value would be.
+    ({frozenset({1}): 0}, TypeError, "holds a builtins.frozenset, which a reference file cannot"),
+    ({float("nan"): 0}, ValueError, "holds NaN (output key nan)"),
+])
+def test_a_reference_s_dict_keys_are_checked_as_its_values_are(tmp_path, output, error, said):
+    from autotune.reference import save
+
+    with pytest.raises(error, match=re.escape(said)):
+        save(SimpleNamespace(), output, tmp_path / "reference.pt")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("output, where", [

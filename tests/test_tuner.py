@@ -1538,6 +1538,47 @@ def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(stu
     assert not studies.exists()
 
 
+@pytest.mark.parametrize("given, said", [
+    ({"measurer": {"min_time": 0}}, "measurer's min_time must be a number over 0, not 0"),
+    ({"measurer": {"min_time": None}}, "measurer's min_time must be a number over 0, not None"),  # no default
+    ({"measurer": {"min_runs": 2.5}}, "measurer's min_runs must be a whole number over 0, not 2.5"),
+    ({"measurer": {"hopeless_below": -0.5}}, "measurer's hopeless_below must be a number over 0, not -0.5"),
+    ({"measurer": {"min_runs": 2**62 + 1}}, f"measurer's min_runs must be a whole number over 0, not {2**62 + 1}"),
+    ({"measurer": {"min_time": 1e9 + 1}}, "measurer's min_time must be a number over 0, not 1000000001.0"),
+    ({"trial_timeout": "5"}, "trial_timeout must be a number of seconds over 0, at most 1,000,000,000, not '5'"),
+    ({"trial_timeout": 0}, "trial_timeout must be a number of seconds over 0, at most 1,000,000,000, not 0"),
+    ({"time_budget": True}, "time_budget must be a number of seconds over 0, at most 1,000,000,000, not True"),
+])
+def test_the_numbers_a_tuner_refuses_next_to_those_it_takes(given, said):
+    from autotune.exceptions import AutotuneError
+    from autotune.limits import check_numbers
+
+    with pytest.raises(AutotuneError, match=f"^{re.escape(said)}$"):
+        check_numbers(**given)
+    check_numbers(measurer={"hopeless_below": None, "race_below": None, "min_runs": 1, "min_time": 1e-9},
+                  trial_timeout=1e9, time_budget=0.5)
+    check_numbers(measurer={"min_runs": 2**62, "min_time": 1e9})
+
+
+def test_the_bounds_of_each_count_a_tuner_and_its_options_take():
+    # Stated here, not read from limits.WHOLE: 0 threads, rounds or candidates mean nothing; 0 trials re-measures
+    # and exports what a study has; a seed is 32 bits; a grace period is at least twice the least heartbeat
+    # (storage.check_heartbeat: a shorter one takes a live worker for dead).
+    from autotune.exceptions import AutotuneError
+    from autotune.limits import check_numbers
+
+    most = 2**62
+    bounds = {"remeasure_top": (1, most), "remeasure_rounds": (1, most), "threads": (1, most), "seed": (0, 2**32 - 1),
+              "memory_budget_bytes": (1, most), "memory_limit_bytes": (1, most), "heartbeat": (1, 10**9),
+              "grace_period": (2, 10**9), "n_trials": (0, most)}
+    for name, (low, high) in bounds.items():
+        check_numbers(**{name: low})
+        check_numbers(**{name: high})
+        for outside in (low - 1, high + 1):
+            with pytest.raises(AutotuneError, match=f"^{name} must be a whole number of at least {low}"):
+                check_numbers(**{name: outside})
+
+
 @pytest.mark.parametrize("n_trials", [-1, 2.5, "3", True, None])
 def test_a_search_of_no_whole_count_of_trials_is_refused_as_the_option_is(studies, n_trials):
     # --trials takes a whole number of at least 0; from Python -1 ran a search that exported nothing, 2.5
