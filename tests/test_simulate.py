@@ -393,6 +393,32 @@ def test_every_strategy_takes_the_largest_seed_and_one_past_it_is_refused(tmp_pa
                                   "largest, 4294967295; give --seed 4294967294 or less")
 
 
+def test_each_strategy_name_makes_the_sampler_it_names(tmp_path):
+    # A factory that made nothing left Optuna's default in its place: `--sampler random` would search with TPE and
+    # its scores stand in the benchmark's table as random search's.
+    import optuna
+
+    from autotune.forest import ForestSampler
+    from autotune.linear import LinearSampler
+    from autotune.portfolio import HandingOver, TakingTurns
+    from autotune.samplers import HAND_OVER, make_sampler
+
+    space = load_recorded(_cache(tmp_path)).space
+    made = {name: make_sampler(name, 0, space) for name in SAMPLERS}
+    tpe = optuna.samplers.TPESampler
+    assert {name: type(sampler) for name, sampler in made.items()} == {
+        "tpe": tpe, "tpe-multivariate": tpe, "linear": LinearSampler, "linear-tpe": TakingTurns,
+        "tpe-linear": HandingOver, "forest": ForestSampler, "genetic": optuna.samplers.NSGAIISampler,
+        "random": optuna.samplers.RandomSampler}
+    assert made["tpe-multivariate"]._multivariate and made["tpe-multivariate"]._group  # Optuna 5's attributes
+    assert not made["tpe"]._multivariate
+    assert [type(s) for s in made["linear-tpe"].samplers] == [LinearSampler, tpe]
+    assert [type(s) for s in made["tpe-linear"].samplers] == [tpe, LinearSampler]
+    assert made["tpe-linear"].after == HAND_OVER == 30  # the README's "TPE for the first 30 configs measured"
+    # Workers on one study: the constant liar steers those asking at once apart; one process needs none.
+    assert make_sampler("tpe", 0, space, parallel=True)._constant_liar and not made["tpe"]._constant_liar
+
+
 def test_json_takes_one_strategy_and_a_strategy_named_twice_is_one():
     from autotune.simulate import strategies_asked
 
