@@ -3,8 +3,9 @@
 The planted bugs of ``tests/mutants`` prove the workloads' checks; this proves the tests of autotune's own code.
 Each site of the module (a comparison, an arithmetic operator, ``and``/``or``, ``not``, a number, a bool, an
 ``if``'s test, a returned value) is changed alone, the given tests run with ``-x``, and a change no test fails
-is a survivor: code whose behaviour no test pins. Some survivors change nothing (``return None`` made
-``return None``, ``<`` made ``<=`` on measured times); the rest are tests to write.
+is a survivor: code whose behaviour no test pins. Each survivor is listed with the line it changed. Some change
+nothing (``return None`` made ``return None``, which shows no line; ``<`` made ``<=`` on measured times); the
+rest are tests to write.
 
 It never touches this checkout: the module is mutated in a throwaway git worktree of HEAD (so commit first),
 whose package the tests import (``PYTHONPATH``), removed at the end.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import difflib
 import os
 import subprocess
 import sys
@@ -91,6 +93,13 @@ def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
     return ast.unparse(ast.fix_missing_locations(tree)), getattr(node, "lineno", 0), kind
 
 
+def change(tree: ast.Module, text: str) -> list[str]:
+    """The lines a mutant changed, as ``-`` and ``+`` lines of the module's unparsed text (comments gone)."""
+    lines = difflib.unified_diff(ast.unparse(tree).splitlines(), text.splitlines(), lineterm="", n=0)
+    return [line.strip() if len(line) < 160 else line.strip()[:157] + "..." for line in lines
+            if line[:1] in "+-" and line[:3] not in ("---", "+++")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("module", help="a module of this checkout, e.g. autotune/check.py")
@@ -122,8 +131,9 @@ def main() -> int:
                 shown = lines[line - 1].strip()[:100] if line else ""
                 print(f"{index:4d} L{line:<4d} {kind:10s} {'killed' if killed else 'SURVIVED':8s} "
                       f"{time.monotonic() - started:5.1f}s  {shown}", flush=True)
-                if not killed:
-                    survivors.append(f"{index:4d} L{line:<4d} {kind:10s} {shown}")
+                if not killed:  # with the change it made: "return None" made "return None" is no gap
+                    survivors.append("\n".join([f"{index:4d} L{line:<4d} {kind}",
+                                                *(f"       {edit}" for edit in change(tree, text))]))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(work)], check=False)
     print(f"\n{len(survivors)} survivors of {len(chosen)}", *survivors, sep="\n")
