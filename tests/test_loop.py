@@ -1,0 +1,56 @@
+"""autotune.loop: what the sampler is told of each trial (its objective and its constraints)."""
+
+import optuna
+import pytest
+
+from autotune.loop import tell
+from autotune.runner import TrialResult
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _told(result, directions=("maximize",), budget=1000, memory=4000):
+    study = optuna.create_study(directions=list(directions))
+    trial = study.ask()
+    fits = tell(study, trial, result, budget, memory)
+    return fits, study.get_trials(deepcopy=False)[0]
+
+
+def _result(status, throughput=5.0, peak=500, error=None, tolerance=1e-3):
+    check = None if status == "ok" else {"error": error, "tolerance": tolerance}
+    return TrialResult(status=status, config={}, throughput=throughput, peak_memory_bytes=peak, check=check)
+
+
+@pytest.mark.parametrize("result, correct, value, fits_memory", [
+    # Correct: feasible, its throughput the objective; 500 of a 1,000-byte budget.
+    (_result("ok"), 0.0, 5.0, -0.5),
+    # Wrong by 3x its tolerance: infeasible by as much, so the sampler learns how far from right it was.
+    (_result("incorrect", error=3e-3), 2.0, 5.0, -0.5),
+    # Incorrect with its error at the tolerance (another run's check failed, say): still infeasible, never 0.
+    (_result("incorrect", error=1e-3), 1e-9, 5.0, -0.5),
+    # No error to measure (a NaN output), or a tolerance of 0: wholly wrong.
+    (_result("incorrect", error=None), 1.0, 5.0, -0.5),
+    (_result("incorrect", error=1e-3, tolerance=0.0), 1.0, 5.0, -0.5),
+    # Out of memory: nothing done, and all 4,000 bytes of the device needed (3x over the budget).
+    (_result("oom", throughput=None, peak=None), 1.0, 0.0, 3.0),
+    # Over the budget: infeasible by half of it, and the progress line says it does not fit.
+    (_result("ok", peak=1500), 0.0, 5.0, 0.5),
+])
+def test_a_trial_is_told_its_throughput_and_how_far_it_is_from_correct_and_within_budget(result, correct, value,
+                                                                                          fits_memory):
+    fits, trial = _told(result)
+    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.values == [value]
+    assert trial.system_attrs["constraints:correct"] == pytest.approx(correct, rel=1e-6)
+    assert trial.system_attrs["constraints:fits_memory"] == pytest.approx(fits_memory)
+    assert fits == (fits_memory <= 0)
+
+
+@pytest.mark.parametrize("status", ["timeout", "crash", "error"])
+def test_a_trial_that_gave_no_output_fails_with_no_objective(status):
+    fits, trial = _told(TrialResult(status=status, config={}))
+    assert trial.state == optuna.trial.TrialState.FAIL and trial.values is None and fits
+
+
+def test_without_a_budget_every_config_fits_and_a_two_objective_study_is_told_its_memory():
+    fits, trial = _told(_result("ok", peak=10**9), directions=("maximize", "minimize"), budget=None)
+    assert fits and trial.system_attrs["constraints:fits_memory"] == 0.0 and trial.values == [5.0, 1e9]
