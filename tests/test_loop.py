@@ -26,7 +26,7 @@ def _result(status, throughput=5.0, peak=500, error=None, tolerance=1e-3):
     (_result("ok"), 0.0, 5.0, -0.5),
     # Wrong by 3x its tolerance: infeasible by as much, so the sampler learns how far from right it was.
     (_result("incorrect", error=3e-3), 2.0, 5.0, -0.5),
-    # Incorrect with its error at the tolerance (another run's check failed, say): still infeasible, never 0.
+    # Incorrect, with an error no larger than its tolerance in its figures: infeasible all the same, never 0.
     (_result("incorrect", error=1e-3), 1e-9, 5.0, -0.5),
     # No error to measure (a NaN output), or a tolerance of 0: wholly wrong.
     (_result("incorrect", error=None), 1.0, 5.0, -0.5),
