@@ -336,3 +336,58 @@ def test_the_gpus_torch_sees_are_read_with_their_profile_memory_index_and_capabi
     assert [d.details["compute_capability"] for d in found] == ["9.0", "8.9"]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert devices._cuda_devices_from_torch() == []
+
+
+def test_an_unnamed_gpu_compiles_from_sm70_and_has_bf16_from_sm80():
+    # Triton (torch.compile's GPU backend) wants sm70 or newer: a Volta or Turing card without a profile of its
+    # own compiles, a Pascal one does not. The major version decides, not the minor (sm75 is a T4).
+    from autotune.devices import _profile_for_cuda_name
+
+    for name, capability, compiles, bf16 in [("Quadro GV100", (7, 0), True, False), ("Tesla T4", (7, 5), True, False),
+                                             ("Tesla P40", (6, 1), False, False), ("NVIDIA L40S", (8, 9), True, True)]:
+        profile = _profile_for_cuda_name(name, capability)
+        assert (profile.has("compile"), profile.has("fp16_tensor_cores"), profile.has("bf16")) == (
+            compiles, compiles, bf16), name
+
+
+def test_cuda_stops_reading_its_visible_devices_at_the_first_entry_it_cannot_read(monkeypatch):
+    from autotune.devices import _visible
+
+    for visible, expected in [("1,garbage,0", [None, 0]), ("MIG-4f2a,0", [1, None]), ("GPU-ffff,1", [None, 1]),
+                              (",0", [None, None]), ("0, 1", [0, 1])]:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        assert [_visible(index, "GPU-aaaa") for index in (0, 1)] == expected, visible
+
+
+def test_a_gpu_named_by_its_derived_name_is_found_and_the_cpu_is_found_without_torch(monkeypatch):
+    from autotune import devices
+    from autotune.devices import DetectedDevice, _profile_for_cuda_name
+
+    cpu = detect(False)[-1]
+    asked = []
+    l4 = DetectedDevice(_profile_for_cuda_name("NVIDIA L4", (8, 9)), "NVIDIA L4", index=0)
+    monkeypatch.setattr(devices, "detect", lambda use_torch=True: asked.append(use_torch) or [l4, cpu])
+    assert resolve_device("cuda-nvidia-l4") is l4 and resolve_device("cpu") is cpu
+    assert asked == [True, False]  # torch imported (seconds) only where a GPU may be asked for
+    with pytest.raises(DeviceUnavailableError, match="device 'h100' .* is not on this machine; found: cuda-nvidia-l4"):
+        resolve_device("h100")
+
+
+def test_numba_is_a_capability_only_where_it_is_installed(monkeypatch):
+    import importlib.util
+
+    from autotune.devices import NO_NUMBA, _software
+
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba" else find(name, *a))
+    capabilities, missing = _software()
+    assert "numba" not in capabilities and ("numba", NO_NUMBA) in missing
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "numba" else find(name, *a))
+    capabilities, missing = _software()
+    assert "numba" in capabilities and "numba" not in dict(missing)
+
+
+def test_the_cpu_s_memory_is_the_machine_s():
+    import psutil
+
+    assert detect(False)[-1].memory_bytes == psutil.virtual_memory().total
