@@ -94,10 +94,17 @@ def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
 
 
 def change(tree: ast.Module, text: str) -> list[str]:
-    """The lines a mutant changed, as ``-`` and ``+`` lines of the module's unparsed text (comments gone)."""
-    lines = difflib.unified_diff(ast.unparse(tree).splitlines(), text.splitlines(), lineterm="", n=0)
-    return [line.strip() if len(line) < 160 else line.strip()[:157] + "..." for line in lines
-            if line[:1] in "+-" and line[:3] not in ("---", "+++")]
+    """The lines a mutant changed, as ``-`` and ``+`` lines of the module's unparsed text (comments gone); a long
+    line (a table written as one statement) from a little before where the two differ."""
+    lines = [line for line in difflib.unified_diff(ast.unparse(tree).splitlines(), text.splitlines(), lineterm="", n=0)
+             if line[:1] in "+-" and line[:3] not in ("---", "+++")]
+    if len(lines) == 2 and max(map(len, lines)) > 150:
+        old, new = (line[1:] for line in lines)
+        at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+        start = max(0, at - 60)
+        return [f"{sign}{'...' if start else ''}{line[start:start + 120]}{'...' if len(line) > start + 120 else ''}"
+                for sign, line in (("-", old), ("+", new))]
+    return [line.strip() for line in lines]
 
 
 def main() -> int:

@@ -371,6 +371,8 @@ def test_a_gpu_named_by_its_derived_name_is_found_and_the_cpu_is_found_without_t
     assert asked == [True, False]  # torch imported (seconds) only where a GPU may be asked for
     with pytest.raises(DeviceUnavailableError, match="device 'h100' .* is not on this machine; found: cuda-nvidia-l4"):
         resolve_device("h100")
+    with pytest.raises(UnknownNameError):  # another unnamed GPU's name: not the L4 that is here
+        resolve_device("cuda-nvidia-a10")
 
 
 def test_numba_is_a_capability_only_where_it_is_installed(monkeypatch):

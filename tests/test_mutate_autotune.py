@@ -31,3 +31,11 @@ def test_each_site_is_changed_alone_and_its_change_is_the_line_it_made():
         (5, "bool", ["-    return True", "+    return False"]),
     ])
     assert ast.unparse(tree) == ast.unparse(ast.parse(SOURCE))  # the module's own tree is left as it was
+
+
+def test_a_change_in_a_long_line_is_shown_where_it_is():
+    mutate = load_benchmark("mutate_autotune")
+    tree = ast.parse("TABLE = {" + ", ".join(f"'k{i}': {i + 2}" for i in range(40)) + "}\n")
+    index = next(i for i, (node, _, _) in enumerate(mutate.sites(tree)) if getattr(node, "value", None) == 35)
+    old, new = mutate.change(tree, mutate.mutant(tree, index)[0])
+    assert old.startswith("-...") and new.startswith("+...") and "'k33': 35" in old and "'k33': 70" in new
