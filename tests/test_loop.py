@@ -54,3 +54,29 @@ def test_a_trial_that_gave_no_output_fails_with_no_objective(status):
 def test_without_a_budget_every_config_fits_and_a_two_objective_study_is_told_its_memory():
     fits, trial = _told(_result("ok", peak=10**9), directions=("maximize", "minimize"), budget=None)
     assert fits and trial.system_attrs["constraints:fits_memory"] == 0.0 and trial.values == [5.0, 1e9]
+
+
+def test_the_baseline_is_measured_in_full_and_every_other_config_against_the_best_so_far(tmp_path):
+    # The baseline is what every speedup is taken against: it is never cut short. Every other config is, once
+    # its runs show it cannot reach the best measured so far (measure.Measurer's cuts).
+    from autotune.loop import run_trials
+    from autotune.recorded import load_recorded
+    from autotune.shared_study import NoLock, TrialBudget, enqueue_first
+    from autotune.simulate import _Simulation
+    from tests.test_simulate import _cache
+
+    asked = []
+
+    class Watched(_Simulation):
+        def request(self, config, best_throughput=None):
+            asked.append(best_throughput)
+            return config
+
+    recorded = load_recorded(_cache(tmp_path))
+    study = optuna.create_study(directions=["maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
+    enqueue_first(study, recorded.space.first_params())
+    records = run_trials(Watched(recorded, 0), study, TrialBudget(study, 6, NoLock(), None, None, None, shared=False))
+    measured = [r for r in records if r.duplicate_of is None]
+    assert measured[0].role == "baseline" and asked[0] is None and len(asked) == len(measured) > 2
+    best = [max((r.result.throughput or 0.0 for r in measured[:i]), default=0.0) for i in range(1, len(measured))]
+    assert asked[1:] == best and best[-1] > 0
