@@ -80,3 +80,28 @@ def test_the_baseline_is_measured_in_full_and_every_other_config_against_the_bes
     assert measured[0].role == "baseline" and asked[0] is None and len(asked) == len(measured) > 2
     best = [max((r.result.throughput or 0.0 for r in measured[:i]), default=0.0) for i in range(1, len(measured))]
     assert asked[1:] == best and best[-1] > 0
+
+
+def test_a_sampler_that_repeats_itself_is_moved_to_a_neighbour_of_the_best_correct_config(tmp_path):
+    # Not of the first config measured, nor of a wrong one however fast it ran.
+    import random
+
+    from autotune.loop import _next_unseen
+    from autotune.recorded import load_recorded
+    from autotune.simulate import _Simulation
+    from tests.test_simulate import _cache
+
+    recorded = load_recorded(_cache(tmp_path))
+    study = optuna.create_study(directions=["maximize"])
+    measured = {(1, 10): ("ok", 1.0), (8, 10): ("ok", 50.0), (1, 30): ("incorrect", 500.0), (2, 10): ("error", None)}
+    for (x, y), (status, throughput) in measured.items():
+        study.add_trial(optuna.trial.create_trial(
+            values=[throughput or 0.0], params={}, distributions={},
+            user_attrs={"status": status, "config": {"x": x, "y": y}, "throughput": throughput}))
+    known = {recorded.space.complete({"x": x, "y": y}).key: n for n, (x, y) in enumerate(measured)}
+    moves = set()
+    for seed in range(30):
+        config, role = _next_unseen(_Simulation(recorded, 0), study, known, random.Random(seed), [])
+        assert role == "neighbour"
+        moves.add((config["x"], config["y"]))
+    assert moves == {(4, 10), (8, 20), (4, 20)}  # one knob of (8, 10) moved, or now and then both
