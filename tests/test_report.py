@@ -36,13 +36,14 @@ def add_trial(study, kernel, dtype, status, throughput=None, memory=None, error=
             trial.set_user_attr(key, value)
     if status in ("ok", "incorrect"):
         trial.set_constraint("correct", 0.0 if status == "ok" else 1.0)
-        study.tell(trial, [throughput, memory])
+        study.tell(trial, [throughput, memory][: len(study.directions)])
     else:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
-def make_study(*trials):
-    study = optuna.create_study(directions=["maximize", "minimize"], study_name="chmm-cpu-tiny")
+def make_study(*trials, directions=("maximize", "minimize")):
+    """A study of ``trials``; of two objectives (throughput, memory), as autotune made them before, by default."""
+    study = optuna.create_study(directions=list(directions), study_name="chmm-cpu-tiny")
     for key, value in {"workload": "chmm", "device": "cpu", "size": "tiny", "unit": "timesteps"}.items():
         study.set_user_attr(key, value)
     for spec in trials:
@@ -311,6 +312,24 @@ def test_full_report_has_every_figure():
     notes = {section_id: note for section_id, _, _, note in build_report(make_study(*KNOWN), None, explanation(),
                                                                          known_space()).sections}
     assert notes["explain"].startswith("This explains ") and "this study has no export of its own" in notes["explain"]
+
+
+def test_a_study_of_one_objective_as_search_makes_now_has_every_figure_drawn_from_its_trials():
+    from autotune.report import _draw_winner, _render_table
+
+    info = build_report(make_study(*KNOWN, directions=["maximize"]), DOCUMENT, explanation(), known_space())
+    figures = {section_id: figure for section_id, _, figure, _ in info.sections}
+    notes = {section_id: note for section_id, _, _, note in info.sections}
+    assert all(figure is not None for figure in figures.values()), notes  # the parallel plot reads throughput
+    assert "no speedup" not in notes["winner"]  # the baseline was measured
+    assert [trace.name for trace in figures["history"].data][-1] == "best correct so far"
+    # Throughput against memory in MiB: the correct configs' front, each one needing more memory and faster.
+    front = next(trace for trace in figures["pareto"].data if trace.name == "Pareto front")
+    assert list(front.x) == [280 / 2**20, 400 / 2**20] and list(front.y) == [20.0, 30.0]
+    # The winner's memory beside the baseline's, and each trial's in the table, in MiB; its spread in percent.
+    assert list(_draw_winner(_get_winner_info(DOCUMENT)).data[1].y) == [400.0, 300.0]
+    table = _render_table(_get_table_info(make_study(("loop", "float32", "ok", 10.0, 300 * 2**20))), "timesteps")
+    assert "<td>300.0 MiB</td>" in table and "<td>±10.0%</td>" in table
 
 
 def test_an_explanation_of_another_config_than_the_winner_says_so():
