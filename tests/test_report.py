@@ -326,6 +326,8 @@ def test_a_study_of_one_objective_as_search_makes_now_has_every_figure_drawn_fro
     # Throughput against memory in MiB: the correct configs' front, each one needing more memory and faster.
     front = next(trace for trace in figures["pareto"].data if trace.name == "Pareto front")
     assert list(front.x) == [280 / 2**20, 400 / 2**20] and list(front.y) == [20.0, 30.0]
+    correct = next(trace for trace in figures["pareto"].data if trace.name == "correct")
+    assert sorted(zip(correct.x, correct.y)) == [(280 / 2**20, 20.0), (300 / 2**20, 10.0), (400 / 2**20, 30.0)]
     # The winner's memory beside the baseline's, and each trial's in the table, in MiB; its spread in percent.
     assert list(_draw_winner(_get_winner_info(DOCUMENT)).data[1].y) == [400.0, 300.0]
     table = _render_table(_get_table_info(make_study(("loop", "float32", "ok", 10.0, 300 * 2**20))), "timesteps")
