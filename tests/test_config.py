@@ -153,8 +153,8 @@ def test_a_valid_export_s_metrics_may_have_no_error_and_figures_may_be_missing()
 
 
 def test_an_export_replacing_one_without_a_study_or_a_speedup_says_what_it_can(tmp_path):
-    # A hand-written export (its config alone) names no study: nothing to say. One whose baseline won has no
-    # speedup: the warning names the study without figures.
+    # A hand-written export (its config alone) names no study: nothing to say. One that holds no speedup: the
+    # warning names its study without figures.
     from autotune.export import ExportDocument
 
     path = config_path("chmm", "cpu", "small", tmp_path)
@@ -164,8 +164,8 @@ def test_an_export_replacing_one_without_a_study_or_a_speedup_says_what_it_can(t
         warnings.simplefilter("error")
         new.write(path)
     with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'new' (trial #2, 1.20x)")):
-        ExportDocument({"dtype": "float64"}, trial=0, study={"name": "baseline-won"}).write(path)
-    with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'baseline-won'; it now holds")):
+        ExportDocument({"dtype": "float64"}, trial=0, study={"name": "no-speedup"}).write(path)
+    with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'no-speedup'; it now holds")):
         new.write(path)
 
 

@@ -107,8 +107,8 @@ def test_a_cache_of_the_wrong_shapes_is_a_one_line_error_not_a_traceback(tmp_pat
 
 
 def test_a_time_of_zero_is_a_failed_config_and_a_run_of_zero_is_read(tmp_path):
-    # A recorded time of 0 would be an infinite throughput (1000 / 0 stopped the replay with ZeroDivisionError);
-    # a run of 0 ms among others is a timer's rounding, and is read.
+    # A recorded time of 0 is no time: its throughput would be 1000 / 0, a ZeroDivisionError mid-replay. A run of
+    # 0 ms among others is a timer's rounding, and is read.
     path = _broken_cache(tmp_path, lambda data: (data["cache"]["2,10"].update(time=0.0),
                                                  data["cache"]["1,10"].update(times=[0.0, 101.0, 101.0])))
     recorded = load_recorded(path)
