@@ -809,3 +809,14 @@ def test_a_workload_file_s_classes_unpickle_in_a_process_started_afresh(tmp_path
                            first.__name__, second.__name__], input=data, capture_output=True, env=dict(os.environ),
                           timeout=120)
     assert done.stdout.decode().strip() == "[(True, 3), (True, 4)]", done.stderr.decode()[-500:]
+
+
+def test_a_config_equals_its_mapping_and_says_itself_as_a_progress_line_does():
+    from autotune.config import Config
+
+    config = Config({"kernel": "loop", "fast": True, "chunk": 256})
+    assert config == {"chunk": 256, "fast": True, "kernel": "loop"} == Config(kernel="loop", fast=True, chunk=256)
+    assert config != {"chunk": 256, "fast": False, "kernel": "loop"} and config != Config(kernel="loop")
+    assert config != 5 and config != "loop" and repr(config) == "Config({'chunk': 256, 'fast': True, 'kernel': 'loop'})"
+    assert config.describe() == "chunk=256 fast=true kernel=loop"
+    assert config.describe({"chunk"}) == "fast=true kernel=loop (no effect under these: chunk)"

@@ -226,6 +226,23 @@ def test_a_set_knob_without_effect_says_what_its_condition_sees():
         s.parse_assignments(["unroll=2"])
 
 
+def test_an_inactive_knob_is_refused_where_named_or_moved_and_taken_where_a_file_holds_its_default():
+    # A config file holds every knob, an inactive one at its default: that is no request. Named with --set, or given
+    # another value, it would do nothing: refused, never silently replaced by the default.
+    from autotune.config import as_asked
+
+    s = space()
+    loop = {"kernel": "loop", "chunk": 256}  # chunk applies only to scan; 256 is its default
+    config = s.complete(loop)
+    assert as_asked(s, loop, config, "x.json: ") is config
+    for values, named in ((loop, ["chunk"]), ({"kernel": "loop", "chunk": 64}, [])):
+        with pytest.raises(InvalidConfigError, match="chunk=.* has no effect here: chunk applies only when"):
+            as_asked(s, values, s.complete(values), "", named)
+    # An active knob, named or not, is the config's.
+    scan = {"kernel": "scan", "chunk": 64}
+    assert as_asked(s, scan, s.complete(scan), "", ["chunk"])["chunk"] == 64
+
+
 def test_equal_runs_give_equal_configs():
     s = space()
     assert s.complete({"kernel": "loop", "chunk": 999}) == s.complete({"kernel": "loop"})
