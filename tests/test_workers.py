@@ -157,6 +157,9 @@ def test_workers_under_a_cpu_quota_share_its_cores_not_the_machine_s(monkeypatch
 def test_passwords_are_masked():
     assert redact_storage("postgresql://u:pw@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert redact_storage("studies/x.journal") == "studies/x.journal"
+    # A URL SQLAlchemy cannot read (a port that is no number) is masked by hand: the user kept, the password not.
+    assert redact_storage("postgresql://u:pw@h:port/db") == "postgresql://u:***@h:port/db"
+    assert redact_storage("postgresql://h:port/db") == "postgresql://h:port/db"  # no password to mask
 
 
 def test_a_storage_that_stops_answering_is_retried_then_stopped_cleanly():
