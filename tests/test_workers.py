@@ -160,6 +160,7 @@ def test_passwords_are_masked():
     # A URL SQLAlchemy cannot read (a port that is no number) is masked by hand: the user kept, the password not.
     assert redact_storage("postgresql://u:pw@h:port/db") == "postgresql://u:***@h:port/db"
     assert redact_storage("postgresql://h:port/db") == "postgresql://h:port/db"  # no password to mask
+    assert redact_storage("postgresql://u@h:port/db") == "postgresql://u@h:port/db"
 
 
 def test_a_storage_that_stops_answering_is_retried_then_stopped_cleanly():
