@@ -820,3 +820,14 @@ def test_a_config_equals_its_mapping_and_says_itself_as_a_progress_line_does():
     assert config != 5 and config != "loop" and repr(config) == "Config({'chunk': 256, 'fast': True, 'kernel': 'loop'})"
     assert config.describe() == "chunk=256 fast=true kernel=loop"
     assert config.describe({"chunk"}) == "fast=true kernel=loop (no effect under these: chunk)"
+
+
+def test_one_sqlite_file_however_its_url_is_spelt_is_one_storage_and_another_kind_is_not():
+    # An export says the storage its search was given, options and all; a report given it otherwise must still
+    # find the export its own.
+    from autotune.storage_names import same_storage
+
+    with_options, plain = "sqlite:///studies/autotune.db?timeout=30", "sqlite:////home/u/studies/autotune.db"
+    assert same_storage(with_options, plain) and same_storage(plain, with_options)
+    assert not same_storage(plain, "sqlite:///studies/other.db")
+    assert not same_storage("studies/autotune.db", plain)  # a journal file of that name is another storage
