@@ -64,15 +64,17 @@ def redact_storage(storage: str) -> str:
     """The storage with any password masked, for logs, reports and exported files."""
     if storage_kind(storage) == "journal":
         return storage
+    head, sep, tail = storage.partition("://")
+    login, at, rest = tail.split("/", 1)[0].rpartition("@")
+    if login.count("@"):  # a password's "@" not written %40: SQLAlchemy's mask ends at it ("u:***@ss@host")
+        return f"{head}://{login.split(':', 1)[0]}:***@{tail[len(login) + 1:]}" if ":" in login else storage
     try:
         from sqlalchemy.engine import make_url
 
         return make_url(storage).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - not a URL SQLAlchemy knows: mask what looks like user:password@
-        head, sep, tail = storage.partition("://")
-        if sep and "@" in tail and ":" in tail.split("@", 1)[0]:
-            user = tail.split("@", 1)[0].split(":", 1)[0]
-            return f"{head}://{user}:***@{tail.split('@', 1)[1]}"
+        if sep and at and ":" in login:
+            return f"{head}://{login.split(':', 1)[0]}:***@{tail[len(login) + 1:]}"
         return storage
 
 

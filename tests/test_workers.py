@@ -161,6 +161,10 @@ def test_passwords_are_masked():
     assert redact_storage("postgresql://u:pw@h:port/db") == "postgresql://u:***@h:port/db"
     assert redact_storage("postgresql://h:port/db") == "postgresql://h:port/db"  # no password to mask
     assert redact_storage("postgresql://u@h:port/db") == "postgresql://u@h:port/db"
+    # A password's "@" not written %40: SQLAlchemy took the password to end there and showed the rest,
+    # "postgresql://u:***@ss@h/db".
+    assert redact_storage("postgresql://u:p@ss@h/db") == "postgresql://u:***@h/db"
+    assert redact_storage("mysql://u:a@b@c@h:1/db?x=y@z") == "mysql://u:***@h:1/db?x=y@z"
 
 
 def test_a_storage_that_stops_answering_is_retried_then_stopped_cleanly():
