@@ -65,17 +65,17 @@ def redact_storage(storage: str) -> str:
     if storage_kind(storage) == "journal":
         return storage
     head, sep, tail = storage.partition("://")
-    login, at, rest = tail.split("/", 1)[0].rpartition("@")
-    if login.count("@"):  # a password's "@" not written %40: SQLAlchemy's mask ends at it ("u:***@ss@host")
-        return f"{head}://{login.split(':', 1)[0]}:***@{tail[len(login) + 1:]}" if ":" in login else storage
+    login, at, _ = tail.split("/", 1)[0].rpartition("@")  # user:password, up to the authority's last "@"
+    masked = sep and at and ":" in login
+    by_hand = f"{head}://{login.split(':', 1)[0]}:***@{tail[len(login) + 1:]}" if masked else storage
+    if "@" in login:  # a password's "@" not written %40: SQLAlchemy's mask ends at it ("u:***@ss@host")
+        return by_hand
     try:
         from sqlalchemy.engine import make_url
 
         return make_url(storage).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - not a URL SQLAlchemy knows: mask what looks like user:password@
-        if sep and at and ":" in login:
-            return f"{head}://{login.split(':', 1)[0]}:***@{tail[len(login) + 1:]}"
-        return storage
+        return by_hand
 
 
 def same_storage(exported: str | None, storage: str) -> bool:
