@@ -487,6 +487,50 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     assert "best 900 items/s" in capsys.readouterr().err
 
 
+def test_each_trial_line_says_why_it_was_cut_short_and_a_repeat_s_line_says_only_that(capsys, monkeypatch):
+    from autotune import progress as progress_module
+    from autotune.config import Config
+    from autotune.progress import Progress
+    from autotune.runner import TrialResult
+    from autotune.tuner import TrialRecord
+
+    def line(record, index=1, total=10):
+        Progress(quiet=False, total=total, bar=False).trial(record, index, total)
+        return capsys.readouterr().err.rstrip("\n")
+
+    wrong = TrialResult("incorrect", {"x": 1}, unit="items", throughput=5.0, error="max abs error 3 > 1e-4",
+                        cut_short=True)
+    assert line(TrialRecord(0, Config(x=1), wrong)).endswith(
+        "(cut short: its first output is wrong)  max abs error 3 > 1e-4")
+    slow = TrialResult("ok", {"x": 1}, unit="items", throughput=5.0, cut_short=True)
+    assert line(TrialRecord(0, Config(x=1), slow)).endswith("(cut short once warm: over 3x slower than the best)")
+    whole = TrialResult("ok", {"x": 1}, unit="items", throughput=5.0, busy_elsewhere=1.5)
+    assert "cut short" not in line(TrialRecord(0, Config(x=1), whole))
+    # A failed trial with no error of its own shows none ("None" was a mutant's); an ok one shows no error text.
+    assert line(TrialRecord(0, Config(x=1), TrialResult("timeout", {"x": 1}))).endswith("x=1")
+    noted = TrialResult("ok", {"x": 1}, unit="items", throughput=5.0, error="an earlier try failed")
+    assert "earlier try" not in line(TrialRecord(0, Config(x=1), noted))
+    # A repeat was not re-run: its line says so, and nothing of the run it did not have (other work, the cores).
+    repeat = line(TrialRecord(7, Config(x=1), whole, duplicate_of=3))
+    assert repeat.endswith("x=1  (same config as #3: not re-run, not counted)") and "beside" not in repeat, repeat
+    counted = line(TrialRecord(8, Config(x=1), whole), index=9)
+    assert "same config" not in counted and "(timed beside other work: 1.5 of" in counted
+    # "[ =/10]" under "[ 9/10]": the repeat's "=" stands where a counted trial's last digit does.
+    assert repeat.index("trial #") == counted.index("trial #") and repeat.startswith("[ =/10] ")
+    # Below 1 item/s (a slow config at a large size) the best is the throughput, not 1.
+    assert "best 0.25 items/s" in line(TrialRecord(0, Config(x=1), dataclasses.replace(whole, throughput=0.25)))
+    study_best = TrialRecord(0, Config(x=1), TrialResult("crash", {"x": 1}), study_best=0.5)
+    assert "best 0.5 items/s" in line(study_best)
+
+    # stderr that is a terminal of no width (a serial console: OSError) shows plain lines, no bar.
+    def no_size(fd):
+        raise OSError("Inappropriate ioctl for device")
+
+    monkeypatch.setattr(progress_module.sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(progress_module.os, "get_terminal_size", no_size)
+    assert progress_module.terminal_width() == 0 and Progress(quiet=False, total=2).bar is None
+
+
 def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     # A 15 s busy loop during a chmm search at tiny (this CPU, 2026-11-26) slowed the trials and the
     # re-measurement rounds it met; nothing said so.
