@@ -593,6 +593,27 @@ def test_without_study_the_report_draws_the_study_whose_winner_the_export_holds(
         open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
 
 
+def test_a_storage_of_several_studies_opens_the_one_named_and_refuses_to_guess(tmp_path):
+    import json
+
+    from autotune.exceptions import StorageError
+    from autotune.stored import open_stored_study, open_study
+
+    storage = f"sqlite:///{tmp_path / 'autotune.db'}"
+    optuna.create_study(storage=storage, study_name="other").set_user_attr("workload", "chmm")
+    assert open_study(storage).study_name == "other"  # the one it holds, unnamed
+    stored_known(tmp_path)
+    with pytest.raises(StorageError, match=r"holds 2 studies \(chmm-cpu-tiny, other\); name one with --study"):
+        open_study(storage)
+    assert open_study(storage, "chmm-cpu-tiny").study_name == "chmm-cpu-tiny"  # named: the others are no matter
+    # The export in its place is another study's (a later `--study other` search): not this study's winner, and
+    # nothing wrong with it to say.
+    (tmp_path / "chmm").mkdir()
+    (tmp_path / "chmm" / "cpu-tiny.json").write_text(json.dumps({**DOCUMENT, "study": {"name": "other"}}))
+    stored = open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+    assert stored.study.study_name == "chmm-cpu-tiny" and (stored.document, stored.export_problem) == (None, None)
+
+
 def test_a_slow_workloads_figures_and_odd_values_read_as_search_writes_them():
     # One full-size step in 2.5 s is 0.4 steps/s: the table and the hover text read "0" (a format of whole numbers),
     # and a null knob value read as Python's "None", which `--set` refuses (it takes "null", as the space file).
