@@ -21,6 +21,20 @@ def test_settings_round_trip_through_json_without_the_storage(tmp_path):
     assert SearchSettings.read(path, storage=settings.storage) == settings
 
 
+def test_settings_default_to_what_search_does_without_the_option():
+    # A script that makes SearchSettings("chmm") runs the search `autotune search -w chmm` runs: the docstring
+    # says the CLI's defaults, and nothing but this test holds them together.
+    import dataclasses
+
+    from autotune.cli import cli
+
+    options = {p.name: p.default for p in cli.commands["search"].params}
+    options["quiet"] = False  # a flag: off unless given
+    options.update(memory_budget_bytes=options["memory_budget"], memory_limit_bytes=options["memory_limit"])
+    defaults = {f.name: f.default for f in dataclasses.fields(SearchSettings) if f.name != "workload"}
+    assert defaults == {name: options[name] for name in defaults}
+
+
 @pytest.mark.parametrize("seed, worker, expected", [(7, 2, 9), (2**32 - 1, 1, 0)])  # a sampler takes 32 bits
 def test_a_worker_seed_is_offset_by_its_index(seed, worker, expected):
     # --seed 4294967295 --workers 2: worker 1 died on a seed numpy refuses, said as "cannot open storage".
