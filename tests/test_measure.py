@@ -312,6 +312,13 @@ def test_beyond_threads_allows_the_rounding_and_nothing_more():
                    [(1.0096, 1), (1.05, 1), (2.0, 2), (None, 1), (1.5, None)])
 
 
+def test_other_work_of_half_a_core_is_said_and_less_or_unread_is_not():
+    from autotune.environment import BUSY_CORES, beside_other_work
+
+    assert BUSY_CORES == 0.5 and beside_other_work(0.5) and beside_other_work(1.7)
+    assert not any(beside_other_work(cores) for cores in (0.49, 0.0, None))
+
+
 def _cores_busy_beside(loop: str, own_group: bool = False, threads: int | None = None) -> float | None:
     """What :class:`OtherWork` reads over 1 s while ``loop`` (Python code) runs in another process."""
     from autotune.environment import OtherWork
@@ -395,6 +402,37 @@ def test_the_fingerprint_records_the_variables_that_change_how_fast_torch_runs(m
     monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
     monkeypatch.setenv("HOME", "/elsewhere")  # not one of them
     assert fingerprint()["variables"] == {"ATEN_CPU_CAPABILITY": "default", "CUDA_LAUNCH_BLOCKING": "1"}
+
+
+def test_the_nvidia_driver_and_the_oom_kills_are_read_from_proc_and_an_apple_gpu_is_named(monkeypatch):
+    # An export's driver is read from the kernel module's version line; the CPU names itself where that is all.
+    from autotune import environment
+
+    text = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.124.06  Release Build  "
+            "(dvs-builder@U16-I1-N07-12-3)  Fri Feb 28 22:35:46 UTC 2025\nGCC version:  gcc version 12.3.0\n")
+
+    class Proc:  # each file of /proc read here holds `text`
+        def __init__(self, path):
+            self.path = path
+
+        def read_text(self):
+            if text is None:
+                raise FileNotFoundError(self.path)
+            return text
+
+    monkeypatch.setattr(environment, "Path", Proc)
+    assert environment._nvidia_driver() == "570.124.06"  # not x86_64, 22:35:46, nor gcc's 12.3.0 after it
+    text = "NVRM version: none that reads as one\n"
+    assert environment._nvidia_driver() is None
+    text = None  # no NVIDIA driver loaded
+    assert environment._nvidia_driver() is None
+    # The OOM killer's count, which tells a trial SIGKILLed by it from one killed otherwise, is read the same way.
+    for text, kills in (("pgfault 10\noom_kill 3\nthp_fault_alloc 0\n", 3), ("pgfault 10\n", None),
+                        ("oom_kill many\n", None), (None, None)):
+        assert environment.oom_kills() == kills, text
+    assert environment.fingerprint("mps")["device_name"] == "Apple GPU (MPS)"
+    cpu = environment.fingerprint("cpu")
+    assert cpu["device_name"] == cpu["cpu"] and "driver" not in cpu
 
 
 def test_the_busy_check_before_timing_reads_the_cores_this_process_may_use_alone(monkeypatch):
