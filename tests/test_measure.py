@@ -375,6 +375,56 @@ def test_a_window_of_a_few_ticks_is_read_on_until_rounding_cannot_reach_busy_cor
     assert environment.OtherWork().cores() == 0.0 and len(slept) == 1
 
 
+def test_proc_s_figures_are_read_per_core_and_per_process_group(monkeypatch):
+    # What every "beside other work" and "kept N cores busy" figure is made of, from /proc as Linux writes it.
+    import io
+    from types import SimpleNamespace
+
+    from autotune import environment
+
+    files = {
+        # user nice system idle iowait irq softirq steal guest guest_nice: guest time is in user time already
+        "/proc/stat": "cpu  10 0 10 100 20 0 0 0 5 0\ncpu0 4 0 6 60 10 0 0 0 5 0\ncpu1 6 0 4 40 10 0 0 0 0 0\n"
+                      "intr 1 2 3\n",
+        # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+        "/proc/100/stat": "100 (python) R 1 42 42 0 -1 0 0 0 0 0 7 3 2 1 20 0 4 0 5000",
+        "/proc/101/stat": "101 (a) b) 7) S 100 42 42 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 5001",  # a name may hold ")"
+        "/proc/102/stat": "102 (other) S 1 9 9 0 -1 0 0 0 0 0 50 50 0 0 20 0 1 0 5002",
+    }
+
+    def read(path, encoding=None, errors=None):
+        if path not in files:
+            raise FileNotFoundError(path)  # a process that exited meanwhile
+        return io.StringIO(files[path])
+
+    monkeypatch.setattr(environment, "open", read, raising=False)
+    assert environment._cpu_jiffies() == (80 + 60, 70 + 50)  # the cores, not the "cpu" line of their sum
+    assert environment._cpu_jiffies({1}) == (60, 50)  # idle and iowait are idle
+    entries = [SimpleNamespace(name=name) for name in ("self", "100", "101", "102", "103")]
+    monkeypatch.setattr(environment.os, "scandir", lambda path: iter(entries))
+    assert environment._group_jiffies(42) == (7 + 3 + 2 + 1) + (1 + 1)
+
+
+def test_without_proc_stat_or_cpu_affinity_other_work_and_own_cores_are_unread(monkeypatch):
+    # Not Linux: nothing is said of other work or borrowed cores, rather than a figure of nothing (0.0 read quiet).
+    from autotune import environment
+
+    def no_proc(cpus=None):
+        raise FileNotFoundError("/proc/stat")
+
+    monkeypatch.setattr(environment, "_cpu_jiffies", no_proc)
+    meter = environment.OtherWork()
+    assert meter.cores() is None and meter.own_cores() is None and environment.busy_cores(0.0) is None
+    monkeypatch.undo()
+    monkeypatch.delattr(environment.os, "sched_getaffinity")  # macOS: the process may run on every core
+    monkeypatch.setattr(environment.os, "cpu_count", lambda: 3)
+    meter = environment.OtherWork()
+    assert meter.cpus == set() and meter.cores() is None and meter.own_cores() is None
+    assert environment._core_count(environment._own_cpus()) == 3
+    monkeypatch.setattr(environment.os, "cpu_count", lambda: None)  # "undetermined"
+    assert environment._core_count(None) == 1
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two cores and CPU affinity")
 def test_other_work_counts_only_the_cores_this_process_may_run_on():
@@ -450,6 +500,9 @@ def test_the_busy_check_before_timing_reads_the_cores_this_process_may_use_alone
     assert environment.busy_cores(0.0) == 0.5
     said = environment.before_timing(1.0, builtin=True)
     assert said[0].startswith("other processes keep 1.0 of the 1 core this process may use busy;"), said
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    samples = iter([(1000, 500), (1200, 600)])  # two cores half busy: one core's worth
+    assert environment.busy_cores(0.0) == 1.0
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) != 2,
@@ -492,18 +545,21 @@ def test_thread_pools_hold_and_restore_and_say_nothing_of_the_libraries(monkeypa
     with real(2, user_api="blas"):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            with thread_pools(1, "blas"):
-                assert blas() == 1
+            monkeypatch.setenv("NUMBA_NUM_THREADS", "2")
+            with thread_pools(1, "blas"):  # the check's pool alone (loop.py): a trial's numba keeps its threads
+                assert blas() == 1 and os.environ["NUMBA_NUM_THREADS"] == "2"
         assert blas() == 2
 
 
 @pytest.mark.parametrize("numba_first", [False, True])
-def test_a_trial_s_threads_hold_numba_s_pool_imported_before_or_after(numba_first):
+def test_a_trial_s_threads_hold_numba_s_pool_imported_before_or_after(numba_first, monkeypatch):
     # A kernel of numba's parallel=True ran on both cores under --threads 1 (623,800 items a second, 626,300
     # under 2; this CPU); numba's pool is none of threadpoolctl's. A fresh process: this one may hold numba's.
     from tests.conftest import fresh_process_json
 
     pytest.importorskip("numba")
+    # Not inherited from this process, where an in-process trial may have held numba's pool before.
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
     imports = ["import numba", "from autotune.environment import thread_pools; thread_pools(1)"]
     script = "; ".join(imports[::-1] if not numba_first else imports) + (
         "; import numba, json; print(json.dumps([numba.get_num_threads(), numba.config.NUMBA_NUM_THREADS]))")
