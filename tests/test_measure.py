@@ -373,6 +373,13 @@ def test_a_window_of_a_few_ticks_is_read_on_until_rounding_cannot_reach_busy_cor
     assert slept == [pytest.approx(7 / environment._TICKS_PER_SECOND)]
     samples = iter([(0, 0), (2, 2)])  # as short, but quiet: read as it is, no wait
     assert environment.OtherWork().cores() == 0.0 and len(slept) == 1
+    # A trial's own cores are read over OWN_TICKS (50) ticks a core or more, 100 on these 2 cores; over fewer,
+    # rounding to whole ticks could make them up.
+    for ticks, own in ((99, None), (100, 0.5)):
+        samples = iter([(0, 0), (ticks, 0)])
+        group = iter([0, ticks / 4])  # a quarter of the cores' ticks: half of one of the two
+        monkeypatch.setattr(environment, "_group_jiffies", lambda pgrp: next(group))
+        assert environment.OtherWork().own_cores() == own, ticks
 
 
 def test_proc_s_figures_are_read_per_core_and_per_process_group(monkeypatch):
@@ -472,6 +479,8 @@ def test_the_nvidia_driver_and_the_oom_kills_are_read_from_proc_and_an_apple_gpu
 
     monkeypatch.setattr(environment, "Path", Proc)
     assert environment._nvidia_driver() == "570.124.06"  # not x86_64, 22:35:46, nor gcc's 12.3.0 after it
+    text = "NVRM version: NVIDIA UNIX Kernel Module  390.157  Wed Oct 12 09:19:07 UTC 2022\n"  # a legacy one
+    assert environment._nvidia_driver() == "390.157"
     text = "NVRM version: none that reads as one\n"
     assert environment._nvidia_driver() is None
     text = None  # no NVIDIA driver loaded
@@ -503,6 +512,8 @@ def test_the_busy_check_before_timing_reads_the_cores_this_process_may_use_alone
     monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     samples = iter([(1000, 500), (1200, 600)])  # two cores half busy: one core's worth
     assert environment.busy_cores(0.0) == 1.0
+    samples = iter([(1000, 500), (1000, 500)])  # no tick between the two reads: nothing to say, not 0 / 0
+    assert environment.busy_cores(0.0) is None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) != 2,
@@ -549,6 +560,10 @@ def test_thread_pools_hold_and_restore_and_say_nothing_of_the_libraries(monkeypa
             with thread_pools(1, "blas"):  # the check's pool alone (loop.py): a trial's numba keeps its threads
                 assert blas() == 1 and os.environ["NUMBA_NUM_THREADS"] == "2"
         assert blas() == 2
+    # Without threadpoolctl (a checkout run from PYTHONPATH, as on the GPU machine) a hold is one that holds nothing.
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)
+    with thread_pools(1, "blas"):
+        pass
 
 
 @pytest.mark.parametrize("numba_first", [False, True])
