@@ -387,7 +387,7 @@ def test_each_of_the_winners_values_is_weighed_against_the_best_config_without_i
     # Optuna's importances (PED-ANOVA) drew here: on a chmm study at tiny (40 trials, this CPU) overlap_passes read
     # 0.70 and messages 0.13, where the best config without messages=numba was 20x slower and without
     # overlap_passes=false 1.5x. The figure is now what the search measured.
-    from autotune.knob_worth import get_worth_info
+    from autotune.knob_worth import draw_worth, get_worth_info
     from autotune.space import SearchSpace
 
     space = SearchSpace.from_dict({"schema_version": 1, "parameters": {
@@ -416,6 +416,13 @@ def test_each_of_the_winners_values_is_weighed_against_the_best_config_without_i
     assert rows["overlap"]["worth"] == 200.0 / 125.0 and rows["overlap"]["without_trial"] == 5  # the latest of #2
     assert "dtype" not in rows and info["alone"] == ["dtype=float32"]  # float16 never ran correct
     assert [r["knob"] for r in info["rows"]] == ["kernel", "overlap"] and info["unused"] == ["chunk"]
+    assert [(r["with_trial"], r["without_trial"]) for r in info["rows"]] == [(1, 0), (1, 5)]  # the hover's trials
+    # A winner (an export's) whose value of a knob no correct trial had: that knob has nothing to weigh.
+    info = get_worth_info(study.trials, {"kernel": "numba", "overlap": True, "dtype": "float16"}, space)
+    assert info["alone"] == ["dtype=float16"] and [r["knob"] for r in info["rows"]] == ["kernel", "overlap"]
+    # A value that bought nothing (worth 1.0: a tie with the best without it) is drawn grey, not as a gain.
+    figure = draw_worth({"rows": [{**row, "worth": worth} for row, worth in zip(info["rows"], (3.0, 1.0))]}, "items")
+    assert figure.data[0].marker.color == ("#7f7f7f", "#2ca02c")  # drawn bottom-up: overlap, then kernel
 
 
 def test_the_worth_figure_says_why_it_is_missing():
