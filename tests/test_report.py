@@ -421,7 +421,7 @@ def test_each_of_the_winners_values_is_weighed_against_the_best_config_without_i
     info = get_worth_info(study.trials, {"kernel": "numba", "overlap": True, "dtype": "float16"}, space)
     assert info["alone"] == ["dtype=float16"] and [r["knob"] for r in info["rows"]] == ["kernel", "overlap"]
     # A value that bought nothing (worth 1.0: a tie with the best without it) is drawn grey, not as a gain.
-    figure = draw_worth({"rows": [{**row, "worth": worth} for row, worth in zip(info["rows"], (3.0, 1.0))]}, "items")
+    figure = draw_worth({"rows": [{**row, "worth": worth} for row, worth in zip(info["rows"], (1.5, 1.0))]}, "items")
     assert figure.data[0].marker.color == ("#7f7f7f", "#2ca02c")  # drawn bottom-up: overlap, then kernel
 
 
