@@ -508,8 +508,8 @@ def test_each_trial_line_says_why_it_was_cut_short_and_a_repeat_s_line_says_only
     assert "cut short" not in line(TrialRecord(0, Config(x=1), whole))
     # A failed trial with no error of its own shows none ("None" was a mutant's); an ok one shows no error text.
     assert line(TrialRecord(0, Config(x=1), TrialResult("timeout", {"x": 1}))).endswith("x=1")
-    noted = TrialResult("ok", {"x": 1}, unit="items", throughput=5.0, error="an earlier try failed")
-    assert "earlier try" not in line(TrialRecord(0, Config(x=1), noted))
+    noted = TrialResult("ok", {"x": 1}, unit="items", throughput=5.0, error="text of an ok trial")
+    assert "text of" not in line(TrialRecord(0, Config(x=1), noted))
     # A repeat was not re-run: its line says so, and nothing of the run it did not have (other work, the cores).
     repeat = line(TrialRecord(7, Config(x=1), whole, duplicate_of=3))
     assert repeat.endswith("x=1  (same config as #3: not re-run, not counted)") and "beside" not in repeat, repeat
@@ -522,7 +522,7 @@ def test_each_trial_line_says_why_it_was_cut_short_and_a_repeat_s_line_says_only
     study_best = TrialRecord(0, Config(x=1), TrialResult("crash", {"x": 1}), study_best=0.5)
     assert "best 0.5 items/s" in line(study_best)
 
-    # stderr that is a terminal of no width (a serial console: OSError) shows plain lines, no bar.
+    # stderr that says it is a terminal but gives no size (get_terminal_size's OSError) shows plain lines, no bar.
     def no_size(fd):
         raise OSError("Inappropriate ioctl for device")
 
