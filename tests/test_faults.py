@@ -383,6 +383,30 @@ def test_a_torn_record_longer_than_the_search_step_is_dropped_whole(tmp_path, be
     assert path.read_bytes() == before
 
 
+def test_a_whole_journal_is_left_as_it_is_and_a_torn_line_alone_goes_to_its_first_byte(tmp_path):
+    from autotune.journal import mend_torn_tail
+
+    path = tmp_path / "study.journal"
+    whole = b'{"op_code": 0}\n{"op_code": 1}\n'
+    path.write_bytes(whole)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing torn: no "0 bytes dropped"
+        mend_torn_tail(path)
+    assert path.read_bytes() == whole
+    # The torn line starts on the first byte of a search step (its newline is the step's first byte, 64 KiB from
+    # the end): that newline ends the records kept, not one further back, which would drop a whole record.
+    torn = b'{"op_code": 9, "user_attr": "' + b"x" * ((1 << 16) - 1 - 29)
+    path.write_bytes(whole + torn)
+    with pytest.warns(UserWarning, match="its 65535 bytes dropped"):
+        mend_torn_tail(path)
+    assert path.read_bytes() == whole
+    # A writer that died one byte into the journal's first record.
+    path.write_bytes(b"{")
+    with pytest.warns(UserWarning, match="its 1 bytes dropped"):
+        mend_torn_tail(path)
+    assert path.read_bytes() == b""
+
+
 def test_a_sqlite_study_held_mid_search_is_waited_for_then_a_clean_stop(studies, monkeypatch):
     # Another process holding the database (a `sqlite3` shell, a dashboard) for more than SQLite's 5 s busy
     # wait made a one-process search end in a traceback and lose the trial it had measured, or, held as the
