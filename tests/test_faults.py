@@ -383,7 +383,7 @@ def test_a_torn_record_longer_than_the_search_step_is_dropped_whole(tmp_path, be
     assert path.read_bytes() == before
 
 
-def test_a_whole_journal_is_left_as_it_is_and_a_torn_line_alone_goes_to_its_first_byte(tmp_path):
+def test_a_whole_journal_is_left_as_it_is_and_a_torn_line_goes_back_to_its_newline_and_no_further(tmp_path):
     from autotune.journal import mend_torn_tail
 
     path = tmp_path / "study.journal"
@@ -393,8 +393,8 @@ def test_a_whole_journal_is_left_as_it_is_and_a_torn_line_alone_goes_to_its_firs
         warnings.simplefilter("error")  # nothing torn: no "0 bytes dropped"
         mend_torn_tail(path)
     assert path.read_bytes() == whole
-    # The torn line starts on the first byte of a search step (its newline is the step's first byte, 64 KiB from
-    # the end): that newline ends the records kept, not one further back, which would drop a whole record.
+    # The newline before the torn line is the first byte of a search step (64 KiB from the end): that newline
+    # ends the records kept, not one further back, which would drop a whole record.
     torn = b'{"op_code": 9, "user_attr": "' + b"x" * ((1 << 16) - 1 - 29)
     path.write_bytes(whole + torn)
     with pytest.warns(UserWarning, match="its 65535 bytes dropped"):
