@@ -13,7 +13,7 @@ whose package the tests import (``PYTHONPATH``), removed at the end.
     python benchmarks/mutate_autotune.py autotune/check.py -- tests/test_check.py tests/test_contract.py
     python benchmarks/mutate_autotune.py autotune/conditions.py --sites 3,4,59 -- tests/test_conditions.py
 
-Measured on this 2-core CPU (2026-11-29): 1 to 38 s a mutant with quick tests (one that loops is
+Measured on this 2-core CPU (2026-11-29): 1 to 86 s a mutant with quick tests (one that loops is
 stopped at --timeout); the findings are in the README
 ("The tests of autotune's own code").
 """
