@@ -12,7 +12,7 @@ from autotune.linear import LinearSampler
 from autotune.recorded import load_recorded
 from autotune.simulate import score, simulate
 from autotune.space import SearchSpace
-from autotune.surrogate import ModelSampler, list_configs
+from autotune.surrogate import Knob, ModelSampler, list_configs
 
 XS, YS, ZS = [1, 2, 4, 8, 16, 32, 64, 128], list(range(8)), ["a", "b", "c", "d"]
 
@@ -104,3 +104,105 @@ def test_the_sampler_answers_optunas_asks_and_never_repeats_a_measured_config(sa
         study.tell(trial, throughput)
     assert len(set(seen)) == len(seen)
     assert space.complete({"a": 4, "b": 4}).key in seen  # the best of 16, within 12 asks
+
+
+def test_each_knob_is_read_as_what_it_is_and_placed_in_zero_to_one():
+    space = SearchSpace.from_dict({
+        "schema_version": 1, "workload": "w",
+        "parameters": {"tile": {"choices": [16, 1, 4, 64]}, "method": {"choices": ["c", "a", "b"]},
+                       "pinned": {"choices": [True, False]}, "fixed": {"choices": [2]},
+                       "rate": {"type": "float", "low": 0.001, "high": 0.1, "log": True},
+                       "width": {"type": "int", "low": 2, "high": 10}},
+        "defaults": {"tile": 16, "method": "c", "pinned": True, "fixed": 2, "rate": 0.01, "width": 2}, "baseline": {},
+    })
+    sampler = ModelSampler(space, seed=0)
+    # Numbers have trends; names and flags do not; a range has no list of values; a single value is no knob.
+    assert sampler.knobs == [Knob(4, True), Knob(3, False), Knob(2, False), Knob(None, True), Knob(None, True)]
+    config = space.complete({"tile": 4, "method": "a", "pinned": False, "rate": 0.01, "width": 6})
+    top = space.complete({"tile": 64, "method": "b", "pinned": True, "rate": 0.1, "width": 10})
+    # Sorted numbers, declared names; a log range's middle on the log scale (0.01 of 0.001 .. 0.1), an int range's.
+    assert np.allclose(sampler.features([config, top]), [[1 / 3, 0.5, 1.0, 0.5, 0.5], [1.0, 1.0, 0.0, 1.0, 1.0]])
+
+
+def test_a_space_is_listed_up_to_its_limit_exactly_and_not_at_all_with_a_range():
+    space = SearchSpace.from_dict({
+        "schema_version": 1, "workload": "w",
+        "parameters": {"a": {"choices": [1, 2, 3]}, "b": {"choices": [1, 2, 3, 4]}},
+        "defaults": {"a": 1, "b": 1}, "baseline": {},
+    })
+    assert len(list_configs(space, 12)) == 12 and list_configs(space, 11) is None
+    ranged = SearchSpace.from_dict({
+        "schema_version": 1, "workload": "w",
+        "parameters": {"a": {"choices": [1, 2]}, "b": {"type": "int", "low": 1, "high": 2}},
+        "defaults": {"a": 1, "b": 1}, "baseline": {},
+    })
+    assert list_configs(ranged, 100) is None
+
+
+def test_a_space_that_cannot_be_listed_is_a_pool_of_allowed_configs_drawn_anew(monkeypatch):
+    import autotune.surrogate
+
+    monkeypatch.setattr(autotune.surrogate, "POOL", 40)
+    space = SearchSpace.from_dict({
+        "schema_version": 1, "workload": "w",
+        "parameters": {"a": {"choices": [1, 2, 3, 4]}, "rate": {"type": "float", "low": 0.0, "high": 1.0}},
+        "constraints": ["a * rate <= 1"], "defaults": {"a": 1, "rate": 0.5}, "baseline": {},
+    })
+    sampler = ModelSampler(space, seed=0)
+    configs, features = sampler._candidates()
+    assert len(configs) == len(features) == 40 and all(space.violated(c) is None for c in configs)
+    assert {c["a"] for c in configs} == {1, 2, 3, 4}
+    assert {c.key for c in sampler._candidates()[0]} != {c.key for c in configs}  # a fresh pool at each ask
+
+
+class _Recording(ModelSampler):
+    """Plans the first candidate, and notes how many configs were measured and their log times at each plan."""
+
+    STARTUP = 3
+
+    def __init__(self, space, **kwargs):
+        super().__init__(space, **kwargs)
+        self.planned: list[tuple[int, list[float]]] = []
+
+    def choose(self, measured, log_seconds, candidates):
+        self.planned.append((len(measured), log_seconds.tolist()))
+        return 0
+
+
+def _asked(sampler, space, outcomes):
+    """Asks one trial per outcome (a status and a throughput) and records it as the loop does; the configs asked."""
+    import optuna
+
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    asked = []
+    for status, throughput in outcomes:
+        trial = study.ask()
+        config = space.suggest(trial)
+        asked.append(config)
+        for key, value in {"config": config.to_dict(), "status": status, "throughput": throughput}.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, throughput)
+    return asked
+
+
+SMALL = {"schema_version": 1, "workload": "w", "parameters": {"a": {"choices": [1, 2, 3]}, "b": {"choices": [1, 2]}},
+         "defaults": {"a": 1, "b": 1}, "baseline": {}}
+
+
+def test_the_model_plans_once_startup_configs_are_measured_with_a_failure_the_slowest():
+    space = SearchSpace.from_dict(SMALL)
+    sampler = _Recording(space, seed=0)
+    _asked(sampler, space, [("ok", 2.0), ("error", 8.0), ("ok", 4.0), ("ok", 1.0), ("ok", 1.0)])
+    # Random for the first 3 configs; then the model, told log seconds per item, a failure (whatever throughput
+    # it carries) as slow as the slowest success so far.
+    assert [n for n, _ in sampler.planned] == [3, 4]
+    assert sampler.planned[0][1] == pytest.approx([np.log(0.5), np.log(0.5), np.log(0.25)])
+    assert sampler.planned[1][1] == pytest.approx([np.log(0.5), 0.0, np.log(0.25), 0.0])
+
+
+def test_the_model_waits_for_two_successes_and_a_space_measured_whole_is_still_answered():
+    space = SearchSpace.from_dict(SMALL)
+    sampler = _Recording(space, seed=0)
+    asked = _asked(sampler, space, [("ok", 1.0)] + [("error", 0.0)] * 4 + [("ok", 2.0)] * 3)
+    assert sampler.planned == []  # 6 configs measured, one success among the first 5: nothing for a model to fit
+    assert len({c.key for c in asked[:6]}) == 6 and all(space.validate(c.to_dict()) == c for c in asked[6:])
