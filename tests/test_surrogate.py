@@ -112,16 +112,19 @@ def test_each_knob_is_read_as_what_it_is_and_placed_in_zero_to_one():
         "parameters": {"tile": {"choices": [16, 1, 4, 64]}, "method": {"choices": ["c", "a", "b"]},
                        "pinned": {"choices": [True, False]}, "fixed": {"choices": [2]},
                        "rate": {"type": "float", "low": 0.001, "high": 0.1, "log": True},
-                       "width": {"type": "int", "low": 2, "high": 10}},
-        "defaults": {"tile": 16, "method": "c", "pinned": True, "fixed": 2, "rate": 0.01, "width": 2}, "baseline": {},
+                       "width": {"type": "int", "low": 2, "high": 10}, "one": {"type": "int", "low": 4, "high": 4}},
+        "defaults": {"tile": 16, "method": "c", "pinned": True, "fixed": 2, "rate": 0.01, "width": 2, "one": 4},
+        "baseline": {},
     })
     sampler = ModelSampler(space, seed=0)
-    # Numbers have trends; names and flags do not; a range has no list of values; a single value is no knob.
-    assert sampler.knobs == [Knob(4, True), Knob(3, False), Knob(2, False), Knob(None, True), Knob(None, True)]
+    # Numbers have trends; names and flags do not; a range has no list of values; a single choice is no knob.
+    assert sampler.knobs == [Knob(4, True), Knob(3, False), Knob(2, False)] + [Knob(None, True)] * 3
     config = space.complete({"tile": 4, "method": "a", "pinned": False, "rate": 0.01, "width": 6})
     top = space.complete({"tile": 64, "method": "b", "pinned": True, "rate": 0.1, "width": 10})
-    # Sorted numbers, declared names; a log range's middle on the log scale (0.01 of 0.001 .. 0.1), an int range's.
-    assert np.allclose(sampler.features([config, top]), [[1 / 3, 0.5, 1.0, 0.5, 0.5], [1.0, 1.0, 0.0, 1.0, 1.0]])
+    # Sorted numbers, declared names; a log range's middle on the log scale (0.01 of 0.001 .. 0.1), an int range's;
+    # a range of one value at its start (not 0/0).
+    assert np.allclose(sampler.features([config, top]),
+                       [[1 / 3, 0.5, 1.0, 0.5, 0.5, 0.0], [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]])
 
 
 def test_a_space_is_listed_up_to_its_limit_exactly_and_not_at_all_with_a_range():
