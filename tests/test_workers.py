@@ -154,6 +154,113 @@ def test_workers_under_a_cpu_quota_share_its_cores_not_the_machine_s(monkeypatch
     assert "6 workers on 4 cores share them" in warning
 
 
+def test_one_worker_keeps_every_core_and_as_many_cores_as_workers_pins_one_each():
+    plans, warning = plan_workers(1, None, cpus=[0, 1])
+    assert [(p.index, p.env, p.description) for p in plans] == [(0, {}, "every core")] and warning is None
+    assert pinned_threads(plans) is None  # its trials take the threads they are given, not a pinned count
+    plans, warning = plan_workers(2, None, cpus=[0, 1])
+    assert [(p.env[CPUS_ENV], p.description) for p in plans] == [("0", "cores 0-0"), ("1", "cores 1-1")]
+    assert warning is None
+
+
+def test_without_cpu_affinity_every_core_the_machine_counts_is_available(monkeypatch):
+    import autotune.workers as workers
+
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # macOS has none
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    assert workers._available_cpus() == [0, 1, 2]
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # the count unknown: one core, not none
+    assert workers._available_cpus() == [0]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
+def test_a_worker_keeps_to_the_cores_it_was_given_and_one_given_none_to_all():
+    show = "from autotune.workers import apply_cpu_pinning; import os; apply_cpu_pinning(); " \
+           "print(sorted(os.sched_getaffinity(0)))"
+    mine = sorted(os.sched_getaffinity(0))
+    env = {k: v for k, v in os.environ.items() if k != CPUS_ENV}
+    given = subprocess.run([sys.executable, "-c", show], env={**env, CPUS_ENV: str(mine[-1])}, capture_output=True,
+                           text=True, timeout=60)
+    assert given.stdout.strip() == f"[{mine[-1]}]", given.stderr
+    unpinned = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=60)
+    assert unpinned.stdout.strip() == str(mine), unpinned.stderr
+
+
+FAKE_WORKER = """
+import json, os, signal, sys, time
+settings, index, budget = sys.argv[1:]
+got = []
+signal.signal(signal.SIGTERM, lambda *_: got.append("SIGTERM"))
+seen = {"argv": [settings, index, budget], "own_session": os.getsid(0) == os.getpid(),
+        "env": {k: os.environ.get(k) for k in ("EXTRA", "CUDA_VISIBLE_DEVICES", "AUTOTUNE_WORKER_CPUS")}}
+open(os.path.join(os.environ["OUT"], "ready-" + index), "w").close()
+deadline = time.time() + float(os.environ.get("WAIT", "0"))
+while time.time() < deadline and not got:
+    time.sleep(0.05)
+seen["got"] = got
+json.dump(seen, open(os.path.join(os.environ["OUT"], "seen-" + index), "w"))
+sys.exit(3 + int(index))
+"""
+
+
+def _fake_workers(tmp_path):
+    """A package whose ``autotune._worker`` notes what a worker was given: the one ``python -m`` imports from the
+    working folder ``tmp_path/w`` (the driver's own autotune is imported already)."""
+    fake = tmp_path / "w" / "autotune"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "_worker.py").write_text(FAKE_WORKER)
+    return {"OUT": str(tmp_path)}
+
+
+def test_each_worker_gets_its_plans_and_the_drivers_environment_in_a_session_of_its_own(tmp_path, monkeypatch):
+    from autotune.workers import WorkerPlan, run_workers
+
+    extra = _fake_workers(tmp_path)
+    monkeypatch.chdir(tmp_path / "w")
+    plans = [WorkerPlan(0, {"CUDA_VISIBLE_DEVICES": "5"}, "GPU 5"), WorkerPlan(1, {CPUS_ENV: "0"}, "cores 0-0")]
+    said: list[str] = []
+    statuses = run_workers(tmp_path / "settings.json", 7, plans, said.append, env={**extra, "EXTRA": "the storage URL"})
+    assert statuses == [3, 4]
+    assert [re.sub(r"pid \d+", "pid N", line) for line in said] == ["worker 0 started (pid N, GPU 5)",
+                                                                     "worker 1 started (pid N, cores 0-0)"]
+    seen = [json.loads((tmp_path / f"seen-{i}").read_text()) for i in (0, 1)]
+    assert [s["argv"] for s in seen] == [[str(tmp_path / "settings.json"), str(i), "7"] for i in (0, 1)]
+    assert all(s["own_session"] for s in seen)  # a terminal's Ctrl-C reaches the driver alone, which stops them
+    assert [s["env"] for s in seen] == [
+        {"EXTRA": "the storage URL", "CUDA_VISIBLE_DEVICES": "5", "AUTOTUNE_WORKER_CPUS": None},
+        {"EXTRA": "the storage URL", "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+         "AUTOTUNE_WORKER_CPUS": "0"}]
+
+
+def test_a_stop_signal_to_the_driver_reaches_every_worker_and_the_driver_then_stops(tmp_path):
+    # In a process of its own: the driver's signal handlers are the process's.
+    script = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from autotune.workers import WorkerPlan, run_workers
+out = Path(sys.argv[1])
+def stop():
+    while len(list(out.glob("ready-*"))) < 2:
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=stop, daemon=True).start()
+os.chdir(out / "w")
+start = time.time()
+try:
+    run_workers(out / "settings.json", 5, [WorkerPlan(0), WorkerPlan(1)], lambda line: None,
+                env={"OUT": str(out), "WAIT": "30"})
+except KeyboardInterrupt:
+    print("stopped after", round(time.time() - start))
+"""
+    _fake_workers(tmp_path)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=90,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.stdout.startswith("stopped after"), done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) < 20  # not the workers' own 30 s
+    assert [json.loads((tmp_path / f"seen-{i}").read_text())["got"] for i in (0, 1)] == [["SIGTERM"], ["SIGTERM"]]
+
+
 def test_passwords_are_masked():
     assert redact_storage("postgresql://u:pw@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert redact_storage("studies/x.journal") == "studies/x.journal"
