@@ -67,8 +67,11 @@ def enqueue_first(study: "optuna.Study", firsts: list[tuple[dict[str, Any], str]
     roles = {role for _, role in firsts}
     new = all(t.state.name == "WAITING" and t.user_attrs.get("role") in roles for t in trials)
     for params, role in firsts:
-        # A study has several probes: each is its own config.
-        mine = [t for t in trials if t.user_attrs.get("role") == role and (role != "probe" or t.params == params)]
+        # A study has several probes: each is its own config. A queued trial has no params until it is asked,
+        # only the ones it was queued with (read as Optuna's own enqueue_trial does): by its params alone, a
+        # second call before the first trial ran queued every probe again.
+        mine = [t for t in trials if t.user_attrs.get("role") == role
+                and (role != "probe" or t.system_attrs.get("fixed_params", t.params) == params)]
         if (new and not mine) or (mine and all(t.user_attrs.get("lost") for t in mine)):
             study.enqueue_trial(params, user_attrs={"role": role})
 

@@ -10,12 +10,13 @@ import time
 import optuna
 import pytest
 
-from autotune.shared_study import (DONE, EXPORTED, EXPORTER, WAIT, NoLock, TrialBudget, enqueue_first, exported,
-                                   fail_abandoned_trials, release_dead_owners, release_own_trials)
+from autotune.shared_study import (DONE, EXPORTED, EXPORTER, WAIT, Heartbeat, NoLock, TrialBudget, claim_budget,
+                                   elect_exporter, enqueue_first, exported, exporting, fail_abandoned_trials,
+                                   release_dead_owners, release_own_trials)
 from autotune.storage import worker_identity
 
-RUNNING, FAIL, WAITING = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL,
-                          optuna.trial.TrialState.WAITING)
+RUNNING, FAIL, WAITING, COMPLETE = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL,
+                                    optuna.trial.TrialState.WAITING, optuna.trial.TrialState.COMPLETE)
 
 
 def _dead() -> dict:
@@ -51,8 +52,10 @@ def test_a_trial_is_handed_out_only_while_the_budget_has_room_for_those_in_fligh
 
 def test_asks_stop_at_five_a_trial_of_the_budget_when_every_answer_is_a_repeat():
     study = optuna.create_study()
-    budget = _budget(study, 1)
-    for _ in range(5):  # DUPLICATE_ASK_FACTOR asks per trial of the budget
+    _count(study, study.ask())
+    _count(study, study.ask())
+    budget = _budget(study, 4)  # 2 trials of this run's budget: 10 asks
+    for _ in range(10):  # DUPLICATE_ASK_FACTOR asks per trial of the budget
         trial = budget.take()
         trial.set_user_attr("duplicate_of", 0)  # a repeat: not counted
         study.tell(trial, 1.0)
@@ -69,14 +72,34 @@ def _claimed(study, claim):
 def test_an_unclaimed_trial_is_failed_once_a_grace_period_old_and_a_claimed_one_by_its_owner():
     study = optuna.create_study()
     mine, dead, unclaimed = _claimed(study, worker_identity()), _claimed(study, _dead()), _claimed(study, None)
+    elsewhere = _claimed(study, {"host": "elsewhere", "pid": 1})
     fail_abandoned_trials(study, grace_period=60)
     states = [t.state for t in study.get_trials(deepcopy=False)]
-    # The dead owner's trial failed and queued once more; mine runs; the unclaimed one is seconds old.
-    assert states == [RUNNING, FAIL, RUNNING, WAITING]
+    # The dead owner's trial failed and queued once more; mine runs; the unclaimed one is seconds old; another
+    # host's is its heartbeat's to judge (by default the storage is a server's).
+    assert states == [RUNNING, FAIL, RUNNING, RUNNING, WAITING]
     time.sleep(0.01)
     fail_abandoned_trials(study, grace_period=0.001)  # now a grace period old: its process died before the claim
-    assert [t.state for t in study.get_trials(deepcopy=False)][:5] == [RUNNING, FAIL, FAIL, WAITING, WAITING]
-    assert mine.number == 0 and dead.number == 1 and unclaimed.number == 2
+    assert [t.state for t in study.get_trials(deepcopy=False)] == [RUNNING, FAIL, FAIL, RUNNING, WAITING, WAITING]
+    assert (mine.number, dead.number, unclaimed.number, elsewhere.number) == (0, 1, 2, 3)
+
+
+def test_a_trial_taken_with_heartbeats_beats_before_its_claim_where_the_storage_records_them():
+    class Beating:
+        url = "postgresql://u@h/db"
+
+        def __init__(self):
+            self.beats = []
+
+        def record_heartbeat(self, trial_id):
+            self.beats.append(trial_id)
+
+    study = optuna.create_study()
+    storage = Beating()
+    assert TrialBudget(study, 2, NoLock(), storage, 5, None, True).take().number == 0 and storage.beats == [0]
+    assert TrialBudget(study, 2, NoLock(), storage, None, None, True).take().number == 1 and storage.beats == [0]
+    assert _budget(study, 3).take() is not None  # no record_heartbeat (a file's storage): nothing to beat
+    assert TrialBudget(study, 4, NoLock(), study._storage, 5, None, True).take().number == 3
 
 
 def test_a_stop_releases_this_processs_trials_and_the_drivers_look_those_of_its_dead_workers():
@@ -113,6 +136,80 @@ def test_a_budget_is_exported_or_being_exported_by_an_owner_that_may_be_alive(ow
     study.set_user_attr(EXPORTER, owner)
     assert exported(study, 4, grace_period=60, one_machine=one_machine) is is_exported
     assert exported(study, 5, grace_period=60, one_machine=one_machine) is False  # another budget's mark
+    if not one_machine:  # by default: a server's
+        assert exported(study, 4, grace_period=60) is is_exported
+
+
+def test_a_budget_is_set_by_the_first_process_joined_by_the_rest_and_renewed_once_exported():
+    study = optuna.create_study()
+    assert claim_budget(study, NoLock(), 4, FIRSTS) == 4 and study.user_attrs["trial_budget"] == 4
+    _count(study, study.ask())
+    _count(study, study.ask())
+    assert claim_budget(study, NoLock(), 10, FIRSTS) == 4  # joined in progress: its budget, not --trials more
+    _count(study, study.ask())
+    _count(study, study.ask())
+    assert claim_budget(study, NoLock(), 10, FIRSTS) == 4  # reached, not exported: resumed to the export
+    assert elect_exporter(study, NoLock(), 4) and not elect_exporter(study, NoLock(), 4)
+    assert study.user_attrs[EXPORTED] == 4 and study.user_attrs[EXPORTER] == worker_identity()
+    assert claim_budget(study, NoLock(), 3, FIRSTS) == 7  # exported (by this live process): 3 more
+
+
+def test_an_export_that_ends_is_marked_finished_and_one_that_raises_gives_the_budget_back():
+    study = optuna.create_study()
+    assert elect_exporter(study, NoLock(), 4)
+    with exporting(study, NoLock()):
+        pass
+    assert study.user_attrs[EXPORTER] == {**worker_identity(), "finished": True} and exported(study, 4)
+    study.set_user_attr(EXPORTED, None)
+    assert elect_exporter(study, NoLock(), 4)
+    with pytest.raises(KeyboardInterrupt), exporting(study, NoLock()):
+        raise KeyboardInterrupt
+    assert study.user_attrs[EXPORTED] is None and not exported(study, 4)
+    # Taken over meanwhile (this process's beats stalled): the other exporter's mark stays.
+    assert elect_exporter(study, NoLock(), 4)
+    with pytest.raises(KeyboardInterrupt), exporting(study, NoLock()):
+        study.set_user_attr(EXPORTER, {"host": "elsewhere", "pid": 1})
+        raise KeyboardInterrupt
+    assert study.user_attrs[EXPORTED] == 4
+
+
+def test_an_exporter_beats_while_it_exports_and_stops_once_another_took_over():
+    study = optuna.create_study()
+    assert elect_exporter(study, NoLock(), 4)
+    with exporting(study, NoLock(), heartbeat=0.01):
+        first = study.user_attrs[EXPORTER]["beat"]
+        time.sleep(0.1)
+        assert study.user_attrs[EXPORTER]["beat"] > first
+        study.set_user_attr(EXPORTER, {"host": "elsewhere", "pid": 1})
+        time.sleep(0.1)
+        assert study.user_attrs[EXPORTER] == {"host": "elsewhere", "pid": 1}  # not overwritten
+
+
+def test_a_heartbeat_beats_at_once_then_every_interval_until_told_to_stop_and_never_without_one():
+    beats = []
+
+    def beat():
+        beats.append(time.time())
+        if len(beats) == 2:
+            raise OSError("a missed beat")  # retried at the next interval
+        return len(beats) < 4  # False at the fourth: stop
+
+    with Heartbeat(beat, 0.01):
+        assert len(beats) == 1  # before the block
+        time.sleep(0.3)
+    assert len(beats) == 4
+    with Heartbeat(beats.append, None):
+        time.sleep(0.05)
+    assert len(beats) == 4
+
+    class Beating:
+        def record_heartbeat(self, trial_id):
+            beats.append(trial_id)
+
+    assert Heartbeat.of_trial(Beating(), 7, 5).interval == 5 and Heartbeat.of_trial(object(), 7, 5).interval is None
+    with Heartbeat.of_trial(Beating(), 7, 5):
+        pass
+    assert beats[-1] == 7
 
 
 def test_a_file_for_one_machine_is_judged_by_itself_and_a_server_by_heartbeats():
@@ -140,6 +237,27 @@ def test_the_baseline_and_defaults_are_queued_in_a_new_study_and_again_where_a_s
     study.tell(baseline, state=FAIL)
     enqueue_first(study, FIRSTS)  # the baseline lost to a stop: queued once more, the defaults not
     assert [t.user_attrs["role"] for t in study.trials] == ["baseline", "defaults", "baseline"]
+    started = optuna.create_study()  # its baseline measured, no defaults: a study, not a new one
+    started.enqueue_trial({"x": 1}, user_attrs={"role": "baseline"})
+    started.tell(started.ask(), 1.0)
+    enqueue_first(started, FIRSTS)
+    assert [t.state for t in started.trials] == [COMPLETE]
+    cut_short = optuna.create_study()  # its queueing cut short: the baseline queued, the defaults never
+    cut_short.enqueue_trial({"x": 1}, user_attrs={"role": "baseline"})
+    enqueue_first(cut_short, FIRSTS)
+    assert [t.user_attrs["role"] for t in cut_short.trials] == ["baseline", "defaults"]
+    probes = optuna.create_study()  # each probe is its own config, queued once and again only where it was lost
+    firsts = FIRSTS + [({"x": 3}, "probe"), ({"x": 4}, "probe")]
+    enqueue_first(probes, firsts)
+    enqueue_first(probes, firsts)  # all still queued (a queueing retried, a stop before the first trial): new
+    assert [t.system_attrs["fixed_params"]["x"] for t in probes.trials] == [1, 2, 3, 4]
+    for lost in (False, False, True, False):
+        trial = probes.ask()
+        trial.suggest_int("x", 1, 4)  # as the loop asks each knob
+        trial.set_user_attr("lost", lost)
+        probes.tell(trial, state=FAIL)
+    enqueue_first(probes, firsts)
+    assert [t.system_attrs["fixed_params"]["x"] for t in probes.trials] == [1, 2, 3, 4, 3]
     outside = optuna.create_study()  # a study made outside autotune, with trials of its own: left as it is
     outside.tell(outside.ask(), 1.0)
     enqueue_first(outside, FIRSTS)
