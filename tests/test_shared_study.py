@@ -84,6 +84,16 @@ def test_an_unclaimed_trial_is_failed_once_a_grace_period_old_and_a_claimed_one_
     assert (mine.number, dead.number, unclaimed.number, elsewhere.number) == (0, 1, 2, 3)
 
 
+def test_a_trial_whose_worker_dies_is_queued_once_more_and_not_again_when_its_retry_dies_too():
+    study = optuna.create_study()
+    _claimed(study, _dead())
+    fail_abandoned_trials(study, grace_period=60)
+    retry = study.ask()  # the queued copy, taken by a worker that dies too
+    retry.set_user_attr("claimed", _dead())
+    fail_abandoned_trials(study, grace_period=60)
+    assert [t.state for t in study.get_trials(deepcopy=False)] == [FAIL, FAIL]  # a config that kills its workers
+
+
 def test_a_trial_taken_with_heartbeats_beats_before_its_claim_where_the_storage_records_them():
     class Beating:
         url = "postgresql://u@h/db"
@@ -177,9 +187,11 @@ def test_an_exporter_beats_while_it_exports_and_stops_once_another_took_over():
     study = optuna.create_study()
     assert elect_exporter(study, NoLock(), 4)
     with exporting(study, NoLock(), heartbeat=0.01):
-        first = study.user_attrs[EXPORTER]["beat"]
-        time.sleep(0.1)
-        assert study.user_attrs[EXPORTER]["beat"] > first
+        beats = [study.user_attrs[EXPORTER]["beat"]]
+        for _ in range(3):  # at every interval, not once
+            time.sleep(0.1)
+            beats.append(study.user_attrs[EXPORTER]["beat"])
+        assert beats == sorted(set(beats)), beats
         study.set_user_attr(EXPORTER, {"host": "elsewhere", "pid": 1})
         time.sleep(0.1)
         assert study.user_attrs[EXPORTER] == {"host": "elsewhere", "pid": 1}  # not overwritten
