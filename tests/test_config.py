@@ -759,6 +759,27 @@ def test_a_workload_file_s_space_may_be_named_yml(tmp_path):
     assert space_path(spec) == tmp_path / "mine.yaml"  # both: .yaml, as before
 
 
+def test_a_workload_named_as_a_shipped_one_reads_its_file_and_one_of_no_module_file_says_to_define_it(monkeypatch):
+    import sys
+    import types
+
+    from autotune.exceptions import AutotuneError
+    from autotune.shipped import folder
+    from autotune.workload import Workload
+
+    def workload(name, module):
+        return type("Mine", (Workload,), {"name": name, "unit": "items", "sizes": {"tiny": {}}, "__module__": module,
+                                          "build": lambda self, config: (lambda: 1.0),
+                                          "items_per_run": lambda self, config: 1, "check": lambda *args: None})
+
+    assert workload("chmm", __name__).space_path() == folder("search_spaces") / "chmm.yaml"
+    # A class made where no file holds it (python -c, a notebook): a message, not Path(None)'s TypeError.
+    monkeypatch.setitem(sys.modules, "made_here", types.ModuleType("made_here"))
+    said = r"^workload 'made_here_w' has no search-space file; define space_path\(\)$"
+    with pytest.raises(AutotuneError, match=said):
+        workload("made_here_w", "made_here").space_path()
+
+
 def test_the_cache_is_marked_as_one_for_git_and_backups(tmp_path):
     # A search in a project's repository left its reference outputs and numba's kernels for `git add .` to take.
     import subprocess
