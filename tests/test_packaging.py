@@ -110,6 +110,24 @@ def test_shipped_modules_are_found_beside_autotune():
     assert module_file("workloads.nothing") is None and module_file("torch.nn") is None
 
 
+def test_taking_the_builtin_names_imports_nothing_where_autotunes_are_found_and_keeps_one_imported(tmp_path,
+                                                                                                 monkeypatch):
+    import types
+
+    from autotune.shipped import take_builtin_names
+
+    # Where the import system finds autotune's own workloads anyway, nothing is imported (nor imported twice).
+    code = "import sys\nfrom autotune.shipped import take_builtin_names\ntake_builtin_names()\n" \
+           "print('workloads' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr[-2000:]
+    # A workloads package the process imported already is the process's: never replaced under it.
+    theirs = types.ModuleType("workloads")
+    monkeypatch.setitem(sys.modules, "workloads", theirs)
+    take_builtin_names()
+    assert sys.modules["workloads"] is theirs
+
+
 def test_a_plugin_named_into_autotunes_package_is_told_to_take_another_name():
     from autotune.exceptions import AutotuneError
     from autotune.registry import get_workload_class
