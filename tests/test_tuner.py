@@ -208,6 +208,19 @@ def test_chmm_search_exports_resumes_and_loads(studies):
             assert trial.constraints  # Optuna sees feasibility
 
 
+def test_a_results_repr_says_when_nothing_won_or_was_exported_and_a_winner_without_figures():
+    from autotune.search_result import SearchResult
+
+    result = SearchResult("chmm", "cpu", "tiny", "chmm-cpu-tiny", "studies/autotune.db", "sequences", [],
+                          {"wrong": 2, "error": 1}, [], None, None, None, None, None, 12.4)
+    assert repr(result) == ("SearchResult('chmm' at 'tiny' on 'cpu': no winner: no config passed its check and fit "
+                            "the memory budget; 0 trials in 12 s; study 'chmm-cpu-tiny' in 'studies/autotune.db' "
+                            "(error 1, wrong 2))")
+    winner = SimpleNamespace(trial=3, config=Config({"x": 1}), measurement=None)
+    shown = repr(dataclasses.replace(result, winner=winner, speedup=None, export_path=Path("e.json")))
+    assert "winner trial #3 {'x': 1}; 0 trials" in shown and shown.endswith("; exported to 'e.json')")
+
+
 def test_a_study_survives_every_failure_and_never_picks_a_wrong_answer(studies):
     storage = f"sqlite:///{studies / 'autotune.db'}"
     studies.mkdir(parents=True)
