@@ -106,18 +106,19 @@ def test_a_trial_whose_worker_dies_is_queued_once_more_and_not_again_when_its_re
     assert [t.state for t in study.get_trials(deepcopy=False)] == [FAIL, FAIL]  # a config that kills its workers
 
 
+class _Storage:
+    """A storage as the protocol reads it: its URL, and the heartbeats it records (a database server's)."""
+
+    def __init__(self, url="postgresql://u@h/db"):
+        self.url, self.beats = url, []
+
+    def record_heartbeat(self, trial_id):
+        self.beats.append(trial_id)
+
+
 def test_a_trial_taken_with_heartbeats_beats_before_its_claim_where_the_storage_records_them():
-    class Beating:
-        url = "postgresql://u@h/db"
-
-        def __init__(self):
-            self.beats = []
-
-        def record_heartbeat(self, trial_id):
-            self.beats.append(trial_id)
-
     study = optuna.create_study()
-    storage = Beating()
+    storage = _Storage()
     assert TrialBudget(study, 2, NoLock(), storage, 5, None, True).take().number == 0 and storage.beats == [0]
     assert TrialBudget(study, 2, NoLock(), storage, None, None, True).take().number == 1 and storage.beats == [0]
     assert _budget(study, 3).take() is not None  # no record_heartbeat (a file's storage): nothing to beat
@@ -227,26 +228,18 @@ def test_a_heartbeat_beats_at_once_then_every_interval_until_told_to_stop_and_ne
     with Heartbeat(beats.append, None):
         time.sleep(0.05)
     assert len(beats) == 4
-
-    class Beating:
-        def record_heartbeat(self, trial_id):
-            beats.append(trial_id)
-
-    assert Heartbeat.of_trial(Beating(), 7, 5).interval == 5 and Heartbeat.of_trial(object(), 7, 5).interval is None
-    with Heartbeat.of_trial(Beating(), 7, 5):
+    assert Heartbeat.of_trial(_Storage(), 7, 5).interval == 5 and Heartbeat.of_trial(object(), 7, 5).interval is None
+    storage = _Storage()
+    with Heartbeat.of_trial(storage, 7, 5):
         pass
-    assert beats[-1] == 7
+    assert storage.beats[-1] == 7
 
 
 def test_a_file_for_one_machine_is_judged_by_itself_and_a_server_by_heartbeats():
     from autotune.shared_study import _one_machine
 
-    class Storage:
-        def __init__(self, url):
-            self.url = url
-
-    assert _one_machine(object()) and _one_machine(Storage("sqlite:///a.db"))
-    assert not _one_machine(Storage("postgresql://u@h/db"))
+    assert _one_machine(object()) and _one_machine(_Storage("sqlite:///a.db"))
+    assert not _one_machine(_Storage("postgresql://u@h/db"))
 
 
 FIRSTS = [({"x": 1}, "baseline"), ({"x": 2}, "defaults")]

@@ -85,23 +85,13 @@ def test_every_allowed_config_is_listed_once_with_conditions_and_constraints():
 
 @pytest.mark.parametrize("sampler", [ForestSampler, LinearSampler])
 def test_the_sampler_answers_optunas_asks_and_never_repeats_a_measured_config(sampler):
-    import optuna
-
     space = SearchSpace.from_dict({
         "schema_version": 1, "workload": "w",
         "parameters": {"a": {"choices": [1, 2, 3, 4]}, "b": {"choices": [1, 2, 3, 4]}},
         "defaults": {"a": 1, "b": 1}, "baseline": {"a": 1, "b": 1},
     })
-    study = optuna.create_study(direction="maximize", sampler=sampler(space, seed=1, startup=5))
-    seen = []
-    for _ in range(12):
-        trial = study.ask()
-        config = space.suggest(trial)
-        seen.append(config.key)
-        throughput = float(config["a"] * config["b"])
-        for key, value in {"config": config.to_dict(), "status": "ok", "throughput": throughput}.items():
-            trial.set_user_attr(key, value)
-        study.tell(trial, throughput)
+    asked = _asked(sampler(space, seed=1, startup=5), space, 12, lambda i, config: ("ok", config["a"] * config["b"]))
+    seen = [config.key for config in asked]
     assert len(set(seen)) == len(seen)
     assert space.complete({"a": 4, "b": 4}).key in seen  # the best of 16, within 12 asks
 
@@ -172,19 +162,21 @@ class _Recording(ModelSampler):
         return 0
 
 
-def _asked(sampler, space, outcomes):
-    """Asks one trial per outcome (a status and a throughput) and records it as the loop does; the configs asked."""
+def _asked(sampler, space, n, outcome):
+    """Asks ``n`` trials and records each as the loop does, with the status and throughput ``outcome(i, config)``
+    gives; the configs asked."""
     import optuna
 
     study = optuna.create_study(direction="maximize", sampler=sampler)
     asked = []
-    for status, throughput in outcomes:
+    for i in range(n):
         trial = study.ask()
         config = space.suggest(trial)
         asked.append(config)
-        for key, value in {"config": config.to_dict(), "status": status, "throughput": throughput}.items():
+        status, throughput = outcome(i, config)
+        for key, value in {"config": config.to_dict(), "status": status, "throughput": float(throughput)}.items():
             trial.set_user_attr(key, value)
-        study.tell(trial, throughput)
+        study.tell(trial, float(throughput))
     return asked
 
 
@@ -195,7 +187,8 @@ SMALL = {"schema_version": 1, "workload": "w", "parameters": {"a": {"choices": [
 def test_the_model_plans_once_startup_configs_are_measured_with_a_failure_the_slowest():
     space = SearchSpace.from_dict(SMALL)
     sampler = _Recording(space, seed=0)
-    _asked(sampler, space, [("ok", 2.0), ("error", 8.0), ("ok", 4.0), ("ok", 1.0), ("ok", 1.0)])
+    outcomes = [("ok", 2.0), ("error", 8.0), ("ok", 4.0), ("ok", 1.0), ("ok", 1.0)]
+    _asked(sampler, space, len(outcomes), lambda i, config: outcomes[i])
     # Random for the first 3 configs; then the model, told log seconds per item, a failure (whatever throughput
     # it carries) as slow as the slowest success so far.
     assert [n for n, _ in sampler.planned] == [3, 4]
@@ -206,6 +199,7 @@ def test_the_model_plans_once_startup_configs_are_measured_with_a_failure_the_sl
 def test_the_model_waits_for_two_successes_and_a_space_measured_whole_is_still_answered():
     space = SearchSpace.from_dict(SMALL)
     sampler = _Recording(space, seed=0)
-    asked = _asked(sampler, space, [("ok", 1.0)] + [("error", 0.0)] * 4 + [("ok", 2.0)] * 3)
+    outcomes = [("ok", 1.0)] + [("error", 0.0)] * 4 + [("ok", 2.0)] * 3
+    asked = _asked(sampler, space, len(outcomes), lambda i, config: outcomes[i])
     assert sampler.planned == []  # 6 configs measured, one success among the first 5: nothing for a model to fit
     assert len({c.key for c in asked[:6]}) == 6 and all(space.validate(c.to_dict()) == c for c in asked[6:])
