@@ -803,7 +803,7 @@ def test_a_file_system_that_takes_no_lock_is_said_in_one_line(tmp_path, monkeypa
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
     monkeypatch.setattr(fcntl, "lockf", no_locks)
-    said = "No locks available (a network file system without file locks?); keep the studies on a local disk"
+    said = ": No locks available (a network file system without file locks?); keep the studies on a local disk"
     url = f"sqlite:///{tmp_path}/s.db"
     for take in (lambda: BudgetLock(url, "s").searching().__enter__(), lambda: BudgetLock(url, "s").held().__enter__(),
                  lambda: open_storage(url)):
