@@ -162,14 +162,20 @@ def _start_field(pid: int, words_in_name: int = 1) -> str:
     return Path(f"/proc/{pid}/stat").read_text().split()[21 + words_in_name - 1]
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="no /proc here")
-def test_a_process_start_is_its_boot_and_start_tick_even_where_its_name_holds_a_parenthesis(tmp_path):
-    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    assert process_start(os.getpid()) == f"{boot}:{_start_field(os.getpid())}"
-    odd = tmp_path / "sl) p"  # /proc/PID/stat shows it "(sl) p)": only the last ")" ends the name
+@pytest.fixture
+def odd_python(tmp_path) -> Path:
+    """Python as a program named "sl) p": /proc/PID/stat shows it "(sl) p)", where only the last ")" ends the name."""
+    odd = tmp_path / "sl) p"
     odd.write_bytes(Path(sys.executable).read_bytes())
     odd.chmod(0o755)
-    child = subprocess.Popen([str(odd), "-c", "import time; time.sleep(60)"])
+    return odd
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="no /proc here")
+def test_a_process_start_is_its_boot_and_start_tick_even_where_its_name_holds_a_parenthesis(odd_python):
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert process_start(os.getpid()) == f"{boot}:{_start_field(os.getpid())}"
+    child = subprocess.Popen([str(odd_python), "-c", "import time; time.sleep(60)"])
     try:
         deadline = time.time() + 30
         while "(sl) p)" not in Path(f"/proc/{child.pid}/stat").read_text() and time.time() < deadline:
@@ -192,11 +198,11 @@ def test_a_worker_is_alive_while_its_pid_runs_with_the_start_it_recorded():
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="no /proc here")
-def test_a_zombie_is_dead_and_a_process_whose_state_cannot_be_read_is_alive(monkeypatch):
-    zombie = subprocess.Popen(["true"])
+def test_a_zombie_is_dead_and_a_process_whose_state_cannot_be_read_is_alive(monkeypatch, odd_python):
+    zombie = subprocess.Popen([str(odd_python), "-c", "pass"])  # its state follows the last ")"
     try:
         deadline = time.time() + 30
-        while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        while not Path(f"/proc/{zombie.pid}/stat").read_text().startswith(f"{zombie.pid} (sl) p) Z "):
             assert time.time() < deadline, "the child never exited"
             time.sleep(0.01)
         assert not pid_alive(zombie.pid)
