@@ -24,7 +24,7 @@ from autotune.console import (
 )
 from autotune.progress import Progress
 from autotune.samplers import DEFAULT, SAMPLERS
-from autotune.storage import STORAGE_ENV
+from autotune.storage import DEFAULT_GRACE_PERIOD, DEFAULT_HEARTBEAT, STORAGE_ENV
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="autotune")
@@ -61,9 +61,9 @@ def cli() -> None:
               help="Worker processes on the study (needs a journal file or a database server) [default: 1, "
                    "or one per --gpus].")
 @click.option("--gpus", default=None, help="GPU indices, one worker each, e.g. 0,1,2,3 (each worker sees only its own).")
-@click.option("--heartbeat", type=Count(*WHOLE["heartbeat"]), default=10, show_default=True,
+@click.option("--heartbeat", type=Count(*WHOLE["heartbeat"]), default=DEFAULT_HEARTBEAT, show_default=True,
               help="Seconds between a worker's heartbeats on a database server.")
-@click.option("--grace-period", type=Count(*WHOLE["grace_period"]), default=60, show_default=True,
+@click.option("--grace-period", type=Count(*WHOLE["grace_period"]), default=DEFAULT_GRACE_PERIOD, show_default=True,
               help="Seconds without a heartbeat before a trial's worker counts as dead; its trial is re-run once.")
 @click.option("--memory-budget", type=Size(), default=None, help="Peak memory a config may use, e.g. 8GiB (a constraint).")
 @click.option("--memory-limit", type=Size(), default=None,

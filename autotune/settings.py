@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from autotune.storage import storage_kind
+from autotune.storage import DEFAULT_GRACE_PERIOD, DEFAULT_HEARTBEAT, storage_kind
 
 if TYPE_CHECKING:
     from autotune.tuner import Tuner
@@ -46,8 +46,8 @@ class SearchSettings:
     time_budget: float | None = None
     seed: int | None = None
     threads: int | None = None
-    heartbeat: int = 10
-    grace_period: int = 60
+    heartbeat: int = DEFAULT_HEARTBEAT
+    grace_period: int = DEFAULT_GRACE_PERIOD
     quiet: bool = False
     sampler: str | None = None  # a strategy of autotune.samplers (default: samplers.DEFAULT)
 
