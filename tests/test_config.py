@@ -670,9 +670,14 @@ def test_the_cached_data_of_earlier_versions_of_a_workload_file_is_named_once_it
         f"{cache} keeps the cached data and references of 2 earlier versions of big.py (0 MiB), which no search "
         "of this file reads: remove the tiny-v1-* folders there but tiny-v1-eeeeeeeeeeee once no search of an earlier "
         "version runs"]
+    assert registry.earlier_versions("chmm", here) == []  # a built-in's folder has no digest
+    monkeypatch.setattr(registry, "EARLIER_VERSIONS_BYTES", 1100)
+    assert len(registry.earlier_versions(spec, here)) == 1  # 600 + 500 bytes: at the threshold, named
     monkeypatch.setattr(registry, "EARLIER_VERSIONS_BYTES", 1101)
     assert registry.earlier_versions(spec, here) == []  # under the line's threshold: not worth a line
-    assert registry.earlier_versions("chmm", here) == []  # a built-in's folder has no digest
+    with open(cache / "tiny-v1-aaaaaaaaaaaa" / "reference-cpu.pt", "r+b") as big:
+        big.truncate(3 * 2**20)  # a sparse file: its size as stat says it
+    assert "(3 MiB)" in registry.earlier_versions(spec, here)[0]
 
 
 def test_an_export_that_replaces_another_studys_winner_says_so(tmp_path):
