@@ -143,6 +143,7 @@ def test_numba_caches_its_kernels_beside_the_workloads_caches_unless_told_where(
 
 
 def test_a_module_s_or_a_plug_in_s_attribute_that_is_no_workload_class_is_refused(monkeypatch):
+    assert registry.get_workload_class("tests.workloads.steady:SteadyWorkload").name == "steady"  # one that is
     for attribute in ("BROKEN", "Path"):  # a string, a class of another kind
         with pytest.raises(AutotuneError, match=f"^workload tests.conftest:{attribute}: tests.conftest has no "
                                                 f"Workload subclass '{attribute}'$"):
