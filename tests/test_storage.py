@@ -4,6 +4,7 @@ study through it are test_workers' and test_faults'."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -92,7 +93,7 @@ def test_a_journal_and_an_sqlite_file_are_made_in_folders_that_do_not_exist_yet(
 
 
 def _tables(db: Path) -> list[str]:
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection:
         return [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
 
 
