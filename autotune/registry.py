@@ -319,7 +319,15 @@ class WorkloadFacts:
         return Workload.size_named.__func__(self, size)  # type: ignore[attr-defined] # the class's own rule and error
 
     @classmethod
-    def of(cls, workload: type[Workload]) -> "WorkloadFacts":
+    def of(cls, workload: type[Workload], spec: str | None = None) -> "WorkloadFacts":
+        # The base class, or a base of the user's own, named as a workload: "type object 'Workload' has no
+        # attribute 'name'" was a traceback.
+        missing = [fact for fact in ("name", "unit", "sizes") if not hasattr(workload, fact)]
+        if missing:
+            listed = ", ".join(missing[:-1]) + " and " * (len(missing) > 1) + missing[-1]
+            raise AutotuneError(f"workload {spec or workload.__name__}: {workload.__name__} sets no {listed}: a "
+                                "workload class states its name, unit and sizes as class attributes "
+                                "(autotune.Workload)")
         try:  # each trial makes its workload so: one whose __init__ takes other arguments failed every trial
             inspect.signature(workload).bind("tiny", "cpu", None)  # with "takes 2 positional arguments but 4 ..."
         except TypeError as exc:
@@ -346,7 +354,7 @@ def workload_facts(spec: str) -> WorkloadFacts:
     # Only a direct subclass of Workload: an attribute its body leaves out is then Workload's.
     if (stated is None or stated[0] != ["Workload"] or not {"name", "unit", "sizes"} <= stated[1].keys()
             or any(stated[1].get(key) is NOT_A_LITERAL for key in FACTS)):
-        return WorkloadFacts.of(get_workload_class(spec))
+        return WorkloadFacts.of(get_workload_class(spec), spec)
     return WorkloadFacts(**{key: value for key, value in stated[1].items() if key in FACTS})
 
 

@@ -177,3 +177,14 @@ def test_a_workload_class_given_from_python_is_told_to_give_its_name():
     with pytest.raises(TypeError, match=r"^workload must be a string: a workload's name or 'path/to/file.py:"
                                         r"ClassName', not <class 'pathlib.Path'>$"):
         registry.get_workload_class(Path)
+
+
+def test_a_class_that_sets_no_name_unit_or_sizes_is_refused_in_one_line_not_a_traceback(tmp_path):
+    # `--workload autotune.workload:Workload` (the base class), or a base of the user's own: an AttributeError
+    # traceback, "type object 'Workload' has no attribute 'name'".
+    (tmp_path / "bases.py").write_text("from autotune import Workload\nclass Base(Workload):\n    unit = 'items'\n")
+    for spec, cls, missing in (("autotune.workload:Workload", "Workload", "name, unit and sizes"),
+                               (f"{tmp_path / 'bases.py'}:Base", "Base", "name and sizes")):
+        with pytest.raises(AutotuneError, match=f"^workload {spec}: {cls} sets no {missing}: a workload class states "
+                                                "its name, unit and sizes as class attributes"):
+            registry.workload_facts(spec)
