@@ -25,7 +25,7 @@ import inspect
 import os
 import re
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -322,7 +322,7 @@ class WorkloadFacts:
     def of(cls, workload: type[Workload], spec: str | None = None) -> "WorkloadFacts":
         # The base class, or a base of the user's own, named as a workload: "type object 'Workload' has no
         # attribute 'name'" was a traceback.
-        missing = [fact for fact in ("name", "unit", "sizes") if not hasattr(workload, fact)]
+        missing = [fact for fact in STATED if not hasattr(workload, fact)]
         if missing:
             listed = ", ".join(missing[:-1]) + " and " * (len(missing) > 1) + missing[-1]
             raise AutotuneError(f"workload {spec or workload.__name__}: {workload.__name__} sets no {listed}: a "
@@ -337,8 +337,9 @@ class WorkloadFacts:
         return cls(**{name: getattr(workload, name) for name in FACTS})
 
 
-#: The class attributes a :class:`WorkloadFacts` holds.
+#: The class attributes a :class:`WorkloadFacts` holds, and those a class must state (Workload has no default).
 FACTS = tuple(field.name for field in fields(WorkloadFacts))
+STATED = tuple(field.name for field in fields(WorkloadFacts) if field.default is MISSING)
 
 #: What :func:`_class_source` states for a name its class body assigns something other than a literal.
 NOT_A_LITERAL = object()
@@ -352,7 +353,7 @@ def workload_facts(spec: str) -> WorkloadFacts:
     module_name, _, class_name = BUILTINS.get(spec, "").partition(":")
     stated = _class_source(module_name, class_name) if module_name and module_name not in sys.modules else None
     # Only a direct subclass of Workload: an attribute its body leaves out is then Workload's.
-    if (stated is None or stated[0] != ["Workload"] or not {"name", "unit", "sizes"} <= stated[1].keys()
+    if (stated is None or stated[0] != ["Workload"] or not set(STATED) <= stated[1].keys()
             or any(stated[1].get(key) is NOT_A_LITERAL for key in FACTS)):
         return WorkloadFacts.of(get_workload_class(spec), spec)
     return WorkloadFacts(**{key: value for key, value in stated[1].items() if key in FACTS})

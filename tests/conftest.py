@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -128,6 +129,14 @@ def stop_when_said(args: list[str], said: str, *, cwd: Path, env: dict | None = 
     finally:
         child.kill()
     return child.returncode, stdout, errors.read_text()
+
+
+def until(condition, seconds: float = 10.0) -> bool:
+    """Wait for ``condition`` (a thread's or a process's work, on a machine that may be busy); whether it came."""
+    deadline = time.time() + seconds
+    while not condition() and time.time() < deadline:
+        time.sleep(0.01)
+    return condition()
 
 
 def wait_or_kill(process: subprocess.Popen, timeout: float, tag: str | None = None) -> int:

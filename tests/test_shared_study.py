@@ -14,6 +14,7 @@ from autotune.shared_study import (DONE, EXPORTED, EXPORTER, WAIT, Heartbeat, No
                                    elect_exporter, enqueue_first, exported, exporting, fail_abandoned_trials,
                                    release_dead_owners, release_own_trials)
 from autotune.storage import worker_identity
+from tests.conftest import until
 
 RUNNING, FAIL, WAITING, COMPLETE = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL,
                                     optuna.trial.TrialState.WAITING, optuna.trial.TrialState.COMPLETE)
@@ -28,14 +29,6 @@ def _dead() -> dict:
     started = process_start(done.pid)  # exited or not, unreaped it is still there to read
     done.wait(timeout=60)
     return {"host": worker_identity()["host"], "pid": done.pid, **({"started": started} if started else {})}
-
-
-def _until(condition, seconds=10.0):
-    """Wait for ``condition`` (a thread's work, on a machine that may be busy); whether it came."""
-    deadline = time.time() + seconds
-    while not condition() and time.time() < deadline:
-        time.sleep(0.01)
-    return condition()
 
 
 def _count(study, trial) -> None:
@@ -202,7 +195,7 @@ def test_an_exporter_beats_while_it_exports_and_stops_once_another_took_over():
     with exporting(study, NoLock(), heartbeat=0.01):
         beats = [study.user_attrs[EXPORTER]["beat"]]
         for _ in range(3):  # at every interval, not once
-            assert _until(lambda: study.user_attrs[EXPORTER]["beat"] != beats[-1])
+            assert until(lambda: study.user_attrs[EXPORTER]["beat"] != beats[-1])
             beats.append(study.user_attrs[EXPORTER]["beat"])
         other = {"host": "elsewhere", "pid": 1}
         for _ in range(2):  # twice: a beat under way as it was taken over may write once more, then sees it
@@ -222,7 +215,7 @@ def test_a_heartbeat_beats_at_once_then_every_interval_until_told_to_stop_and_ne
 
     with Heartbeat(beat, 0.01):
         assert len(beats) == 1  # before the block
-        assert _until(lambda: len(beats) == 4)
+        assert until(lambda: len(beats) == 4)
         time.sleep(0.1)
     assert len(beats) == 4
     with Heartbeat(beats.append, None):

@@ -9,7 +9,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from autotune.exceptions import StorageError
 from autotune.limits import MAX_SECONDS
 from autotune.storage import (BudgetLock, check_heartbeat, open_storage, owner_alive, pid_alive, process_start,
                               retrying, storage_failure, worker_identity)
+from tests.conftest import until
 
 
 def test_a_grace_period_of_twice_the_heartbeat_is_allowed_and_a_second_less_is_not():
@@ -178,9 +178,7 @@ def test_a_process_start_is_its_boot_and_start_tick_even_where_its_name_holds_a_
     assert process_start(os.getpid()) == f"{boot}:{_start_field(os.getpid())}"
     child = subprocess.Popen([str(odd_python), "-c", "import time; time.sleep(60)"])
     try:
-        deadline = time.time() + 30
-        while "(sl) p)" not in Path(f"/proc/{child.pid}/stat").read_text() and time.time() < deadline:
-            time.sleep(0.01)  # until it runs as itself, past the fork
+        until(lambda: "(sl) p)" in Path(f"/proc/{child.pid}/stat").read_text(), 30)  # it runs as itself, past fork
         assert process_start(child.pid) == f"{boot}:{_start_field(child.pid, words_in_name=2)}"
     finally:
         child.kill()
@@ -202,10 +200,8 @@ def test_a_worker_is_alive_while_its_pid_runs_with_the_start_it_recorded():
 def test_a_zombie_is_dead_and_a_process_whose_state_cannot_be_read_is_alive(monkeypatch, odd_python):
     zombie = subprocess.Popen([str(odd_python), "-c", "pass"])  # its state follows the last ")"
     try:
-        deadline = time.time() + 30
-        while not Path(f"/proc/{zombie.pid}/stat").read_text().startswith(f"{zombie.pid} (sl) p) Z "):
-            assert time.time() < deadline, "the child never exited"
-            time.sleep(0.01)
+        assert until(lambda: Path(f"/proc/{zombie.pid}/stat").read_text().startswith(f"{zombie.pid} (sl) p) Z "),
+                     30), "the child never exited"
         assert not pid_alive(zombie.pid)
     finally:
         zombie.wait(timeout=60)
