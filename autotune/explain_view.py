@@ -166,7 +166,7 @@ def get_explain_info(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def _stopped(doc: Mapping[str, Any], word: str = "stopped") -> str:
     """What a stopped explanation holds, in the text and in the report alike."""
-    return f"{word} (Ctrl-C) after {plural(doc.get('rounds', 0), 'whole round')}: the figures come from those"
+    return f"{word} (Ctrl-C) after {plural(doc['rounds'], 'whole round')}: the figures come from those"
 
 
 def draw_waterfall(info: Mapping[str, Any]) -> Any:
@@ -195,8 +195,9 @@ def claims_html(info: Mapping[str, Any]) -> str:
         f"<tr class='verdict-{html.escape(row['verdict'].replace(' ', '-'))}'>"
         + "".join(f"<td>{html.escape(row[c])}</td>" for c in cells) + "</tr>"
         for row in info["rows"])
+    at = info.get("measured_at")  # always stored; a hand-edited file may lack it
     return (f"<table id='claims'><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{rows}</table>"
-            f"<p><small>Measured {html.escape(str(info.get('measured_at') or ''))} by autotune explain; every "
+            f"<p><small>Measured {html.escape(str(at)) + ' ' if at else ''}by autotune explain; every "
             f"speedup is over the baseline measured in the same run, with a 95% bootstrap interval. The verdict "
             f"reads \"alone\" unless its note says otherwise.{html.escape(info.get('stopped', ''))}</small></p>")
 
