@@ -52,10 +52,20 @@ def format_bytes(value: float | None) -> str:
     return f"{int(value)} B"
 
 
+def three_figures(value: float) -> str:
+    """Three significant digits with no exponent at any size: 0.0123, 37.5, 615, 1,457 (``.3g`` alone writes
+    1.23e+03: a one-off of 1,234 s, a cold compile at a larger size, read so)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def seconds(value: float) -> str:
+    return f"{three_figures(value)} s"
+
+
 def rate(value: float | None, unit: str | None) -> str:
     if value is None or not math.isfinite(value):
         return "-"
-    return f"{value:,.0f} {unit or 'items'}/s" if value >= 100 else f"{value:.3g} {unit or 'items'}/s"
+    return f"{three_figures(value)} {unit or 'items'}/s"
 
 
 def warnings_only(message: str) -> None:
@@ -101,9 +111,8 @@ def interval_said(doc: Any) -> str | None:
     low_high = (remeasure.get("speedup_interval") if isinstance(remeasure, Mapping) else None) or ()
     if not isinstance(low_high, list) or len(low_high) != 2 or not all(is_number(v) for v in low_high):
         return None
-    # Three significant digits, with no exponent: "[272, 1,457]" beside a "275.03x", not "[272, 1.46e+03]".
-    low, high = (f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}" for v in low_high)
-    return f"95% interval [{low}, {high}]"
+    # "[272, 1,457]" beside a "275.03x", not "[272, 1.46e+03]".
+    return f"95% interval [{three_figures(low_high[0])}, {three_figures(low_high[1])}]"
 
 
 #: Seconds of one-off cost (build and first run) the winner adds to the baseline's that the summary says.
@@ -113,7 +122,7 @@ ONE_OFF_SAID = 1.0
 def one_off_line(ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None) -> str | None:
     """The table's line of :func:`one_off_words`, or None."""
     said = one_off_words(ours, theirs)
-    return None if said is None else f"  {'one-off':<16} {f'{said[0]:.3g} s':>24}   build and first run, {said[1]}"
+    return None if said is None else f"  {'one-off':<16} {seconds(said[0]):>24}   build and first run, {said[1]}"
 
 
 def one_off_words(ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None) -> tuple[float, str] | None:
@@ -128,8 +137,8 @@ def one_off_words(ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | No
     if once - before <= ONE_OFF_SAID or saved <= 0:
         return None
     items, unit = (once - before) / saved, ours.get("unit") or "items"
-    return once, (f"once a job (the baseline's {before:.3g} s): ahead of the baseline after {items:,.0f} {unit}, "
-                  f"{items / theirs['throughput']:.3g} s of its runs")
+    return once, (f"once a job (the baseline's {seconds(before)}): ahead of the baseline after {items:,.0f} {unit}, "
+                  f"{seconds(items / theirs['throughput'])} of its runs")
 
 
 def other_work_line(candidates: list[Any]) -> str | None:
@@ -363,8 +372,8 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
         lines += [
             f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
             f"over {plural(len(result.times), 'run')}, spread ±{100 * (result.relative_spread or 0):.1f}%"
-            f"{', noisy' if result.noisy else ''}); first run {result.warmup_seconds:.3g} s"
-            f"{f', after a build of {result.build_seconds:.3g} s' if result.build_seconds else ''}",
+            f"{', noisy' if result.noisy else ''}); first run {seconds(result.warmup_seconds)}"
+            f"{f', after a build of {seconds(result.build_seconds)}' if result.build_seconds else ''}",
             f"  peak memory  {format_bytes(result.peak_memory_bytes)}{first_run_peak(result)}, "
             f"{plural(result.threads, 'thread')}",
             f"  check        {check_line(result.check)}",

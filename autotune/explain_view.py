@@ -12,7 +12,7 @@ import html
 from typing import Any, Callable, Mapping
 
 from autotune.config import show
-from autotune.console import ONE_OFF_SAID, one_off_words, plural, rate
+from autotune.console import ONE_OFF_SAID, one_off_words, plural, rate, seconds
 from autotune.explain import NEGLIGIBLE
 
 __all__ = ["beaten_by", "claims_html", "draw_waterfall", "explain_section", "explain_text", "get_explain_info",
@@ -83,7 +83,8 @@ def _note(fix: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
         notes.append(fix["error"])
     once, before = fix.get("alone_one_off_seconds"), (base or {}).get("one_off_seconds")
     if once is not None and before is not None and once - before > ONE_OFF_SAID:  # a compile's cost, once a job
-        notes.append(f"alone, its build and first run take {once:.3g} s once a job (the baseline's {before:.3g} s)")
+        notes.append(f"alone, its build and first run take {seconds(once)} once a job (the baseline's "
+                     f"{seconds(before)})")
     return "; ".join(notes)
 
 
@@ -111,7 +112,7 @@ def explain_text(doc: Mapping[str, Any], size: str | None = None) -> str:
         lines.append(f"The target failed: {target['error']}")
     lines += [beaten] if (beaten := beaten_by(doc)) else []
     said = one_off_words(target, base)  # what a job pays once before the speedup starts to count
-    lines += [f"one-off: the target's build and first run take {said[0]:.3g} s {said[1]}"] if said else []
+    lines += [f"one-off: the target's build and first run take {seconds(said[0])} {said[1]}"] if said else []
     if doc.get("stopped"):
         lines.append(f"note: {_stopped(doc)}; a path step without a figure was not measured")
     busy = doc.get("beside_other_work")

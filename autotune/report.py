@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
 from autotune.config import Config, no_effect, show
-from autotune.console import borrowed_cores, error_against, interval_said, rate
+from autotune.console import borrowed_cores, error_against, interval_said, rate, seconds
 from autotune.environment import beside_other_work
 from autotune.explain_view import explain_section
 from autotune.runner import STATUSES
@@ -279,7 +279,7 @@ def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
             throughput += f" (its timed runs kept {row['borrowed']})"
         memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
         spread = f"±{100 * row['spread']:.1f}%" if row["spread"] is not None else None
-        one_off_text = f"{row['one_off']:.3g} s" if row.get("one_off") is not None else None  # a compile's, say
+        one_off_text = seconds(row["one_off"]) if row.get("one_off") is not None else None  # a compile's, say
         check = (" / ".join(error_against(row["check_error"], row["check_tolerance"]))  # as the terminal says it
                  if row["check_error"] is not None else ("inf" if row["check_tolerance"] else None))
         out.append(f"<tr class='status-{html.escape(row['status'])}'>" + cell(row["number"]) + cell(row["status"])

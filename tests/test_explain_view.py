@@ -47,16 +47,16 @@ def test_a_claim_reads_as_its_one_figure_its_range_or_no_figure(claim, claimed):
 
 
 @pytest.mark.parametrize("once, before, said", [
-    (1.6, 0.5, True),  # 1.1 s more than the baseline's, once a job
-    (1.5, 0.5, False),  # exactly ONE_OFF_SAID more: not said, as the summary does not say it
-    (2.5, 2.0, False),  # both pay a build; the fix adds half a second
-    (None, 0.5, False),
-    (30.0, None, False),  # the baseline's not recorded: nothing to compare with
+    (1.6, 0.5, "1.6 s once a job (the baseline's 0.5 s)"),  # 1.1 s more than the baseline's, once a job
+    (1.5, 0.5, None),  # exactly ONE_OFF_SAID more: not said, as the summary does not say it
+    (2.5, 2.0, None),  # both pay a build; the fix adds half a second
+    (None, 0.5, None),
+    (30.0, None, None),  # the baseline's not recorded: nothing to compare with
+    (1234.4, 0.5, "1,234 s once a job (the baseline's 0.5 s)"),  # not "1.23e+03 s"
 ])
 def test_a_fix_s_build_and_first_run_is_noted_only_above_one_second_over_the_baseline_s(once, before, said):
     row = _row(_fix(alone_one_off_seconds=once), baseline={"one_off_seconds": before})
-    assert row["note"] == (f"alone, its build and first run take {once:.3g} s once a job (the baseline's "
-                           f"{before:.3g} s)" if said else "")
+    assert row["note"] == (f"alone, its build and first run take {said}" if said else "")
 
 
 def test_a_config_above_the_target_is_said_only_where_its_interval_and_value_clear_the_target_s():
