@@ -203,9 +203,8 @@ def test_best_names_the_trial_where_the_export_has_one():
     assert first_lines(None)[1] == "Best config: x=1"
 
 
-def _rounds(seconds_each, n=3, **figures):
-    return [TrialResult("ok", {}, unit="items", items_per_run=1, times=[seconds_each] * 5, **figures)
-            for _ in range(n)]
+def _rounds(seconds_each, n=3):
+    return [TrialResult("ok", {}, unit="items", items_per_run=1, times=[seconds_each] * 5) for _ in range(n)]
 
 
 def _table(**changes):
@@ -214,7 +213,7 @@ def _table(**changes):
     fields = dict(workload="w", size="tiny", device="cpu", study_name="s", seconds=12.4, counts={"ok": 4},
                   trials=[SimpleNamespace(duplicate_of=None)] * 4, winner=winner, baseline=baseline, speedup=4.0,
                   choices=[], candidates=[baseline, winner], export_path="x.json", unused=(), restricted=0,
-                  only_baseline=False, study="s", storage="sqlite:///s.db", unit="items", document=None)
+                  only_baseline=False, storage="sqlite:///s.db", unit="items", document=None)
     return SimpleNamespace(**{**fields, **changes})
 
 
