@@ -191,6 +191,8 @@ def run_group(group: click.Group, argv: list[str] | None) -> None:
     warnings.showwarning = show_warning
     take_builtin_names()  # `python -m autotune` has the working directory first on its path
     try:
+        # click (8.2 and on) returns, not raises, an Exit in this mode: --help's and --version's 0. No command of
+        # autotune's exits through click with a code of its own; each calls sys.exit.
         group.main(args=argv, prog_name="autotune", standalone_mode=False)
     except click.exceptions.Abort:
         tell("autotune: aborted")
@@ -204,8 +206,6 @@ def run_group(group: click.Group, argv: list[str] | None) -> None:
         fail(exc.format_message() + hint)
     except click.exceptions.ClickException as exc:
         fail(exc.format_message())
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
     except AutotuneError as exc:  # one a command did not pass through library_call: `devices` with a broken torch
         fail(str(exc))
     except OSError as exc:  # a path the system refuses: a name too long (a traceback from every command), a loop

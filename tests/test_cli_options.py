@@ -25,6 +25,7 @@ def _refusal(kind, value):
 @pytest.mark.parametrize("value, size", [
     ("1", 1), ("4GiB", 4 * 2**30), ("512MB", 512 * 10**6), (" 1.5 kib ", 1536), ("1e9", 10**9), ("2T", 2 * 10**12),
     ("1tib", 2**40), (7, 7), (str(2**62), 2**62), ("100b", 100), ("3K", 3000), ("2M", 2 * 10**6), ("1g", 10**9),
+    ("1kb", 1000), ("1mib", 2**20), ("1gb", 10**9), ("1tb", 10**12), ("1KiB", 1024), ("2gib", 2**31),
 ])
 def test_a_size_reads_units_of_1000_and_1024(value, size):
     assert Size().convert(value, None, None) == size
@@ -69,6 +70,7 @@ def test_names_storages_and_paths_that_name_nothing_are_refused(tmp_path, monkey
     assert FilePath(dash="/dev/stdout").convert("-", None, None) == cli_options.Path("/dev/stdout")
     assert _refusal(FilePath(), "-") == ("'-' names no file here (standard input is not read); give a file's path")
     assert _refusal(FilePath(), " ") == "' ' names no file; give a file's path"
+    assert _refusal(FilePath(), str(tmp_path)) == f"File '{tmp_path}' is a directory."
     assert Count(min=1).name == "whole number"
 
 
@@ -168,3 +170,90 @@ def test_a_library_error_is_one_line_and_exit_2_and_output_that_cannot_be_writte
 
     monkeypatch.setattr(cli_options.click, "echo", closed_pipe)
     assert _exit(lambda: say("hello"), capsys) == (1, "")  # its reader asked for no more
+
+
+def test_the_studies_option_names_a_folder_or_is_refused(tmp_path, monkeypatch):
+    folder = cli_options._studies_folder
+    assert folder(None, None, None) is None
+    assert folder(None, None, "~/s") == cli_options.Path.home() / "s"
+    with pytest.raises(click.BadParameter, match=r"^'' names no folder; give one \(\. for this one\), or leave the "):
+        folder(None, None, "")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(click.ClickException, match="the working directory no longer exists"):
+        folder(None, None, None)
+
+
+def test_autotune_s_own_warnings_are_one_line_and_others_as_python_shows_them(capsys, monkeypatch):
+    shown = []
+    monkeypatch.setattr(cli_options, "_python_shows_warning", lambda *args: shown.append(args))
+    cli_options.show_warning(UserWarning("the winner is noisy"), UserWarning, cli_options.__file__, 1)
+    assert capsys.readouterr().err == "autotune: warning: the winner is noisy\n" and shown == []
+    cli_options.show_warning(UserWarning("deprecated"), UserWarning, click.__file__, 7)
+    assert capsys.readouterr().err == "" and shown == [(shown[0][0], UserWarning, click.__file__, 7, None, None)]
+
+
+@pytest.mark.parametrize("raised, code, said", [
+    (None, 0, ""),
+    (click.exceptions.Abort(), 130, "autotune: aborted\n"),
+    (click.ClickException("no such study"), 2, "autotune: error: no such study\n"),
+    (AutotuneError("torch is broken"), 2, "autotune: error: torch is broken\n"),
+    (OSError(36, "File name too long", "x" * 8), 2, "autotune: error: xxxxxxxx: File name too long\n"),
+    (OSError("a loop"), 2, "autotune: error: OSError: a loop\n"),
+])
+def test_what_a_command_raises_is_one_line_and_its_exit_status(raised, code, said, capsys, monkeypatch):
+    monkeypatch.setattr(cli_options, "take_builtin_names", lambda: None)
+    monkeypatch.setattr(cli_options.warnings, "showwarning", cli_options.warnings.showwarning)  # put back after
+
+    @click.group()
+    def group():
+        pass
+
+    @group.command()
+    @click.option("--count", type=int)
+    def go(count):
+        if raised is not None:
+            raise raised
+
+    assert _exit(lambda: cli_options.run_group(group, ["go"]), capsys) == (code, said)
+    code, said = _exit(lambda: cli_options.run_group(group, ["go", "--count", "x"]), capsys)
+    assert code == 2 and said.startswith("autotune: error: Invalid value for '--count': 'x' is not a valid integer") \
+        and said.endswith(" (see `autotune go --help`)\n")
+    assert _exit(lambda: cli_options.run_group(group, []), capsys)[0] == 2  # the help, as nothing ran
+    with pytest.raises(SystemExit) as ended:
+        cli_options.run_group(group, ["go", "--help"])
+    assert ended.value.code == 0 and "--count INTEGER" in capsys.readouterr().out
+
+
+def test_the_shared_options_their_defaults_and_bounds(tmp_path):
+    from click.testing import CliRunner
+
+    from autotune.devices import cpu_threads
+
+    @click.command()
+    @cli_options.workload_option
+    @cli_options.device_option
+    @cli_options.size_option
+    @cli_options.studies_option
+    @cli_options.measure_options
+    def measure(**given):
+        click.echo(repr(sorted(given.items())))
+
+    def run(*args):
+        return CliRunner().invoke(measure, list(args))
+
+    done = run("-w", "chmm")
+    assert done.exit_code == 0 and done.output == repr(sorted({
+        "workload": "chmm", "device": "auto", "size": None, "studies": None, "min_time": 1.0, "trial_timeout": None,
+        "isolation": "subprocess", "threads": None}.items())) + "\n"
+    helped = " ".join(run("--help").output.split())
+    assert "--device TEXT Device profile" in helped and "[default: auto]" in helped
+    assert "at most 200 runs). [default: 1.0]" in helped and "(debugging only). [default: subprocess]" in helped
+    assert run().exit_code == 2 and "Missing option '--workload'" in run().output
+    (tmp_path / "file").write_text("")
+    assert run("-w", "chmm", "--studies", str(tmp_path / "file")).exit_code == 2  # a file is no folder of studies
+    assert run("-w", "chmm", "--studies", str(tmp_path)).exit_code == 0
+    assert run("-w", "chmm", "--threads", "1").exit_code == 0 and run("-w", "chmm", "--threads", "0").exit_code == 2
+    assert run("-w", "chmm", "--threads", str(cpu_threads() + 1)).exit_code == 2
