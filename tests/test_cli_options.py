@@ -4,6 +4,9 @@ at its edges, each refusal's words and exit status.
 `tests/test_cli.py` runs these through whole commands in fresh processes; here each is one call.
 """
 
+import json
+import os
+import subprocess
 import sys
 
 import click
@@ -257,3 +260,24 @@ def test_the_shared_options_their_defaults_and_bounds(tmp_path):
     assert run("-w", "chmm", "--studies", str(tmp_path)).exit_code == 0
     assert run("-w", "chmm", "--threads", "1").exit_code == 0 and run("-w", "chmm", "--threads", "0").exit_code == 2
     assert run("-w", "chmm", "--threads", str(cpu_threads() + 1)).exit_code == 2
+
+
+def test_streams_a_process_started_without_are_opened_on_dev_null_and_kept_by_its_children(tmp_path):
+    # Left closed, the next file opened took a stream's number: the study's lock file became the fork server's
+    # stderr (tests/test_faults.py runs that search). Here, the three streams alone, in a process started without.
+    script = (
+        "import fcntl, json, os, sys\n"
+        "from autotune.cli_options import _open_standard_streams\n"
+        "_open_standard_streams()\n"
+        "said = {fd: [os.readlink(f'/proc/self/fd/{fd}'), fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE,\n"
+        "             os.get_inheritable(fd)] for fd in (0, 1, 2)}\n"
+        "said['streams'] = [sys.stdout.fileno(), sys.stderr.fileno()]\n"
+        "with open(sys.argv[1], 'w') as out:\n"
+        "    json.dump(said, out)\n")
+    written = tmp_path / "said.json"
+    done = subprocess.run([sys.executable, "-c", script, str(written)], timeout=120,
+                          preexec_fn=lambda: [os.close(fd) for fd in (0, 1, 2)])
+    assert done.returncode == 0
+    assert json.loads(written.read_text()) == {
+        "0": ["/dev/null", os.O_RDONLY, True], "1": ["/dev/null", os.O_WRONLY, True],
+        "2": ["/dev/null", os.O_WRONLY, True], "streams": [1, 2]}
