@@ -425,7 +425,8 @@ def test_a_resumed_study_judges_what_may_win_by_the_memory_budget_it_runs_under_
     assert free.trials[0].study_best > 0  # the trials run under 1 byte may win now
     assert free.winner is not None and free.export_path is not None
     assert "study chmm-cpu-tiny, 1 config measured this run;" in result_table(free)
-    assert "re-measured side by side, 1 interleaved round)" in result_table(free)
+    # One round, or two where other work kept the machine busy in the first (remeasure makes such a round up).
+    assert re.search(r"re-measured side by side, (1 interleaved round|2 interleaved rounds)\)", result_table(free))
     assert study().user_attrs["memory_budget_bytes"] is None
     tight = search(1)  # and back: trials measured without a budget do not fit 1 byte
     assert tight.trials[0].study_best == 0 and tight.winner is None
