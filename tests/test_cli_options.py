@@ -123,8 +123,7 @@ def test_a_folder_that_cannot_be_written_is_one_line_naming_the_option(tmp_path,
     assert _exit(lambda: writable_folder(tmp_path / "file" / "x", "--studies"), capsys) == (
         2, f"autotune: error: --studies {tmp_path / 'file' / 'x'} cannot be a folder: {tmp_path / 'file'} is a file; "
            "choose another path\n")
-    monkeypatch.setattr(cli_options.os, "access", lambda path, mode: False)  # as root, nothing is read-only
-    monkeypatch.setattr("autotune.config.os.access", lambda path, mode: False)
+    monkeypatch.setattr("autotune.config.os.access", lambda path, mode: False)  # as root, nothing is read-only
     assert _exit(lambda: writable_folder(tmp_path, "-o", "write elsewhere"), capsys) == (
         2, f"autotune: error: -o {tmp_path} cannot be written: {tmp_path} is read-only to this user; write elsewhere\n")
     code, said = _exit(lambda: writable_studies(tmp_path), capsys)
