@@ -322,11 +322,13 @@ class WorkloadFacts:
     def of(cls, workload: type[Workload], spec: str | None = None) -> "WorkloadFacts":
         # The base class, or a base of the user's own, named as a workload: "type object 'Workload' has no
         # attribute 'name'" was a traceback.
+        def listed(names: list[str]) -> str:
+            return ", ".join(names[:-1]) + " and " * (len(names) > 1) + names[-1]
+
         missing = [fact for fact in STATED if not hasattr(workload, fact)]
         if missing:
-            listed = ", ".join(missing[:-1]) + " and " * (len(missing) > 1) + missing[-1]
-            raise AutotuneError(f"workload {spec or workload.__name__}: {workload.__name__} sets no {listed}: a "
-                                "workload class states its name, unit and sizes as class attributes "
+            raise AutotuneError(f"workload {spec or workload.__name__}: {workload.__name__} sets no {listed(missing)}: "
+                                f"a workload class states its {listed(list(STATED))} as class attributes "
                                 "(autotune.Workload)")
         try:  # each trial makes its workload so: one whose __init__ takes other arguments failed every trial
             inspect.signature(workload).bind("tiny", "cpu", None)  # with "takes 2 positional arguments but 4 ..."
