@@ -275,8 +275,9 @@ def result_table(result: Any, workers: bool = False) -> str:
     top = max((c.figures()["throughput"] for c in result.candidates
                if c.figures() and not beaten_in_a_row(c, result.candidates)), default=0.0)
     if winner.role == "baseline" and top > winner.figures()["throughput"]:
-        lines.insert(-2, f"  a candidate's median was {100 * (top / winner.figures()['throughput'] - 1):.2g}% faster: within "
-                         "the runs' noise, so no config measurably beats the baseline")
+        faster = 100 * (top / winner.figures()["throughput"] - 1)
+        lines.insert(-2, f"  a candidate's median was {three_figures(faster)}% faster: within the runs' noise, so no "
+                         "config measurably beats the baseline")
     if result.only_baseline:  # `-n 1` on a new study
         lines.insert(-2, "  warning: the study measured only the baseline, so its config is exported, and load_config "
                          "now gives it in place of the space's defaults, which were never measured; search with "
