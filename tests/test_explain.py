@@ -44,16 +44,18 @@ EFFECTS = {("kernel", "fast"): 2.0, ("batch", 16): 1.5, ("tile", 4): 1.25, ("til
            ("wide", True): 1.2}
 
 
+def true_gain(space, config):
+    """A config's throughput over the baseline's, as :func:`fake_run` times it."""
+    active = space.active(config)
+    return math.prod(effect for (knob, value), effect in EFFECTS.items() if active[knob] and config[knob] == value)
+
+
 def fake_run(space, noise=0.02, seed=1):
     """Times from a fake clock: 0.1 s divided by the config's true gain, with seeded 2% noise."""
     rng = random.Random(seed)
 
     def run(config):
-        active = space.active(config)
-        gain = 1.0
-        for (knob, value), effect in EFFECTS.items():
-            if active[knob] and config[knob] == value:
-                gain *= effect
+        gain = true_gain(space, config)
         times = [0.1 / gain * (1 + rng.gauss(0, noise)) for _ in range(7)]
         wrong = config["unsafe"]
         return TrialResult("incorrect" if wrong else "ok", config.to_dict(), unit="items", items_per_run=10,
@@ -103,8 +105,9 @@ def test_each_effect_is_recovered_within_its_interval(space):
     assert within(fixes["kernel"]["alone"], 2.5) and fixes["kernel"]["alone_with"] == ["tile"]
     assert within(fixes["batch"]["alone"], 1.5)
     assert fixes["wide"]["alone_with"] == ["batch"] and within(fixes["wide"]["alone"], 1.5 * 1.2)
-    # in the winner: the winner over the winner without it
+    # in the winner: the winner over the winner without it (which is measured over the baseline too)
     assert within(fixes["kernel"]["in_winner"], 2.5)
+    assert within(fixes["kernel"]["removed"], 1.5 * 1.2) and fixes["kernel"]["removed_with"] == []
     assert within(fixes["tile"]["in_winner"], 1.25 / 1.1)  # back to the default tile 2
     # without batch 16, wide breaks its constraint and goes too
     assert fixes["batch"]["removed_with"] == ["wide"] and within(fixes["batch"]["in_winner"], 1.5 * 1.2)
@@ -117,10 +120,15 @@ def test_each_effect_is_recovered_within_its_interval(space):
     assert fixes["batch"]["verdict"] == "below claim"
     assert fixes["batch"]["claim"] == {"text": "fix 2: 3x", "gain": [3.0, 3.0]}
     assert fixes["wide"]["verdict"] == "faster"  # no claim
-    # the path ends at the target, largest solo gain first
+    # the path ends at the target, largest solo gain first, each step a change of its own measured over the
+    # baseline (the steps no fix's figure measured, in rounds of their own beside it)
     assert doc["path"][0]["knob"] == "kernel"
     assert doc["path"][-1]["config"] == target.to_dict()
     assert within(doc["path"][-1]["speedup"], 2 * 1.25 * 1.5 * 1.2)
+    configs = [space.baseline.to_dict()] + [step["config"] for step in doc["path"]]
+    assert all(step["knob"] for step in doc["path"]) and all(a != b for a, b in zip(configs, configs[1:]))
+    for step in doc["path"]:
+        assert within(step["speedup"], true_gain(space, space.validate(step["config"]))), step
 
 
 def test_a_config_the_run_measured_above_the_target_is_said(space):
@@ -196,9 +204,12 @@ def test_rounds_timed_beside_other_work_are_named(space):
         result.busy_elsewhere = 1.2 if turns[config.key] == 2 and config.key in (space.baseline.key, target.key) else 0.1
         return result
 
-    doc = explain(space, space.baseline, target, run, rounds=3)
+    calls = []
+    doc = explain(space, space.baseline, target, run, rounds=3, on_progress=lambda *call: calls.append(call))
     assert doc["beside_other_work"] == {"rounds": [2], "runs": 2, "cores": 1.2, "made_up": True}
     assert turns[target.key] == 4  # round 2 made up by a fourth
+    # The progress bar's total grows by that round's 9 configs as it starts (the path has no steps of its own).
+    assert [total for _, total, _ in calls] == [27] * 27 + [36] * 10 and calls[27][2].startswith("round 4 (again")
     assert ("note: other processes kept up to 1.2 cores busy while 2 configs ran in round 2; each config's figures "
             "come from its quiet rounds") in explain_text(doc)
     assert explain(space, space.baseline, target, fake_run(space), rounds=3)["beside_other_work"] is None
@@ -238,6 +249,8 @@ def test_a_wrong_fix_is_incorrect_with_its_error_and_a_wrong_target_says_so(spac
     unsafe = next(f for f in doc["fixes"] if f["knob"] == "unsafe")
     assert unsafe["verdict"] == "incorrect" and "error 0.3" in unsafe["error"]
     assert doc["target"]["speedup"] is None and doc["target"]["error"].startswith("incorrect")
+    assert (doc["target"]["throughput"], doc["target"]["runs"]) == (None, 0)  # no figure from a wrong output
+    assert doc["baseline"]["runs"] == 2 * 7 and doc["baseline"]["unit"] == "items"
     assert "The target failed: incorrect" in explain_text({**doc, "size": "tiny"})
 
 
@@ -281,6 +294,9 @@ def test_progress_counts_every_measurement_and_ends_at_the_total(space, capsys):
             on_progress=lambda done, total, what: calls.append((done, total, what)))
     assert [done for done, _, _ in calls] == list(range(len(measured) + 1))  # one call per measurement, then the end
     assert calls[-1][:2] == (len(measured), len(measured))  # the total the bar ends at is what was measured
+    # Known from the first measurement: nothing was made up, and the path planned before the solo gains were known
+    # had as many steps of its own as the one measured.
+    assert {total for _, total, _ in calls} == {len(measured)}
     assert all(what.startswith("round ") for _, _, what in calls[:-1])
     # A config's inactive knob (the fast kernel's tile under the slow one) is named, not shown with a value.
     slow = [what for _, _, what in calls[:-1] if "kernel=slow" in what]
@@ -296,6 +312,30 @@ def test_progress_counts_every_measurement_and_ends_at_the_total(space, capsys):
         plain.step(*call)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == len(measured) and lines[0].startswith("autotune: [1/") and "round 1/2" in lines[0]
+
+
+def test_the_path_s_own_steps_are_measured_beside_the_baseline_and_counted_in_the_progress():
+    # Four knobs, each its own gain: the path's second step (a and b) is no config the fixes measured, so it has
+    # rounds of its own beside the baseline, and the progress counted them from its first measurement.
+    spec = {"schema_version": 1, "workload": "four",
+            "parameters": {name: {"choices": [False, True]} for name in "abcd"},
+            "defaults": {name: True for name in "abcd"}, "baseline": {name: False for name in "abcd"}}
+    space, gains = SearchSpace.from_dict(spec), {"a": 2.0, "b": 1.5, "c": 1.3, "d": 1.1}
+    measured, calls = [], []
+
+    def run(config):
+        measured.append(config.key)
+        gain = math.prod(gains[name] for name in "abcd" if config[name])
+        return TrialResult("ok", config.to_dict(), unit="items", items_per_run=10, times=[0.1 / gain] * 7)
+
+    doc = explain(space, space.baseline, space.defaults, run, rounds=2, on_progress=lambda *call: calls.append(call))
+    assert [(step["knob"], step["speedup"]["value"]) for step in doc["path"]] == [
+        ("a", pytest.approx(2.0)), ("b", pytest.approx(3.0)), ("c", pytest.approx(3.9)), ("d", pytest.approx(4.29))]
+    step = space.validate({"a": True, "b": True, "c": False, "d": False}).key
+    assert measured.count(step) == 2 and measured.count(space.baseline.key) == 4  # 2 rounds in each phase
+    assert doc["configs_measured"] == 11  # the baseline, the target, 4 fixes alone, 4 removed, the step
+    assert [(done, total) for done, total, _ in calls] == [(done, 24) for done in range(25)]
+    assert calls[20][2].startswith("round 1/2: ") and calls[-1][2] == ""
 
 
 def test_moves_the_space_forbids_take_what_they_need_or_say_why(space):
@@ -336,6 +376,49 @@ def test_a_move_across_a_constraint_that_reads_the_device_takes_knobs_only():
     assert next(f for f in doc["fixes"] if f["knob"] == "attention")["alone_with"] == ["precision"]
 
 
+def test_a_move_that_leaves_its_knob_without_effect_is_refused_and_the_fix_judged_by_the_other():
+    """Without its tile, the target breaks a constraint whose knobs go back too, the kernel among them: under the
+    slow kernel tile has no effect, so there is no "target without tile" to measure. Tile is judged alone."""
+    spec = copy.deepcopy(SPACE)
+    spec["parameters"]["tile"]["claims"] = {4: {"text": "a guide: 10-40%", "gain": [1.1, 1.4]}}
+    spec["constraints"] = ["kernel == 'slow' or tile != 2 or batch == 8"]  # the default tile needs batch 8
+    spec["defaults"]["batch"] = 8
+    space = SearchSpace.from_dict(spec)
+    target = space.validate({"kernel": "fast", "tile": 4, "batch": 16})
+    assert shift(space, target, space.baseline, ["tile"]) == (None, (), "tile has no effect under the other knobs")
+    doc = explain(space, space.baseline, target, fake_run(space), rounds=2)
+    tile = next(fix for fix in doc["fixes"] if fix["knob"] == "tile")
+    assert (tile["removed"], tile["in_winner"], tile["removed_not_allowed"]) == (
+        None, None, "tile has no effect under the other knobs")
+    assert tile["alone_with"] == ["kernel"] and (tile["verdict_from"], tile["verdict"]) == ("alone", "above claim")
+    assert "removed: tile has no effect under the other knobs" in explain_text(doc)
+
+
+def test_a_move_to_a_config_that_breaks_a_constraint_is_refused_naming_it(space):
+    # Explain's ends are checked against every constraint first (so its moves never meet this); a move toward a
+    # config that breaks one is refused, not made with the constraint broken.
+    broken = space.complete({**space.baseline.to_dict(), "wide": True})
+    assert shift(space, space.baseline, broken, ["wide"]) == (
+        None, (), "breaks the constraint 'not wide or batch == 16'")
+
+
+def test_a_fix_no_move_can_measure_alone_is_judged_inside_the_winner(space):
+    from autotune.explain import Fix
+
+    fix = Fix("kernel", "slow", "fast", alone=None, removed=space.baseline)
+    assert fix.verdict_from(space, space.baseline) == "in_winner"
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"schema_version": 2, "fixes": []}', '{"fixes": []}', "{", "\xff"])
+def test_an_explanation_this_version_cannot_read_is_none(tmp_path, text):
+    path = tmp_path / "cpu-tiny.json"
+    path.write_bytes(text.encode("latin-1"))
+    assert read_explanation(path) is None
+    assert read_explanation(tmp_path / "missing.json") is None
+    path.write_text('{"schema_version": 1, "fixes": []}')
+    assert read_explanation(path) == {"schema_version": 1, "fixes": []}
+
+
 def test_the_target_must_differ_from_the_baseline(space):
     with pytest.raises(InvalidConfigError, match="is the baseline"):
         explain(space, space.baseline, space.baseline, fake_run(space))
@@ -357,6 +440,16 @@ def test_the_target_must_differ_from_the_baseline(space):
     ({"value": 1.1, "low": 1.05, "high": 1.15}, {"gain": [1.2, 1.3]}, "below claim"),
     ({"value": 3.0, "low": 2.9, "high": 3.1}, {"gain": [1.2, 1.3]}, "above claim"),
     (None, {"gain": [1.2, 1.3]}, "incorrect"),
+    # At each boundary: an interval that reaches 1, or the band's edge, holds no effect; one that reaches a claim's
+    # end confirms it.
+    ({"value": 1.02, "low": 1.0, "high": 1.05}, None, "no effect"),
+    ({"value": 0.98, "low": 0.95, "high": 1.0}, None, "no effect"),
+    ({"value": 0.99, "low": 1 / 1.03, "high": 0.99}, None, "no effect"),
+    ({"value": 1.02, "low": 1.01, "high": 1.03}, None, "no effect"),
+    ({"value": 1.02, "low": 1.02, "high": 1.02}, None, "no effect"),
+    ({"value": 1.8, "low": 1.6, "high": 2.0}, {"gain": [2.0, 3.0]}, "confirmed"),
+    ({"value": 3.2, "low": 3.0, "high": 3.4}, {"gain": [2.0, 3.0]}, "confirmed"),
+    ({"value": 2.0, "low": 1.9, "high": 2.1}, None, "faster"),  # only 1 in the interval is no effect
 ])
 def test_verdicts(interval, claim, expected):
     assert verdict(interval, claim) == expected
@@ -556,6 +649,12 @@ def test_later_rounds_know_each_configs_median_so_an_agreeing_first_run_skips_th
     # The first round of every config warms up as usual; each later one is told the first round's median.
     assert len(firsts) > 2 and all(len(warms) == 3 and warms[0] is None for warms in firsts.values())
     assert {warm for warms in firsts.values() for warm in warms[1:]} == {0.1, 0.05}
+    # A round that failed its check settles nothing: its config's later rounds warm up as its first did.
+    asked.clear()
+    explain_workload(_tuner(space, Recording(), tmp_path), space.validate({**target.to_dict(), "unsafe": True}),
+                     rounds=2)
+    wrong = [warm for config, warm in asked if "('unsafe', True)" in config]
+    assert len(wrong) >= 4 and set(wrong) == {None}  # the target and each config that keeps unsafe, 2 rounds
 
 
 def test_a_config_that_breaks_a_constraint_is_not_explained(tmp_path):
