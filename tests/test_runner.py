@@ -812,3 +812,131 @@ def test_torchs_thread_count_is_set_only_where_it_differs(cache, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache / "numba"))  # and its environment (a trial sets a default)
     assert execute(_request(cache, "ok"))["status"] == "ok" and calls == []
     assert execute(dataclasses.replace(_request(cache, "ok"), threads=1))["status"] == "ok" and calls == [1]
+
+
+# -- how a trial's end is classified, without a process (each answer as the fork server gives it) --------------
+
+class _AnsweringServer:
+    """A fork server that answers each call in turn: ``(result, exit code, timed out)``, or raises a ServerDied."""
+
+    def __init__(self, *answers):
+        self.answers, self.timeouts = list(answers), []
+
+    def call(self, function, args, timeout, on_wait=None):
+        self.timeouts.append(timeout)
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def close(self):
+        pass
+
+
+def _answered(monkeypatch, *answers, kills=None):
+    """A runner whose trials end as ``answers`` say, the kernel's OOM kills read as ``kills`` (in turn)."""
+    import autotune.runner as runner_module
+
+    read = iter(kills or [None] * 4)
+    monkeypatch.setattr(runner_module, "oom_kills", lambda: next(read))
+    runner = Runner(timeout=5)
+    runner._server = _AnsweringServer(*answers)
+    return runner, TrialRequest(BROKEN, "tiny", "cpu", "cpu", {"behaviour": "ok"}, "/nonexistent", FAST_MEASURER)
+
+
+@pytest.mark.parametrize("answer, kills, status, error", [
+    ((None, None, True), None, "timeout", "ran past the 5 s trial timeout; killed"),
+    ((None, -11, False), None, "crash", "process died from SIGSEGV"),
+    ((None, -9, False), [3, 4], "oom", "process killed by the kernel's OOM killer (out of memory: the machine's, or "
+                                       "its cgroup's limit)"),
+    ((None, -9, False), [3, 3], "crash", "process died from SIGKILL"),
+    ((None, -6, False), [3, 4], "crash", "process died from SIGABRT"),  # only SIGKILL is the OOM killer's
+    ((None, 3, False), None, "crash", "process exited with status 3 without a result"),
+    ((None, 0, False), None, "crash", "process exited with status 0 without a result"),
+])
+def test_how_a_trial_s_process_ended_is_its_status(monkeypatch, answer, kills, status, error):
+    runner, request = _answered(monkeypatch, answer, kills=kills)
+    result = runner.run(request)
+    assert (result.status, result.error, result.config) == (status, error, request.config)
+    assert 0 <= result.wall_seconds < 1
+
+
+def test_a_trial_s_result_is_kept_with_its_wall_time_from_here_and_the_timeout_it_was_given(monkeypatch):
+    outcome = TrialResult("ok", {"behaviour": "ok"}, throughput=5.0, wall_seconds=99.0).to_dict()
+    runner, request = _answered(monkeypatch, (outcome, 0, False), (None, None, True))
+    result = runner.run(request)
+    assert (result.status, result.throughput) == ("ok", 5.0) and result.wall_seconds < 1  # not the child's 99 s
+    assert runner.run(request, timeout=2.5).error == "ran past the 2.5 s trial timeout; killed"
+    assert runner.server.timeouts == [5, 2.5]
+
+
+def test_a_fork_server_that_dies_mid_trial_runs_it_again_once_unless_the_oom_killer_took_it(monkeypatch):
+    from autotune._forkserver import ServerDied
+
+    outcome = TrialResult("ok", {"behaviour": "ok"}, throughput=5.0).to_dict()
+    runner, request = _answered(monkeypatch, ServerDied("killed", 15), (outcome, 0, False), kills=[3, 3, 3])
+    with pytest.warns(UserWarning, match="the fork server died from SIGTERM while a trial ran, not by the kernel's "
+                                         "OOM killer .* the trial runs again"):
+        assert runner.run(request).status == "ok"
+    runner, request = _answered(monkeypatch, ServerDied("killed", 15), ServerDied("killed again", 9), kills=[3] * 4)
+    with pytest.warns(UserWarning):
+        result = runner.run(request)
+    assert (result.status, result.error) == ("crash", "process died: killed again")  # not a third time
+    runner, request = _answered(monkeypatch, ServerDied("killed", 9), kills=[3, 4, 4])
+    assert runner.run(request).status == "oom"  # the kernel's pick: not run again
+    runner, request = _answered(monkeypatch, ServerDied("killed", 9), (outcome, 0, False), kills=[None] * 3)
+    with pytest.warns(UserWarning):  # no /proc/vmstat: not known to be the OOM killer's, so run again
+        assert runner.run(request).status == "ok"
+
+
+def test_a_runner_s_isolation_and_timeout():
+    from autotune.runner import TRIAL_TIMEOUT
+
+    with pytest.raises(ValueError, match="isolation must be 'subprocess' or 'inprocess', got 'thread'"):
+        Runner("thread")
+    assert Runner().timeout == TRIAL_TIMEOUT and Runner(timeout=0.5).timeout == 0.5
+    assert Runner("inprocess").warm_up() == 0.0
+
+
+def test_a_full_disk_is_found_among_an_error_s_causes_and_fails_the_machine_not_the_config():
+    import errno
+
+    from autotune.exceptions import DiskFullError
+    from autotune.runner import _is_disk_full, unless_lost
+
+    def raised_from(cause):
+        try:
+            raise RuntimeError("numba could not cache its kernel") from cause
+        except RuntimeError as exc:
+            return exc
+
+    assert _is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert _is_disk_full(raised_from(OSError(errno.EDQUOT, "Disk quota exceeded")))
+    assert not _is_disk_full(raised_from(OSError(errno.EACCES, "Permission denied"))) and not _is_disk_full(None)
+    looped = RuntimeError("a")
+    looped.__context__ = RuntimeError("b")
+    looped.__context__.__context__ = looped
+    assert not _is_disk_full(looped)  # a cycle of causes ends
+    kept = TrialResult("error", {}, error="OSError: full")
+    assert unless_lost(kept) is kept
+    with pytest.raises(DiskFullError, match="OSError: full: no config is judged from it; free space"):
+        unless_lost(TrialResult("error", {}, error="OSError: full", lost=True))
+
+
+def test_a_trial_result_round_trips_through_json_without_infinities():
+    result = TrialResult("ok", {"x": 1}, throughput=float("inf"), times=[0.1, 0.2], items_per_run=4)
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["throughput"] is None and data["times"] == [0.1, 0.2]
+    assert TrialResult.from_dict({**data, "from_a_later_version": 1}) == dataclasses.replace(result, throughput=None)
+    assert result.measurement().times == [0.1, 0.2]
+    assert TrialResult("ok", {}, times=[0.1]).measurement() is None  # no count of items
+    assert TrialResult("ok", {}, items_per_run=4).measurement() is None  # no times
+
+
+def test_the_reference_file_names_its_config_and_device():
+    request = TrialRequest(BROKEN, "tiny", "cpu", "cpu", {}, "/c")
+    named = dataclasses.replace(request, reference={"behaviour": "ok"})
+    assert request.reference_path == Path("/c/reference-cpu.pt")
+    assert re.fullmatch(r"/c/reference-cpu-[0-9a-f]{12}\.pt", str(named.reference_path))
+    assert named.reference_path != dataclasses.replace(request, reference={"behaviour": "fast"}).reference_path
+    assert dataclasses.replace(named, device="h100").reference_path.name.startswith("reference-h100-")
