@@ -34,27 +34,28 @@ def _gone(pid: int) -> bool:
         return True
 
 
-@pytest.mark.parametrize(
-    "behaviour, status, fragment",
-    [
-        ("ok", "ok", None),
-        ("wrong", "incorrect", "value error 1 > tolerance"),
-        ("nan", "incorrect", "value error inf"),
-        ("raise_build", "error", "ValueError: broken on purpose in build"),
-        ("raise_run", "error", "RuntimeError: broken on purpose in run"),
-        ("segfault", "crash", "SIGSEGV"),
-        ("exit", "crash", "exited with status 3"),
-        ("oom_torch", "oom", "DefaultCPUAllocator"),
-        ("oom_numpy", "oom", "MemoryError"),
-        # A workload's own mistakes, said in its author's words (before: 0 items/s "ok", and an AttributeError).
-        ("no_items", "error", "ValueError: BrokenWorkload.items_per_run returned 0; it must be a positive number of "
-                              "items a run"),
-        ("bare_check", "error", "TypeError: BrokenWorkload.check returned a float; it must return an "
-                                "autotune.check.Check"),
-        # Raised by the workload, not Ctrl-C (a trial's process ignores it): "exited with status 70 without a result".
-        ("keyboard", "error", "KeyboardInterrupt"),
-    ],
-)
+#: How each behaviour of the broken workload ends: its status and a piece of its error.
+OUTCOMES = [
+    ("ok", "ok", None),
+    ("wrong", "incorrect", "value error 1 > tolerance"),
+    ("nan", "incorrect", "value error inf"),
+    ("raise_build", "error", "ValueError: broken on purpose in build"),
+    ("raise_run", "error", "RuntimeError: broken on purpose in run"),
+    ("segfault", "crash", "SIGSEGV"),
+    ("exit", "crash", "exited with status 3"),
+    ("oom_torch", "oom", "DefaultCPUAllocator"),
+    ("oom_numpy", "oom", "MemoryError"),
+    # A workload's own mistakes, said in its author's words (before: 0 items/s "ok", and an AttributeError).
+    ("no_items", "error", "ValueError: BrokenWorkload.items_per_run returned 0; it must be a positive number of "
+                          "items a run"),
+    ("bare_check", "error", "TypeError: BrokenWorkload.check returned a float; it must return an "
+                            "autotune.check.Check"),
+    # Raised by the workload, not Ctrl-C (a trial's process ignores it): "exited with status 70 without a result".
+    ("keyboard", "error", "KeyboardInterrupt"),
+]
+
+
+@pytest.mark.parametrize("behaviour, status, fragment", OUTCOMES)
 def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
     result = runner.run(_request(cache, behaviour))
     assert result.status == status, result.error
@@ -66,6 +67,42 @@ def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
         assert len(result.times) >= 3 if status == "ok" else (result.cut_short and len(result.times) == 1)
         assert result.peak_memory_bytes > 0 and result.threads >= 1
     assert _gone(int((cache / "trial.pid").read_text()))
+
+
+@pytest.mark.parametrize("behaviour, status, fragment", [o for o in OUTCOMES if o[0] not in ("segfault", "exit")])
+def test_outcome_is_classified_in_a_trial_s_own_process(cache, monkeypatch, behaviour, status, fragment):
+    # What a trial's child runs (execute), run here: each status as the child returns it, with what it measured.
+    import signal
+
+    from autotune.runner import execute
+
+    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)  # this process's pools as they are
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache / "numba"))
+    monkeypatch.setattr(signal, "getsignal", lambda number: signal.SIG_IGN)  # as a trial's process ignores Ctrl-C
+    result = TrialResult.from_dict(execute(_request(cache, behaviour)))
+    assert (result.status, result.config) == (status, {"behaviour": behaviour}), result.error
+    assert fragment is None or fragment in result.error
+    assert result.wall_seconds > 0 and result.lost is None
+    if status in ("ok", "incorrect"):
+        assert result.unit == "items" and result.items_per_run == 8 and result.throughput > 0
+        assert result.median_seconds == pytest.approx(result.items_per_run / result.throughput)
+        assert result.build_seconds >= 0
+        assert result.check["passed"] is (status == "ok") and result.environment and result.threads >= 1
+        assert result.peak_memory_bytes > 0 and result.first_run_peak_memory_bytes > 0 and result.warmup_seconds > 0
+        assert (result.error is None) is (status == "ok") and result.traceback is None
+        assert len(result.times) >= 3 if status == "ok" else (result.cut_short and len(result.times) == 1)
+    else:
+        assert result.throughput is None and fragment in result.traceback and len(result.error) <= 500
+
+
+def test_ctrl_c_in_a_trial_run_here_stops_the_search(cache, monkeypatch):
+    # --isolation inprocess: the user's Ctrl-C, not the workload's failure (a trial's own process ignores SIGINT).
+    from autotune.runner import execute
+
+    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache / "numba"))
+    with pytest.raises(KeyboardInterrupt):
+        execute(_request(cache, "keyboard"))
 
 
 def _steady_variant(folder: Path, old: str, new: str) -> str:
