@@ -97,9 +97,13 @@ def test_outcome_is_classified_in_a_trial_s_own_process(cache, monkeypatch, beha
 
 def test_ctrl_c_in_a_trial_run_here_stops_the_search(cache, monkeypatch):
     # --isolation inprocess: the user's Ctrl-C, not the workload's failure (a trial's own process ignores SIGINT).
+    import signal
+
     from autotune.runner import execute
 
     monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
+    # As Python sets it where SIGINT is not ignored (this test may run in the background, where it is).
+    monkeypatch.setattr(signal, "getsignal", lambda number: signal.default_int_handler)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache / "numba"))
     with pytest.raises(KeyboardInterrupt):
         execute(_request(cache, "keyboard"))
