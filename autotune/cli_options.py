@@ -22,6 +22,7 @@ from autotune.console import tell, to_devnull
 from autotune.devices import cpu_threads
 from autotune.exceptions import AutotuneError
 from autotune.limits import MAX_SECONDS, WHOLE, names_nothing, study_name_problem
+from autotune.runner import TRIAL_TIMEOUT
 from autotune.storage import STORAGE_ENV
 from autotune.storage_names import storage_problem
 from autotune.shipped import take_builtin_names
@@ -319,7 +320,7 @@ def measure_options(f: Callable) -> Callable:
                      help="Seconds of timed runs per measurement, at least (and at least 3 runs; at most 200 runs).")(f)
     f = click.option("--trial-timeout", type=Seconds(), default=None,
                      help="Seconds before a trial is killed and recorded as a timeout, measured again under a "
-                          "longer one [default: 600].")(f)
+                          f"longer one [default: {TRIAL_TIMEOUT:g}].")(f)
     f = click.option("--isolation", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True,
                      help="Run each trial in a fresh process (default), or in this one (debugging only).")(f)
     # More threads than cores only time the OS scheduler: a bound, not a silent cap.
