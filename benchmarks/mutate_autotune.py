@@ -3,7 +3,8 @@
 The planted bugs of ``tests/mutants`` prove the workloads' checks; this proves the tests of autotune's own code.
 Each site of the module (a comparison, an arithmetic operator, ``and``/``or``, ``not``, a number, a bool, an
 ``if``'s test, a returned value) is changed alone, the given tests run with ``-x``, and a change no test fails
-is a survivor: code whose behaviour no test pins. Each survivor is listed with the line it changed. Some change
+is a survivor: code whose behaviour no test pins. The tests must pass on the unchanged module first, and each
+change they fail names the test that failed it. Each survivor is listed with the line it changed. Some change
 nothing (``return None`` made ``return None``, which shows no line; ``<`` made ``<=`` on measured times); the
 rest are tests to write.
 
@@ -107,6 +108,20 @@ def change(tree: ast.Module, text: str) -> list[str]:
     return [line.strip() for line in lines]
 
 
+def run_tests(work: Path, tests: list[str], timeout: float) -> str | None:
+    """Run ``tests`` on the tree in ``work``: None if they pass, else the first test that failed (or why none did)."""
+    try:
+        run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests], cwd=work,
+                             capture_output=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(work)})
+    except subprocess.TimeoutExpired:  # a mutant that loops: a test would hang on it, so it is caught
+        return f"past --timeout {timeout:g} s"
+    if run.returncode == 0:
+        return None
+    said = run.stdout.decode(errors="replace").splitlines()
+    failed = next((line.split()[1] for line in said if line.startswith(("FAILED ", "ERROR "))), None)
+    return failed or f"pytest exit {run.returncode}: {(said or [''])[-1]}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("module", help="a module of this checkout, e.g. autotune/check.py")
@@ -124,21 +139,24 @@ def main() -> int:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(work), "HEAD"], check=True)
         try:
             print(f"{args.module}: {len(sites(tree))} sites, {len(chosen)} to run, in {work}", flush=True)
+            # Run in the background, a test of Ctrl-C failed on every mutant (SIGINT is ignored there): each read
+            # as killed. A mutant is told apart only by tests that pass without it.
+            failed = run_tests(work, args.tests, args.timeout)
+            if failed is not None:
+                print(f"the tests fail on the unchanged module ({failed}): no mutant can be judged by them; make them "
+                      "pass here first", file=sys.stderr)
+                return 2
             for index in chosen:
                 text, line, kind = mutant(tree, index)
                 (work / args.module).write_text(text)
                 started = time.monotonic()
-                try:
-                    run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                          *args.tests], cwd=work, capture_output=True, timeout=args.timeout,
-                                         env={**os.environ, "PYTHONPATH": str(work)})
-                    killed = run.returncode != 0
-                except subprocess.TimeoutExpired:  # a mutant that loops: a test would hang on it, so it is caught
-                    killed = True
+                failed = run_tests(work, args.tests, args.timeout)
                 shown = lines[line - 1].strip()[:100] if line else ""
-                print(f"{index:4d} L{line:<4d} {kind:10s} {'killed' if killed else 'SURVIVED':8s} "
+                print(f"{index:4d} L{line:<4d} {kind:10s} {'SURVIVED' if failed is None else 'killed':8s} "
                       f"{time.monotonic() - started:5.1f}s  {shown}", flush=True)
-                if not killed:  # with the change it made: "return None" made "return None" is no gap
+                if failed is not None:  # which test: one that fails for another cause kills every mutant alike
+                    print(f"{'':22s}by {failed}", flush=True)
+                else:  # with the change it made: "return None" made "return None" is no gap
                     survivors.append("\n".join([f"{index:4d} L{line:<4d} {kind}",
                                                 *(f"       {edit}" for edit in change(tree, text))]))
         finally:

@@ -39,3 +39,20 @@ def test_a_change_in_a_long_line_is_shown_where_it_is():
     index = next(i for i, (node, _, _) in enumerate(mutate.sites(tree)) if getattr(node, "value", None) == 35)
     old, new = mutate.change(tree, mutate.mutant(tree, index)[0])
     assert old.startswith("-...") and new.startswith("+...") and "'k33': 35" in old and "'k33': 70" in new
+
+
+
+def test_a_run_of_the_tests_says_the_test_that_failed_or_the_timeout(tmp_path, monkeypatch):
+    # A test that failed for another cause (a Ctrl-C test run in the background, where SIGINT is ignored) killed
+    # every mutant alike, unseen: each kill now names its test, and the tests are run on the unchanged module first.
+    mutate = load_benchmark("mutate_autotune")
+    (tmp_path / "test_some.py").write_text("import os, time\n"
+                                           "def test_fails():\n    assert os.environ.get('FAIL') != '1'\n"
+                                           "def test_loops():\n    time.sleep(60 if os.environ.get('LOOP') else 0)\n")
+    assert mutate.run_tests(tmp_path, ["test_some.py"], timeout=60) is None
+    assert mutate.run_tests(tmp_path, ["test_some.py", "-k", "nothing_so_named"], timeout=60).startswith("pytest exit 5")
+    monkeypatch.setenv("FAIL", "1")
+    assert mutate.run_tests(tmp_path, ["test_some.py"], timeout=60) == "test_some.py::test_fails"
+    monkeypatch.setenv("FAIL", "0")
+    monkeypatch.setenv("LOOP", "1")
+    assert mutate.run_tests(tmp_path, ["test_some.py"], timeout=1.5) == "past --timeout 1.5 s"
