@@ -82,7 +82,7 @@ def test_outcome_is_classified_in_a_trial_s_own_process(cache, monkeypatch, beha
     result = TrialResult.from_dict(execute(_request(cache, behaviour)))
     assert (result.status, result.config) == (status, {"behaviour": behaviour}), result.error
     assert fragment is None or fragment in result.error
-    assert result.wall_seconds > 0 and result.lost is None
+    assert 0 < result.wall_seconds < 60 and result.lost is None  # from the trial's start, not the clock's
     if status in ("ok", "incorrect"):
         assert result.unit == "items" and result.items_per_run == 8 and result.throughput > 0
         assert result.median_seconds == pytest.approx(result.items_per_run / result.throughput)
@@ -553,9 +553,29 @@ def test_a_cpu_run_imports_torch_only_in_the_runner_s_children(tmp_path):
     ("FlashAttention only supports fp16 and bf16", False),
 ])
 def test_a_cuda_runtime_error_is_oom_only_when_it_says_so(message, oom):
+    import torch
+
     from autotune.runner import _is_out_of_memory
 
     assert _is_out_of_memory(RuntimeError(message), "cuda") is oom
+    assert _is_out_of_memory(torch.OutOfMemoryError(message), "cuda")  # the caching allocator's: by its type
+    assert _is_out_of_memory(MemoryError(message), "cuda")
+
+
+def test_an_address_space_limit_is_seen_where_one_is_set():
+    import resource
+
+    from autotune.runner import _address_space_capped
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY or hard != resource.RLIM_INFINITY:
+        pytest.skip("this process runs under an address-space limit already")
+    assert not _address_space_capped()
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 44, hard))  # 16 TiB: nothing here comes near it
+    try:
+        assert _address_space_capped()
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def test_a_memory_limit_below_what_a_trial_starts_with_is_an_oom_that_says_so(runner, cache):
@@ -566,6 +586,8 @@ def test_a_memory_limit_below_what_a_trial_starts_with_is_an_oom_that_says_so(ru
     result = runner.run(dataclasses.replace(_request(cache, "ok"), memory_limit_bytes=64 << 20))
     assert result.status == "oom"
     assert "--memory-limit 64 MiB is below the" in result.error and "raise it" in result.error
+    mapped = int(re.search(r"below the (\d+) MiB a trial maps", result.error)[1])
+    assert 64 < mapped < 64 * 1024  # torch and its libraries: hundreds of MiB (629 on this CPU)
 
 
 def test_a_library_that_cannot_be_mapped_is_oom_only_under_a_memory_limit(monkeypatch):
@@ -930,13 +952,107 @@ def test_a_fork_server_that_dies_mid_trial_runs_it_again_once_unless_the_oom_kil
         assert runner.run(request).status == "ok"
 
 
-def test_a_runner_s_isolation_and_timeout():
+def test_a_runner_s_isolation_and_timeout(runner):
     from autotune.runner import TRIAL_TIMEOUT
 
     with pytest.raises(ValueError, match="isolation must be 'subprocess' or 'inprocess', got 'thread'"):
         Runner("thread")
     assert Runner().timeout == TRIAL_TIMEOUT and Runner(timeout=0.5).timeout == 0.5
-    assert Runner("inprocess").warm_up() == 0.0
+    here = Runner("inprocess")
+    here.start()
+    here.wait_ready()  # nothing started, nothing to wait for
+    assert here.warm_up() == 0.0 and here._server is None  # trials run in this process: no fork server
+    Runner().wait_ready()  # none started yet: returns
+    assert 0 <= runner.warm_up() < 60  # the seconds waited for the server (started by now)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a request is what a trial ran: never changed after
+        TrialRequest(BROKEN, "tiny", "cpu", "cpu", {}, "/c").size = "full"
+
+
+def test_an_error_is_out_of_memory_only_by_its_type_or_its_allocator_s_words(monkeypatch):
+    import sys
+
+    pytest.importorskip("torch")  # loaded, as in a trial's process
+
+    from autotune.runner import _is_out_of_memory
+
+    assert _is_out_of_memory(RuntimeError("DefaultCPUAllocator: not enough memory"), "cpu")
+    assert not _is_out_of_memory(RuntimeError("CUDA error: out of memory"), "cpu")  # a CUDA sign, not on a CPU
+    assert not _is_out_of_memory(ValueError("DefaultCPUAllocator"), "cpu")
+    monkeypatch.delitem(sys.modules, "torch")  # an error before torch was imported: only Python's own type says so
+    assert not _is_out_of_memory(RuntimeError("DefaultCPUAllocator: not enough memory"), "cpu")
+    assert _is_out_of_memory(MemoryError(), "cpu")
+
+
+@pytest.mark.parametrize("count, kept", [("0", "0"), ("-1", "-1"), ("float('inf')", "inf"), ("float('nan')", "nan"),
+                                          ("True", "True"), ("'8'", "'8'"), ("0.5", 0.5), ("3", 3)])
+def test_a_count_of_items_is_a_positive_finite_number(tmp_path, monkeypatch, count, kept):
+    """``kept``: the count a trial keeps, or (text) how its error names the one refused."""
+    from autotune.runner import execute
+
+    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    workload = _steady_variant(tmp_path, "        return 100", f"        return {count}")
+    cache = tmp_path / "studies" / "cache" / "steady"  # made, with its parents, by the first trial
+    made = TrialResult.from_dict(execute(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(cache),
+                                                      FAST_MEASURER, purpose="reference")))
+    assert made.status == "ok" and 0 < made.times[0] < 60 and len(made.times) == 1  # one run, its count unread
+    result = TrialResult.from_dict(execute(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(cache),
+                                                        FAST_MEASURER)))
+    if isinstance(kept, str):
+        assert result.status == "error" and f"items_per_run returned {kept}; it must be a positive" in result.error
+    else:
+        assert (result.status, result.items_per_run) == ("ok", kept), result.error
+
+
+def test_a_cpu_s_peak_memory_is_in_bytes():
+    from autotune.runner import _peak_memory
+
+    status = Path("/proc/self/status")
+    if not status.exists():
+        pytest.skip("no /proc: the peak's unit is checked on Linux")
+    high_water = next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM:"))
+    assert 0.8 < _peak_memory("cpu") / (high_water * 1024) < 1.25  # ru_maxrss in KiB, as /proc's high-water mark
+
+
+def test_an_error_is_kept_in_one_line_of_500_characters_and_its_traceback_s_last_4000(tmp_path, monkeypatch):
+    from autotune.runner import execute
+
+    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    workload = _steady_variant(tmp_path, "        return 100", "        raise ValueError('long ' * 1000 + 'end')")
+    result = TrialResult.from_dict(execute(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path),
+                                                        FAST_MEASURER)))
+    assert result.status == "error" and result.error.startswith("ValueError: long long") and len(result.error) == 500
+    assert len(result.traceback) == 4000 and result.traceback.endswith("long end\n")  # its end: the error itself
+
+
+def test_a_process_s_mapped_bytes_are_its_address_space():
+    from autotune.runner import _mapped_bytes
+
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("no /proc")
+    assert 0.9 < _mapped_bytes() / psutil.Process().memory_info().vms < 1.1
+
+
+def test_a_result_s_repr_leaves_out_its_runs_traceback_and_environment():
+    # In the study, not a repr: 60,000 characters for 3 trials.
+    result = TrialResult("error", {"x": 1}, times=[0.123456] * 500, warmup_times=[0.2] * 50, traceback="T" * 4000,
+                         environment={"packages": "P" * 4000})
+    said = repr(result)
+    assert "0.123456" not in said and "0.2," not in said and "TTT" not in said and "PPP" not in said
+    assert "status='error'" in said and len(said) < 1000
+
+
+def test_a_cached_reference_is_read_as_tensor_data_where_torch_is(cache, monkeypatch):
+    from autotune.runner import execute
+
+    request = dataclasses.replace(_request(cache, "ok"), purpose="cached reference")
+    assert execute(request)["status"] == "ok"
+    planted = cache / "planted"
+    planted.mkdir()
+    (planted / "reference-cpu.pt").write_bytes(b"not a tensor file")
+    refused = TrialResult.from_dict(execute(dataclasses.replace(request, cache_dir=str(planted))))
+    assert refused.status == "error" and refused.error
 
 
 def test_a_full_disk_is_found_among_an_error_s_causes_and_fails_the_machine_not_the_config():
@@ -969,9 +1085,12 @@ def test_a_trial_result_round_trips_through_json_without_infinities():
     data = json.loads(json.dumps(result.to_dict()))
     assert data["throughput"] is None and data["times"] == [0.1, 0.2]
     assert TrialResult.from_dict({**data, "from_a_later_version": 1}) == dataclasses.replace(result, throughput=None)
-    assert result.measurement().times == [0.1, 0.2]
+    assert result.measurement().times == [0.1, 0.2] and result.measurement().first_run_seconds == 0.0  # unrecorded
+    assert dataclasses.replace(result, warmup_seconds=2.5).measurement().first_run_seconds == 2.5
     assert TrialResult("ok", {}, times=[0.1]).measurement() is None  # no count of items
     assert TrialResult("ok", {}, items_per_run=4).measurement() is None  # no times
+    assert TrialResult("ok", {}, busy_elsewhere=1.5).beside_other_work
+    assert not TrialResult("ok", {}, busy_elsewhere=0.1).beside_other_work and not result.beside_other_work
 
 
 def test_the_reference_file_names_its_config_and_device():
