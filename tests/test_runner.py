@@ -1034,6 +1034,25 @@ def test_a_process_s_mapped_bytes_are_its_address_space():
     assert 0.9 < _mapped_bytes() / psutil.Process().memory_info().vms < 1.1
 
 
+def test_the_reference_config_failing_against_what_to_reference_stored_blames_to_reference(tmp_path, monkeypatch):
+    # The first output is held to the check's control: there, the reference config's own output failing against
+    # its stored form says that to_reference loses what the check compares, not that the config is wrong.
+    from autotune.runner import execute
+
+    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    workload = _steady_variant(tmp_path, "    def items_per_run(self, config):\n",
+                               "    def to_reference(self, output):\n        return output + 1\n\n"
+                               "    def items_per_run(self, config):\n")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
+                           reference={"work": 5})
+    assert execute(dataclasses.replace(request, purpose="reference"))["status"] == "ok"
+    result = TrialResult.from_dict(execute(request))
+    assert result.status == "error" and "to_reference changes the output it stores" in result.error, result.error
+    other = TrialResult.from_dict(execute(dataclasses.replace(request, config={"work": 6})))
+    assert other.status == "incorrect"  # another config's failure is its own
+
+
 def test_a_result_s_repr_leaves_out_its_runs_traceback_and_environment():
     # In the study, not a repr: 60,000 characters for 3 trials.
     result = TrialResult("error", {"x": 1}, times=[0.123456] * 500, warmup_times=[0.2] * 50, traceback="T" * 4000,
@@ -1100,3 +1119,5 @@ def test_the_reference_file_names_its_config_and_device():
     assert re.fullmatch(r"/c/reference-cpu-[0-9a-f]{12}\.pt", str(named.reference_path))
     assert named.reference_path != dataclasses.replace(request, reference={"behaviour": "fast"}).reference_path
     assert dataclasses.replace(named, device="h100").reference_path.name.startswith("reference-h100-")
+    in_order = dataclasses.replace(request, reference={"a": 1, "b": 2}).reference_path
+    assert in_order == dataclasses.replace(request, reference={"b": 2, "a": 1}).reference_path  # one config, one file
