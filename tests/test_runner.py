@@ -34,6 +34,14 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.fixture
+def in_trial_process(monkeypatch, tmp_path):
+    """Run ``execute`` (what a trial's child runs) here, leaving this process's thread pools and numba folder as
+    they are."""
+    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+
+
 #: How each behaviour of the broken workload ends: its status and a piece of its error.
 OUTCOMES = [
     ("ok", "ok", None),
@@ -70,14 +78,13 @@ def test_outcome_is_classified(runner, cache, behaviour, status, fragment):
 
 
 @pytest.mark.parametrize("behaviour, status, fragment", [o for o in OUTCOMES if o[0] not in ("segfault", "exit")])
-def test_outcome_is_classified_in_a_trial_s_own_process(cache, monkeypatch, behaviour, status, fragment):
+def test_outcome_is_classified_in_a_trial_s_own_process(in_trial_process, cache,
+                                                        monkeypatch, behaviour, status, fragment):
     # What a trial's child runs (execute), run here: each status as the child returns it, with what it measured.
     import signal
 
     from autotune.runner import execute
 
-    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)  # this process's pools as they are
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache / "numba"))
     monkeypatch.setattr(signal, "getsignal", lambda number: signal.SIG_IGN)  # as a trial's process ignores Ctrl-C
     result = TrialResult.from_dict(execute(_request(cache, behaviour)))
     assert (result.status, result.config) == (status, {"behaviour": behaviour}), result.error
@@ -95,16 +102,14 @@ def test_outcome_is_classified_in_a_trial_s_own_process(cache, monkeypatch, beha
         assert result.throughput is None and fragment in result.traceback and len(result.error) <= 500
 
 
-def test_ctrl_c_in_a_trial_run_here_stops_the_search(cache, monkeypatch):
+def test_ctrl_c_in_a_trial_run_here_stops_the_search(in_trial_process, cache, monkeypatch):
     # --isolation inprocess: the user's Ctrl-C, not the workload's failure (a trial's own process ignores SIGINT).
     import signal
 
     from autotune.runner import execute
 
-    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
     # As Python sets it where SIGINT is not ignored (this test may run in the background, where it is).
     monkeypatch.setattr(signal, "getsignal", lambda number: signal.default_int_handler)
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache / "numba"))
     with pytest.raises(KeyboardInterrupt):
         execute(_request(cache, "keyboard"))
 
@@ -859,7 +864,7 @@ def test_a_trial_the_kernel_s_oom_killer_took_is_oom_not_a_crash(tmp_path, monke
     assert (killed.status, killed.error) == (status, error)
 
 
-def test_torchs_thread_count_is_set_only_where_it_differs(cache, monkeypatch):
+def test_torchs_thread_count_is_set_only_where_it_differs(in_trial_process, cache, monkeypatch):
     # torch.set_num_threads(2) on 2 cores, called again where torch already ran 2, made numba's 0.12 ms runs (chmm at
     # tiny) stall 4 ms every 30 runs or so once a check had run: their mean twice their median. The count is still
     # the one asked for, and recorded.
@@ -871,8 +876,6 @@ def test_torchs_thread_count_is_set_only_where_it_differs(cache, monkeypatch):
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
     monkeypatch.setattr(torch, "get_num_threads", lambda: cpu_threads())
-    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)  # this process's pools stay as they are
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache / "numba"))  # and its environment (a trial sets a default)
     assert execute(_request(cache, "ok"))["status"] == "ok" and calls == []
     assert execute(dataclasses.replace(_request(cache, "ok"), threads=1))["status"] == "ok" and calls == [1]
 
@@ -985,12 +988,10 @@ def test_an_error_is_out_of_memory_only_by_its_type_or_its_allocator_s_words(mon
 
 @pytest.mark.parametrize("count, kept", [("0", "0"), ("-1", "-1"), ("float('inf')", "inf"), ("float('nan')", "nan"),
                                           ("True", "True"), ("'8'", "'8'"), ("0.5", 0.5), ("3", 3)])
-def test_a_count_of_items_is_a_positive_finite_number(tmp_path, monkeypatch, count, kept):
+def test_a_count_of_items_is_a_positive_finite_number(in_trial_process, tmp_path, count, kept):
     """``kept``: the count a trial keeps, or (text) how its error names the one refused."""
     from autotune.runner import execute
 
-    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
     workload = _steady_variant(tmp_path, "        return 100", f"        return {count}")
     cache = tmp_path / "studies" / "cache" / "steady"  # made, with its parents, by the first trial
     made = TrialResult.from_dict(execute(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(cache),
@@ -1014,11 +1015,9 @@ def test_a_cpu_s_peak_memory_is_in_bytes():
     assert 0.8 < _peak_memory("cpu") / (high_water * 1024) < 1.25  # ru_maxrss in KiB, as /proc's high-water mark
 
 
-def test_an_error_is_kept_in_one_line_of_500_characters_and_its_traceback_s_last_4000(tmp_path, monkeypatch):
+def test_an_error_is_kept_in_one_line_of_500_characters_and_its_traceback_s_last_4000(in_trial_process, tmp_path):
     from autotune.runner import execute
 
-    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
     workload = _steady_variant(tmp_path, "        return 100", "        raise ValueError('long ' * 1000 + 'end')")
     result = TrialResult.from_dict(execute(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path),
                                                         FAST_MEASURER)))
@@ -1034,13 +1033,11 @@ def test_a_process_s_mapped_bytes_are_its_address_space():
     assert 0.9 < _mapped_bytes() / psutil.Process().memory_info().vms < 1.1
 
 
-def test_the_reference_config_failing_against_what_to_reference_stored_blames_to_reference(tmp_path, monkeypatch):
+def test_the_reference_config_failing_against_what_to_reference_stored_blames_to_reference(in_trial_process, tmp_path):
     # The first output is held to the check's control: there, the reference config's own output failing against
     # its stored form says that to_reference loses what the check compares, not that the config is wrong.
     from autotune.runner import execute
 
-    monkeypatch.setattr("autotune.runner.thread_pools", lambda threads: None)
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
     workload = _steady_variant(tmp_path, "    def items_per_run(self, config):\n",
                                "    def to_reference(self, output):\n        return output + 1\n\n"
                                "    def items_per_run(self, config):\n")
