@@ -35,6 +35,20 @@ def test_settings_default_to_what_search_does_without_the_option():
     assert defaults == {name: options[name] for name in defaults}
 
 
+def test_a_tuner_made_in_python_searches_as_the_command_line_does():
+    # Tuner("chmm").search() in a notebook: the trials, the candidates and the rounds of `autotune search -w chmm`.
+    import inspect
+
+    from autotune.cli import cli
+    from autotune.tuner import Tuner
+
+    options = {p.name: p.default for p in cli.commands["search"].params}
+    made = inspect.signature(Tuner).parameters
+    assert {name: made[name].default for name in ("remeasure_top", "remeasure_rounds")} == {
+        "remeasure_top": options["remeasure_top"], "remeasure_rounds": options["remeasure_rounds"]}
+    assert inspect.signature(Tuner.search).parameters["n_trials"].default == options["trials"]
+
+
 @pytest.mark.parametrize("seed, worker, expected", [(7, 2, 9), (2**32 - 1, 1, 0)])  # a sampler takes 32 bits
 def test_a_worker_seed_is_offset_by_its_index(seed, worker, expected):
     # --seed 4294967295 --workers 2: worker 1 died on a seed numpy refuses, said as "cannot open storage".

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import re
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -1734,6 +1735,157 @@ def test_a_space_of_one_config_a_float_range_of_one_value_ends_once_it_is_measur
                               every=space.every_config())
     assert records == [] and len(study.trials) == 1
     assert tuner.said == ["the space's one allowed config is measured: no new trials"]
+
+
+class _Answering:
+    """A runner that answers every config at once, in this process: the baseline's runs take 4 s, any other's 1 s;
+    ``fails`` names the config whose second round of re-measurement is wrong (its first is right)."""
+
+    isolation, timeout, on_wait = "subprocess", 600.0, None
+
+    def __init__(self, baseline=None, fails=None):
+        self.baseline, self.fails, self.seen = baseline and baseline.to_dict(), fails, []
+
+    def warm_up(self):
+        return 2.5
+
+    def wait_ready(self):
+        pass
+
+    def run(self, request, timeout=None):
+        self.seen.append(request)
+        seconds = 4.0 if request.config == self.baseline else 1.0
+        if request.config == self.fails and [r.config for r in self.seen].count(self.fails) == 3:
+            return TrialResult("incorrect", request.config, error="wrong", check={"passed": False, "error": 1.0,
+                                                                                 "tolerance": 1e-3})
+        return TrialResult("ok", request.config, unit="items", items_per_run=1, times=[seconds] * 5,
+                           throughput=1 / seconds, median_seconds=seconds, peak_memory_bytes=2**20,
+                           check={"passed": True, "error": 0.0, "tolerance": 1e-3}, environment={"torch": "made up"})
+
+    def close(self):
+        pass
+
+
+def test_a_search_s_speedup_is_its_winner_s_median_over_the_baseline_s_re_measured_beside_it(studies, monkeypatch):
+    # A whole search against a runner that answers at once: the speedup (4x, exactly) is the winner's over the
+    # baseline's, in the result, the export and the study; a baseline that failed a round of the re-measurement
+    # gives none (its figures are not the baseline's as users run it).
+    import autotune.tuner
+
+    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)  # the figures are made up: no other work matters
+    space = Tuner("chmm", "cpu", "tiny").space
+    said = []
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(space.baseline), on_stage=said.append, seed=0) as tuner:
+        result = tuner.search(3)
+    assert result.speedup == 4.0 and result.winner.trial != 0 and 0 < result.seconds < 60
+    exported = json.loads(result.export_path.read_text())
+    figures = (exported["speedup"], exported["baseline"]["throughput"], exported["measured"]["throughput"])
+    assert figures == (4.0, 0.25, 1.0)
+    stored = optuna.load_study(study_name=tuner.study_name, storage=tuner.storage).user_attrs
+    assert (stored["speedup"], stored["winner_trial"]) == (4.0, result.winner.trial)
+    assert stored["environment"] == {"torch": "made up"}  # the report shows it, an export or none
+    assert "fork server ready in 2.5 s (torch imported once; each trial forks from it)" in said
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(space.baseline, space.baseline.to_dict()),
+               studies=studies / "failed") as tuner:
+        result = tuner.search(3)
+    assert [r.status for r in result.baseline.results] == ["ok", "incorrect"] and result.baseline.measurement
+    assert result.winner.trial != 0 and result.speedup is None
+
+
+def test_a_variable_that_turns_a_knob_value_into_another_is_said_for_a_workload_of_the_user_s_alone(
+        studies, monkeypatch):
+    # Under TORCH_COMPILE_DISABLE=1 a built-in's compiled trials fail, saying why; a user's workload would compile
+    # nothing unseen, so its search says so before anything is timed.
+    import autotune.tuner
+
+    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
+    for name in ("TORCHINDUCTOR_MAX_AUTOTUNE", "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM",
+                 "TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE", "NUMBA_DISABLE_JIT", "NVIDIA_TF32_OVERRIDE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
+    for workload, warned in (("chmm", False), (steady, True)):
+        said = []
+        with Tuner(workload, "cpu", runner=_Answering(), on_stage=said.append) as tuner:
+            tuner.ensure_reference()
+        assert any(line.startswith("warning: TORCH_COMPILE_DISABLE=1 ") for line in said) == warned, said
+
+
+def test_a_trial_runs_under_the_memory_limit_and_the_reference_without_it():
+    # --memory-limit caps what a config may map; the reference config (float64, unchunked) is the workload's
+    # truth, computed however much it needs.
+    with Tuner("chmm", "cpu", "tiny", memory_limit_bytes=2**34) as tuner:
+        config = tuner.space.defaults
+        assert tuner.request(config).memory_limit_bytes == 2**34
+        assert tuner.request(config, "reference").memory_limit_bytes is None
+        assert tuner.request(config, "cached reference").memory_limit_bytes is None
+
+
+def test_the_reference_runs_under_four_trial_timeouts_and_ten_minutes_at_least(studies):
+    # Computing the reference output (or loading it) is no trial: a --trial-timeout of 5 s for quick configs must
+    # not fail the search on its reference, and one of 300 s gives a slow reference config 20 minutes.
+    from autotune.runner import Runner
+
+    given = []
+
+    class Recording(Runner):
+        def run(self, request, timeout=None):
+            given.append((request.purpose, timeout))
+            return TrialResult("ok", request.config)
+
+    for trial_timeout in (300, 5):
+        with Tuner("chmm", "cpu", "tiny", runner=Recording(timeout=trial_timeout)) as tuner:
+            tuner.ensure_reference()
+    assert given == [("reference", 1200), ("reference", 600)]
+
+
+def test_a_time_budget_counts_from_the_start_of_a_worker_s_trials():
+    # A worker (Tuner.work) measures no baseline of its own to wait for: its budget runs from its first trial,
+    # and once spent it takes no new trial and says so once.
+    said = []
+    with Tuner("chmm", "cpu", "tiny", time_budget=30, on_stage=said.append) as tuner:
+        tuner._start_clock(time.perf_counter())
+        assert not tuner.should_stop()
+        tuner._start_clock(time.perf_counter() - 31)
+        assert tuner.should_stop() and said == ["time budget of 30 s spent: no new trials"]
+        assert tuner.should_stop() and len(said) == 1
+
+
+def test_a_search_s_time_budget_runs_from_the_end_of_its_baseline_and_defaults_to_its_last_trial(monkeypatch):
+    # The baseline took 100 s of a 30 s budget and the defaults 100 s more: the budget starts after both, and once
+    # spent (by the trials after them) no new trial starts.
+    import autotune.tuner
+
+    now = [1000.0]
+    monkeypatch.setattr(autotune.tuner.time, "perf_counter", lambda: now[0])
+    with Tuner("chmm", "cpu", "tiny", time_budget=30) as tuner:
+        tuner.firsts_left = 2  # as _search counts them, its clock started with them
+        tuner._start_clock(now[0])
+        for measured in (1100.0, 1200.0, 1229.0):  # the baseline, the defaults, a trial
+            now[0] = measured
+            assert not tuner.should_stop(), measured
+            tuner.first_measured()
+        assert not tuner.should_stop()
+        now[0] = 1230.0  # exactly spent
+        assert tuner.should_stop()
+
+
+def test_a_study_asks_the_strategy_named_or_the_default_with_the_constant_liar_for_workers_alone(studies):
+    # A Tuner whose sampler came out as None left Optuna's default, plain TPE, in the study: every search lost the
+    # linear model after its 30th trial, and `--sampler random` searched with TPE, unseen by any search's test.
+    from autotune.portfolio import HandingOver
+
+    with Tuner("chmm", "cpu", "tiny", seed=3) as tuner:
+        study = tuner.open_study()
+        assert type(study.sampler) is HandingOver and not study.sampler.samplers[0]._constant_liar
+    with Tuner("chmm", "cpu", "tiny", sampler="random", study_name="other") as tuner:
+        assert type(tuner.open_study().sampler) is optuna.samplers.RandomSampler
+    # Workers share a journal file (or a database server): those asking at once are steered apart.
+    with Tuner("chmm", "cpu", "tiny", storage=str(studies / "shared.journal")) as tuner:
+        assert tuner.open_study().sampler.samplers[0]._constant_liar
+    given = optuna.samplers.QMCSampler(seed=0)
+    with Tuner("chmm", "cpu", "tiny", sampler=given, study_name="given") as tuner:
+        assert tuner.open_study().sampler is given
 
 
 def test_the_sampler_s_arithmetic_runs_on_one_blas_thread_so_none_spins_beside_a_timed_trial():
