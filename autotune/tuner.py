@@ -397,10 +397,10 @@ class Tuner:
                 export_path = document.write(path)
             except OSError as exc:
                 # Every trial is in the study; say what won, so the re-measurement is not lost with the file.
+                figure = f", {speedup:.2f}x the baseline" if speedup else ""  # none: the baseline failed a round
                 raise AutotuneError(
                     f"cannot write the export {path}: {exc.strerror or exc}; the winner was trial #{winner.trial} "
-                    f"({winner.config.describe()}, {speedup or 0:.2f}x the baseline); fix the path and run "
-                    "`autotune search` again"
+                    f"({winner.config.describe()}{figure}); fix the path and run `autotune search` again"
                 ) from None
             note("winner_trial", winner.trial)
             note("speedup", speedup)

@@ -1738,13 +1738,13 @@ def test_a_space_of_one_config_a_float_range_of_one_value_ends_once_it_is_measur
 
 
 class _Answering:
-    """A runner that answers every config at once, in this process: the baseline's runs take 4 s, any other's 1 s;
-    ``fails`` names the config whose second round of re-measurement is wrong (its first is right)."""
+    """A runner that answers every config at once, in this process: ``seconds(config, runs)`` is the time of each
+    run of ``config`` measured for the ``runs``-th time (1: in its trial), or None where its output is wrong."""
 
     isolation, timeout, on_wait = "subprocess", 600.0, None
 
-    def __init__(self, baseline=None, fails=None):
-        self.baseline, self.fails, self.seen = baseline and baseline.to_dict(), fails, []
+    def __init__(self, seconds=lambda config, runs: 1.0):
+        self.seconds, self.seen = seconds, []
 
     def warm_up(self):
         return 2.5
@@ -1753,9 +1753,9 @@ class _Answering:
         pass
 
     def run(self, request, timeout=None):
-        self.seen.append(request)
-        seconds = 4.0 if request.config == self.baseline else 1.0
-        if request.config == self.fails and [r.config for r in self.seen].count(self.fails) == 3:
+        self.seen.append(request.config)
+        seconds = self.seconds(request.config, self.seen.count(request.config))
+        if seconds is None:
             return TrialResult("incorrect", request.config, error="wrong", check={"passed": False, "error": 1.0,
                                                                                  "tolerance": 1e-3})
         return TrialResult("ok", request.config, unit="items", items_per_run=1, times=[seconds] * 5,
@@ -1764,6 +1764,13 @@ class _Answering:
 
     def close(self):
         pass
+
+
+def _slow_baseline(space, wrong_at=None):
+    """The baseline's runs take 4 s, any other config's 1 s; the baseline is wrong when measured the
+    ``wrong_at``-th time (3: its second round of re-measurement, its first right)."""
+    baseline = space.baseline.to_dict()
+    return lambda config, runs: (None if runs == wrong_at else 4.0) if config == baseline else 1.0
 
 
 def test_a_search_s_speedup_is_its_winner_s_median_over_the_baseline_s_re_measured_beside_it(studies, monkeypatch):
@@ -1775,8 +1782,9 @@ def test_a_search_s_speedup_is_its_winner_s_median_over_the_baseline_s_re_measur
     monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)  # the figures are made up: no other work matters
     space = Tuner("chmm", "cpu", "tiny").space
     said = []
-    with Tuner("chmm", "cpu", "tiny", runner=_Answering(space.baseline), on_stage=said.append, seed=0) as tuner:
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(_slow_baseline(space)), on_stage=said.append, seed=0) as tuner:
         result = tuner.search(3)
+        assert tuner.budget_done(3) and not tuner.budget_done(4)  # as the workers' driver asks of the study
     assert result.speedup == 4.0 and result.winner.trial != 0 and 0 < result.seconds < 60
     exported = json.loads(result.export_path.read_text())
     figures = (exported["speedup"], exported["baseline"]["throughput"], exported["measured"]["throughput"])
@@ -1785,11 +1793,88 @@ def test_a_search_s_speedup_is_its_winner_s_median_over_the_baseline_s_re_measur
     assert (stored["speedup"], stored["winner_trial"]) == (4.0, result.winner.trial)
     assert stored["environment"] == {"torch": "made up"}  # the report shows it, an export or none
     assert "fork server ready in 2.5 s (torch imported once; each trial forks from it)" in said
-    with Tuner("chmm", "cpu", "tiny", runner=_Answering(space.baseline, space.baseline.to_dict()),
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(_slow_baseline(space, wrong_at=3)),
                studies=studies / "failed") as tuner:
         result = tuner.search(3)
     assert [r.status for r in result.baseline.results] == ["ok", "incorrect"] and result.baseline.measurement
     assert result.winner.trial != 0 and result.speedup is None
+
+
+def test_a_search_whose_every_candidate_fails_its_re_measurement_exports_nothing(studies, monkeypatch):
+    # Each candidate, the baseline too, was wrong when measured again (right in the search by chance): none may win,
+    # and no export is left for load_config to read.
+    import autotune.tuner
+
+    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(lambda config, runs: None if runs > 1 else 1.0)) as tuner:
+        result = tuner.search(3)
+    assert result.candidates and not any(c.passed for c in result.candidates)
+    assert (result.winner, result.speedup, result.export_path) == (None, None, None)
+    assert not tuner.export_path.exists()
+
+
+def test_a_worker_s_progress_counts_the_study_s_trials_and_one_worker_exports(studies, monkeypatch):
+    # Workers joining a study of 2 trials to measure 2 more: each line says 3/4, then 4/4 (the study's), not
+    # 1/2 as a lone search's does; one worker re-measures and exports, the others find it done.
+    import autotune.tuner
+
+    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
+    shown, results = [], []
+    for run in range(2):
+        with Tuner("chmm", "cpu", "tiny", storage=str(studies / "shared.journal"), seed=0,
+                   on_trial=lambda record, done, total: shown.append((done, total))) as tuner:
+            tuner.runner = _Answering(_slow_baseline(tuner.space))
+            budget = tuner.claim_budget(2)
+            tuner.work(budget)
+            results += [tuner.finish_shared(budget), tuner.finish_shared(budget)]
+    assert shown == [(1, 2), (2, 2), (3, 4), (4, 4)]
+    assert [r and r.speedup for r in results] == [4.0, None, 4.0, None]
+
+
+def test_an_export_that_cannot_be_written_says_what_won_and_no_speedup_where_there_is_none(studies, monkeypatch):
+    # A disk filled while the winner was re-measured: the error says what won, so the minutes are not lost. Where
+    # the baseline failed a round there is no speedup, and the error said "0.00x the baseline".
+    import errno
+
+    import autotune.tuner
+    from autotune.exceptions import AutotuneError
+    from autotune.export import ExportDocument
+
+    def full(self, path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
+    monkeypatch.setattr(ExportDocument, "write", full)
+    space = Tuner("chmm", "cpu", "tiny").space
+    for wrong_at, figure in ((None, ", 4.00x the baseline)"), (3, ")")):
+        runner = _Answering(_slow_baseline(space, wrong_at))
+        with Tuner("chmm", "cpu", "tiny", runner=runner, studies=studies / str(wrong_at)) as tuner:
+            with pytest.raises(AutotuneError) as refused:
+                tuner.search(3)
+        said = str(refused.value)
+        assert said.startswith(f"cannot write the export {tuner.export_path}: No space left on device; the winner was "
+                               "trial #"), said
+        assert said.endswith(f"{figure}; fix the path and run `autotune search` again"), said
+        assert ("x the baseline" in said) == (wrong_at is None), said
+
+
+def test_a_config_faster_in_the_search_that_lost_beside_the_winner_is_said_to_have_lost_there(studies, monkeypatch):
+    # The defaults ran 0.5 s a run in their trial, then 2 s beside the winner (1 s): their values lost the
+    # re-measurement, not the search, and the table says so of them alone.
+    import autotune.tuner
+
+    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
+    space = Tuner("chmm", "cpu", "tiny").space
+    defaults, others = space.defaults.to_dict(), _slow_baseline(space)
+
+    def seconds(config, runs):
+        return (0.5 if runs == 1 else 2.0) if config == defaults else others(config, runs)
+
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(seconds), seed=0) as tuner:
+        result = tuner.search(3)
+    lost = {(c.parameter, c.value) for c in result.choices if c.lost_remeasure}
+    assert result.winner.config != defaults and result.speedup == 4.0
+    assert lost and all(defaults[name] == value for name, value in lost), lost
 
 
 def test_a_variable_that_turns_a_knob_value_into_another_is_said_for_a_workload_of_the_user_s_alone(
