@@ -397,7 +397,7 @@ class Tuner:
                 export_path = document.write(path)
             except OSError as exc:
                 # Every trial is in the study; say what won, so the re-measurement is not lost with the file.
-                figure = f", {speedup:.2f}x the baseline" if speedup else ""  # none: the baseline failed a round
+                figure = f", {speedup:.2f}x the baseline" if speedup else ""  # none: a baseline failed or unmeasured
                 raise AutotuneError(
                     f"cannot write the export {path}: {exc.strerror or exc}; the winner was trial #{winner.trial} "
                     f"({winner.config.describe()}{figure}); fix the path and run `autotune search` again"

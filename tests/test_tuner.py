@@ -1737,6 +1737,14 @@ def test_a_space_of_one_config_a_float_range_of_one_value_ends_once_it_is_measur
     assert tuner.said == ["the space's one allowed config is measured: no new trials"]
 
 
+@pytest.fixture
+def made_up_figures(monkeypatch):
+    """The runner (_Answering) makes its figures up: the other work on this machine is none of their business."""
+    import autotune.tuner
+
+    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
+
+
 class _Answering:
     """A runner that answers every config at once, in this process: ``seconds(config, runs)`` is the time of each
     run of ``config`` measured for the ``runs``-th time (1: in its trial), or None where its output is wrong."""
@@ -1773,13 +1781,10 @@ def _slow_baseline(space, wrong_at=None):
     return lambda config, runs: (None if runs == wrong_at else 4.0) if config == baseline else 1.0
 
 
-def test_a_search_s_speedup_is_its_winner_s_median_over_the_baseline_s_re_measured_beside_it(studies, monkeypatch):
+def test_a_search_s_speedup_is_its_winner_s_median_over_the_baseline_s_re_measured_beside_it(studies, made_up_figures):
     # A whole search against a runner that answers at once: the speedup (4x, exactly) is the winner's over the
     # baseline's, in the result, the export and the study; a baseline that failed a round of the re-measurement
     # gives none (its figures are not the baseline's as users run it).
-    import autotune.tuner
-
-    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)  # the figures are made up: no other work matters
     space = Tuner("chmm", "cpu", "tiny").space
     said = []
     with Tuner("chmm", "cpu", "tiny", runner=_Answering(_slow_baseline(space)), on_stage=said.append, seed=0) as tuner:
@@ -1800,12 +1805,9 @@ def test_a_search_s_speedup_is_its_winner_s_median_over_the_baseline_s_re_measur
     assert result.winner.trial != 0 and result.speedup is None
 
 
-def test_a_search_whose_every_candidate_fails_its_re_measurement_exports_nothing(studies, monkeypatch):
+def test_a_search_whose_every_candidate_fails_its_re_measurement_exports_nothing(studies, made_up_figures):
     # Each candidate, the baseline too, was wrong when measured again (right in the search by chance): none may win,
     # and no export is left for load_config to read.
-    import autotune.tuner
-
-    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
     with Tuner("chmm", "cpu", "tiny", runner=_Answering(lambda config, runs: None if runs > 1 else 1.0)) as tuner:
         result = tuner.search(3)
     assert result.candidates and not any(c.passed for c in result.candidates)
@@ -1813,14 +1815,11 @@ def test_a_search_whose_every_candidate_fails_its_re_measurement_exports_nothing
     assert not tuner.export_path.exists()
 
 
-def test_a_worker_s_progress_counts_the_study_s_trials_and_one_worker_exports(studies, monkeypatch):
+def test_a_worker_s_progress_counts_the_study_s_trials_and_one_worker_exports(studies, made_up_figures):
     # Workers joining a study of 2 trials to measure 2 more: each line says 3/4, then 4/4 (the study's), not
     # 1/2 as a lone search's does; one worker re-measures and exports, the others find it done.
-    import autotune.tuner
-
-    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
     shown, results = [], []
-    for run in range(2):
+    for _ in range(2):
         with Tuner("chmm", "cpu", "tiny", storage=str(studies / "shared.journal"), seed=0,
                    on_trial=lambda record, done, total: shown.append((done, total))) as tuner:
             tuner.runner = _Answering(_slow_baseline(tuner.space))
@@ -1831,19 +1830,18 @@ def test_a_worker_s_progress_counts_the_study_s_trials_and_one_worker_exports(st
     assert [r and r.speedup for r in results] == [4.0, None, 4.0, None]
 
 
-def test_an_export_that_cannot_be_written_says_what_won_and_no_speedup_where_there_is_none(studies, monkeypatch):
+def test_an_export_that_cannot_be_written_says_what_won_and_no_speedup_where_there_is_none(
+        studies, monkeypatch, made_up_figures):
     # A disk filled while the winner was re-measured: the error says what won, so the minutes are not lost. Where
     # the baseline failed a round there is no speedup, and the error said "0.00x the baseline".
     import errno
 
-    import autotune.tuner
     from autotune.exceptions import AutotuneError
     from autotune.export import ExportDocument
 
     def full(self, path):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
     monkeypatch.setattr(ExportDocument, "write", full)
     space = Tuner("chmm", "cpu", "tiny").space
     for wrong_at, figure in ((None, ", 4.00x the baseline)"), (3, ")")):
@@ -1858,12 +1856,9 @@ def test_an_export_that_cannot_be_written_says_what_won_and_no_speedup_where_the
         assert ("x the baseline" in said) == (wrong_at is None), said
 
 
-def test_a_config_faster_in_the_search_that_lost_beside_the_winner_is_said_to_have_lost_there(studies, monkeypatch):
+def test_a_config_faster_in_the_search_that_lost_beside_the_winner_is_said_to_have_lost_there(studies, made_up_figures):
     # The defaults ran 0.5 s a run in their trial, then 2 s beside the winner (1 s): their values lost the
     # re-measurement, not the search, and the table says so of them alone.
-    import autotune.tuner
-
-    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
     space = Tuner("chmm", "cpu", "tiny").space
     defaults, others = space.defaults.to_dict(), _slow_baseline(space)
 
@@ -1878,12 +1873,9 @@ def test_a_config_faster_in_the_search_that_lost_beside_the_winner_is_said_to_ha
 
 
 def test_a_variable_that_turns_a_knob_value_into_another_is_said_for_a_workload_of_the_user_s_alone(
-        studies, monkeypatch):
+        studies, monkeypatch, made_up_figures):
     # Under TORCH_COMPILE_DISABLE=1 a built-in's compiled trials fail, saying why; a user's workload would compile
     # nothing unseen, so its search says so before anything is timed.
-    import autotune.tuner
-
-    monkeypatch.setattr(autotune.tuner, "busy_cores", lambda: 0.0)
     for name in ("TORCHINDUCTOR_MAX_AUTOTUNE", "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM",
                  "TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE", "NUMBA_DISABLE_JIT", "NVIDIA_TF32_OVERRIDE"):
         monkeypatch.delenv(name, raising=False)
