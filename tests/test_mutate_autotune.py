@@ -41,7 +41,6 @@ def test_a_change_in_a_long_line_is_shown_where_it_is():
     assert old.startswith("-...") and new.startswith("+...") and "'k33': 35" in old and "'k33': 70" in new
 
 
-
 def test_a_run_of_the_tests_says_the_test_that_failed_or_the_timeout(tmp_path, monkeypatch):
     # A test that failed for another cause (a Ctrl-C test run in the background, where SIGINT is ignored) killed
     # every mutant alike, unseen: each kill now names its test, and the tests are run on the unchanged module first.

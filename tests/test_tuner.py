@@ -1819,10 +1819,10 @@ def test_a_worker_s_progress_counts_the_study_s_trials_and_one_worker_exports(st
     # Workers joining a study of 2 trials to measure 2 more: each line says 3/4, then 4/4 (the study's), not
     # 1/2 as a lone search's does; one worker re-measures and exports, the others find it done.
     shown, results = [], []
+    seconds = _slow_baseline(Tuner("chmm", "cpu", "tiny").space)
     for _ in range(2):
-        with Tuner("chmm", "cpu", "tiny", storage=str(studies / "shared.journal"), seed=0,
+        with Tuner("chmm", "cpu", "tiny", storage=str(studies / "shared.journal"), seed=0, runner=_Answering(seconds),
                    on_trial=lambda record, done, total: shown.append((done, total))) as tuner:
-            tuner.runner = _Answering(_slow_baseline(tuner.space))
             budget = tuner.claim_budget(2)
             tuner.work(budget)
             results += [tuner.finish_shared(budget), tuner.finish_shared(budget)]

@@ -138,9 +138,8 @@ def test_a_worker_s_exit_status_says_how_it_ended(studies, monkeypatch, capsys):
     from tests.test_tuner import _Answering
 
     def finished(worker_index, **options):
-        tuner = Tuner("chmm", "cpu", "tiny", storage=str(studies / "s.journal"), seed=worker_index, **options)
-        tuner.runner = _Answering()
-        return tuner
+        return Tuner("chmm", "cpu", "tiny", storage=str(studies / "s.journal"), seed=worker_index, runner=_Answering(),
+                     **options)
 
     def failing(exc):
         def work(budget):
