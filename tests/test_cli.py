@@ -30,6 +30,66 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
     assert "error" not in done.stdout + done.stderr
 
 
+
+def test_each_command_s_options_their_defaults_bounds_and_help(monkeypatch):
+    # Parsed as click parses a command line, nothing run: the values a command is given where the user gives none,
+    # the edges its whole numbers take, its flags taking no value, and the defaults its --help says.
+    import click
+
+    from autotune.cli import cli
+
+    monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
+
+    def parsed(command, *args):
+        return cli.commands[command].make_context(command, list(args)).params
+
+    def refused(command, *args):
+        with pytest.raises(click.UsageError):
+            parsed(command, *args)
+        return True
+
+    shared = {"workload": "chmm", "device": "auto", "size": None, "studies": None}
+    measured = {"min_time": 1.0, "trial_timeout": None, "isolation": "subprocess", "threads": None}
+    assert parsed("search", "-w", "chmm") == {
+        **shared, **measured, "trials": 20, "storage": None, "study_name": None, "workers": None, "gpus": None,
+        "heartbeat": 10, "grace_period": 60, "memory_budget": None, "memory_limit": None, "remeasure_top": 3,
+        "remeasure_rounds": 3, "time_budget": None, "seed": None, "sampler": None, "quiet": False, "as_json": False}
+    assert parsed("simulate") == {"recorded_path": None, "study_name": None, "storage": None, "trials": 100,
+                                  "repeats": 20, "seed": 0, "samplers": (), "as_json": False}
+    assert parsed("explain", "-w", "chmm") == {**shared, **measured, "config_file": None, "from_export": False,
+                                               "rounds": 3, "as_json": False}
+    assert parsed("report", "-w", "chmm") == {**shared, "storage": None, "study_name": None, "output": None}
+    assert parsed("run", "-w", "chmm") == {**shared, **measured, "assignments": (), "from_baseline": False,
+                                           "config_file": None, "as_json": False}
+    # Flags take no value: the word after one is the next option's.
+    flags = parsed("search", "-w", "chmm", "-q", "--json", "-n", "0", "--workers", "1", "--remeasure-top", "1",
+                   "--remeasure-rounds", "1", "--seed", "0")
+    assert (flags["quiet"], flags["as_json"], flags["trials"], flags["remeasure_top"]) == (True, True, 0, 1)
+    assert parsed("simulate", "--json", "-n", "1", "--repeats", "1")["as_json"] is True
+    assert parsed("explain", "-w", "chmm", "--from-export", "--json", "--rounds", "1")["from_export"] is True
+    assert parsed("run", "-w", "chmm", "--baseline", "--json")["from_baseline"] is True
+    assert parsed("best", "-w", "chmm", "--json")["as_json"] is True and parsed("devices", "--json")["as_json"]
+    for command, option in [("search", "--trials=-1"), ("search", "--workers=0"), ("search", "--remeasure-top=0"),
+                            ("search", "--remeasure-rounds=0"), ("search", "--heartbeat=0"),
+                            ("search", "--grace-period=0"), ("search", "--seed=-1"), ("explain", "--rounds=0")]:
+        assert refused(command, "-w", "chmm", option)
+    for option in ("--trials=0", "--repeats=0", "--seed=-1"):
+        assert refused("simulate", option)
+
+    def helped(command):
+        return " ".join(cli.commands[command].get_help(click.Context(cli.commands[command])).split())
+
+    search, simulate, explain = helped("search"), helped("simulate"), helped("explain")
+    assert "it need not be on this machine. [default: auto]" in helped("report")
+    for said in ("resumes it. [default: 20; x>=0]", "heartbeats on a database server. [default: 10; 1<=x<=",
+                 "re-run once. [default: 60; 2<=x<=", "beside other work. [default: 3; x>=1]",
+                 "the winner of the whole ones). [default: 3; x>=1]"):
+        assert said in search, said
+    for said in ("simulated search. [default: 100; x>=1]", "S+1, ... [default: 20; x>=1]",
+                 "first repeat. [default: 0; 0<=x<="):
+        assert said in simulate, said
+    assert "keeps the whole ones). [default: 3; x>=1]" in explain
+
 @pytest.mark.parametrize(
     "args, fragment",
     [

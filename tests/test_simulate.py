@@ -261,6 +261,9 @@ def test_more_trials_than_the_space_has_configs_are_said_and_taken_as_all_of_the
     table = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
                             "--trials", "50", "--repeats", "1"], capture_output=True, text=True, timeout=120)
     assert table.returncode == 0 and "at 10" in table.stdout and "at 50" not in table.stdout, table.stdout
+    every = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
+                            "--trials", "10", "--repeats", "1"], capture_output=True, text=True, timeout=120)
+    assert every.returncode == 0 and "is more than" not in every.stderr  # all 10, as asked
 
 
 def test_a_long_repeat_says_how_far_it_has_got(tmp_path):
@@ -511,8 +514,10 @@ def test_the_held_out_space_reads_as_its_readme_says_and_a_search_replays_on_it(
 def test_simulate_takes_a_recorded_file_or_a_study_not_both(tmp_path):
     from tests.conftest import run_cli
 
-    both = run_cli("simulate", "--study", "steady-cpu-tiny", "--recorded", "x.json", cwd=tmp_path, timeout=60)
-    assert both.returncode == 2 and "give one of --recorded FILE" in both.stderr
+    for both in (["--study", "steady-cpu-tiny", "--recorded", "x.json"], ["--recorded", "x.json", "--storage",
+                 "sqlite:///y.db"], []):  # a storage is a study's: with a file it is refused, not left unread
+        done = run_cli("simulate", *both, cwd=tmp_path, timeout=60)
+        assert done.returncode == 2 and "give one of --recorded FILE" in done.stderr, both
 
 
 # With -m slow (11 s): tests/test_record_space.py replays studies a search wrote (every config, a partial one)
