@@ -1,0 +1,169 @@
+"""The fork server every trial forks from (:mod:`autotune._forkserver`), driven here without a workload: its
+frames, a call's value, exit code and timeout, what a trial leaves behind, a server that dies or is left.
+
+`tests/test_runner.py` runs trials through it (a preload that fails or is slow, a server killed mid-trial, what a
+trial prints); here each piece is called alone, with no torch preloaded (a server starts in a fraction of a second).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from autotune import _forkserver
+from autotune._forkserver import (ForkServer, ServerDied, _from_signal, _read_frame, _write_frame, kill_group,
+                                  signal_name)
+
+
+@pytest.fixture
+def server():
+    started = ForkServer()
+    yield started
+    started.close()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _gone(pid)
+
+
+def test_a_frame_larger_than_a_pipe_holds_arrives_whole_and_a_cut_one_is_the_end_of_the_pipe():
+    # A pipe holds 64 KiB: a larger frame is written and read in pieces, each piece taken where the last one ended.
+    frame = {"bytes": bytes(range(256)) * 4096, "text": "é" * 70_000, "numbers": list(range(20_000))}
+    read_fd, write_fd = os.pipe()
+    try:
+        writer = threading.Thread(target=lambda: [_write_frame(write_fd, frame), _write_frame(write_fd, ("next", 1))])
+        writer.start()
+        assert _read_frame(read_fd) == frame and _read_frame(read_fd) == ("next", 1)
+        writer.join(timeout=30)
+        whole = _forkserver.pickle.dumps(("cut", 2))
+        os.write(write_fd, _forkserver._HEADER.pack(len(whole)) + whole[:-3])  # a writer killed mid-frame
+        os.close(write_fd)
+        write_fd = -1
+        with pytest.raises(EOFError, match="fork server closed its pipe"):
+            _read_frame(read_fd)
+        with pytest.raises(EOFError):  # nothing at all: the pipe's end
+            _read_frame(read_fd)
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+
+
+def test_a_call_runs_in_a_fresh_child_of_its_own_group_and_returns_its_value(server):
+    first, exitcode, timed_out = server.call(os.getpid, (), timeout=30)
+    second = server.call(os.getpid, (), timeout=30)[0]
+    assert (exitcode, timed_out) == (0, False)
+    assert len({first, second, os.getpid(), server._process.pid}) == 4  # a child each, neither this nor the server
+    assert server.call(os.getpgrp, (), timeout=30)[0] != os.getpgrp()  # a timeout kills its own group, not ours
+    assert server.call(divmod, (17, 5), timeout=None) == ((3, 2), 0, False)
+    assert server.call(signal.getsignal, (signal.SIGINT,), timeout=30)[0] == signal.SIG_IGN  # Ctrl-C is the tuner's
+    assert os.listdir(server._tmpdir.name) == []  # each result file read and removed
+
+
+def test_a_call_that_raises_exits_70_with_its_traceback_and_no_value(server, capfd):
+    assert server.call(int, ("not a number",), timeout=30) == (None, 70, False)
+    assert "ValueError: invalid literal for int() with base 10: 'not a number'" in capfd.readouterr().err
+    assert server.call(os.getpid, (), timeout=30)[1] == 0  # the server serves on
+
+
+def test_a_call_past_its_timeout_is_killed_with_all_it_started(server, tmp_path):
+    pid_file = tmp_path / "sleeper"
+    started = time.monotonic()
+    value, exitcode, timed_out = server.call(os.system, (f"sleep 60 & echo $! > {pid_file}; wait",), timeout=1.0)
+    assert (value, exitcode, timed_out) == (None, -signal.SIGKILL, True)
+    assert 1.0 <= time.monotonic() - started < 10
+    assert _wait_gone(int(pid_file.read_text()))  # the trial's own child went with it
+    assert server.call(os.getpid, (), timeout=30)[1:] == (0, False)
+
+
+def test_what_a_trial_left_running_goes_when_it_returns(server, tmp_path):
+    pid_file = tmp_path / "left"
+    assert server.call(os.system, (f"sleep 60 > /dev/null & echo $! > {pid_file}",), timeout=30) == (0, 0, False)
+    assert _wait_gone(int(pid_file.read_text()))
+
+
+def test_a_call_tells_its_waiter_while_it_runs_and_a_waiter_that_raises_ends_nothing(server, monkeypatch):
+    monkeypatch.setattr(_forkserver, "WAIT_SAID", 0.2)
+    said = []
+    assert server.call(time.sleep, (1.1,), timeout=None, on_wait=said.append) == (None, 0, False)
+    assert 3 <= len(said) <= 6 and said == sorted(said) and said[0] >= 0.2, said
+
+    def broken(seconds):
+        raise RuntimeError("a waiter's own error")
+
+    assert server.call(time.sleep, (0.5,), timeout=30, on_wait=broken) == (None, 0, False)
+    started = time.monotonic()
+    assert server.call(time.sleep, (30,), timeout=0.5, on_wait=said.append)[2] is True  # its timeout still bounds it
+    assert time.monotonic() - started < 10
+
+
+def test_a_server_killed_mid_call_is_said_with_its_signal_and_the_next_call_starts_another(server):
+    server.start()
+    killed = server._process.pid
+    with pytest.raises(ServerDied, match=r"^its fork server died from SIGKILL while it ran; a new one runs the next$"
+                       ) as died:
+        server.call(os.kill, (killed, signal.SIGKILL), timeout=30)
+    assert died.value.signum == signal.SIGKILL and server._process is None
+    assert server.call(os.getpid, (), timeout=30)[1] == 0 and server._process.pid != killed
+
+
+def test_a_server_starts_once_and_its_close_leaves_nothing(server):
+    server.start()
+    process = server._process
+    server.start()  # running: nothing happens
+    assert server._process is process
+    server.call(os.getpid, (), timeout=30)
+    assert server._process is process
+    folder = server._tmpdir.name
+    server.close()
+    assert process.returncode == -signal.SIGKILL and not os.path.exists(folder) and server._process is None
+    server.close()  # twice: nothing more
+
+
+def test_a_server_whose_client_goes_away_leaves_with_it():
+    read_fd, write_fd = os.pipe()
+    process = subprocess.Popen([sys.executable, "-m", "autotune._forkserver", str(write_fd)], stdin=subprocess.PIPE,
+                               pass_fds=(write_fd,))
+    os.close(write_fd)
+    try:
+        assert _read_frame(read_fd) == ("ready", process.pid)
+        process.stdin.close()  # no more requests
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+        os.close(read_fd)
+
+
+def test_a_process_whose_parent_is_not_the_one_named_leaves_at_once():
+    script = "from autotune._forkserver import die_with_parent\nimport os\ndie_with_parent({})\nprint('stayed')\n"
+    stayed = subprocess.run([sys.executable, "-c", script.format("os.getppid()")], capture_output=True, text=True,
+                            timeout=60)
+    assert (stayed.returncode, stayed.stdout) == (0, "stayed\n")
+    left = subprocess.run([sys.executable, "-c", script.format("os.getppid() + 1")], capture_output=True, text=True,
+                          timeout=60)
+    assert (left.returncode, left.stdout) == (1, "")
+
+
+def test_signals_are_named_and_an_exit_status_said_as_one():
+    assert (signal_name(9), signal_name(15), signal_name(99)) == ("SIGKILL", "SIGTERM", "signal 99")
+    assert (_from_signal(-9), _from_signal(1), _from_signal(0)) == (" from SIGKILL", " (exit status 1)",
+                                                                     " (exit status 0)")
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait(timeout=30)
+    kill_group(gone.pid)  # already gone: quiet
