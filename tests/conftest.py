@@ -108,6 +108,13 @@ def fresh_process_json(script: str, *, cwd: Path | None = None, env: dict | None
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def _as_from_a_terminal() -> None:
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def stop_when_said(args: list[str], said: str, *, cwd: Path, env: dict | None = None,
                    timeout: float = 120, signum: int | None = None) -> tuple[int, str, str]:
     """`python -m autotune ARGS`, sent SIGTERM (or ``signum``) once its stderr says ``said`` (as a scheduler or a
@@ -118,8 +125,10 @@ def stop_when_said(args: list[str], said: str, *, cwd: Path, env: dict | None = 
 
     errors = cwd / f"stderr-{os.getpid()}-{time.monotonic_ns()}.txt"
     with open(errors, "w") as err:
+        # As a terminal starts it: run from `nohup` (a mutation run), it would inherit SIGHUP ignored, and
+        # rightly ignore it (`nohup autotune search`), and SIGINT too, as a background job does.
         child = subprocess.Popen([sys.executable, "-m", "autotune", *args], cwd=cwd, env={**os.environ, **(env or {})},
-                                 stdout=subprocess.PIPE, stderr=err, text=True)
+                                 stdout=subprocess.PIPE, stderr=err, text=True, preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.time() + timeout
         while time.time() < deadline and child.poll() is None and said not in errors.read_text():
