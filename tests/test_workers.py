@@ -50,6 +50,46 @@ def test_bad_worker_options_are_one_line_errors(tmp_path, args, fragment):
     assert not (tmp_path / "s.journal").exists()
 
 
+def test_a_worker_that_failed_is_said_and_fails_the_search_only_where_trials_are_left(tmp_path, monkeypatch, capsys):
+    # The driver's verdict on its workers, here with their exit statuses given (a worker killed mid-trial is
+    # test_journal_file_two_workers_one_killed's, slow): no test of the default run saw a failed worker.
+    from types import SimpleNamespace
+
+    import autotune.devices
+    import autotune.workers
+    from autotune.cli import _shared_search
+
+    def search(codes, done, gpus=None, cuda=0):
+        monkeypatch.setattr(autotune.workers, "run_workers", lambda path, budget, plans, say, env: codes)
+        gpu = SimpleNamespace(profile=SimpleNamespace(kind="cuda"))
+        monkeypatch.setattr(autotune.devices, "detect", lambda: [gpu] * cuda + [SimpleNamespace(
+            profile=SimpleNamespace(kind="cpu"))])
+        finished = []
+        tuner = SimpleNamespace(
+            claim_budget=lambda trials: trials, space=SimpleNamespace(left_out=lambda: []), study_name=STUDY,
+            trials_so_far=lambda threads: "new", storage=str(tmp_path / "s.journal"), ensure_reference=lambda: None,
+            budget_done=lambda budget: done, device=SimpleNamespace(kind="cuda", name="h100"),
+            finish_shared=lambda budget, started: finished.append(budget) or "the result")
+        settings = SimpleNamespace(device="cuda", write=lambda path: path)
+        said = []
+        progress = SimpleNamespace(stage=said.append)
+        result = _shared_search(tuner, settings, 5, len(codes), gpus, progress)
+        return result, finished, [line for line in said if not line.startswith(("study ", "warning: "))]
+
+    assert search([0, 0], True) == ("the result", [5], [])
+    assert search([0, -9], True) == ("the result", [5], ["worker 1 exited -9; the other workers finished all 5 trials"])
+    for codes, done in (([3, 0], False), ([0, 1], False)):
+        with pytest.raises(SystemExit) as ended:
+            search(codes, done)
+        failed = next(f"worker {i} exited {c}" for i, c in enumerate(codes) if c)
+        assert ended.value.code == 2 and capsys.readouterr().err == (
+            f"autotune: error: {failed}; every finished trial is stored: run the same command again to resume\n")
+    assert search([0, 0], True, gpus=[0, 1], cuda=2)[0] == "the result"  # the CPU is no third GPU
+    with pytest.raises(SystemExit):
+        search([0, 0, 0], True, gpus=[0, 1, 2], cuda=2)
+    assert "no GPU 2 here; this process sees 2 CUDA GPU(s)" in capsys.readouterr().err
+
+
 def test_gpus_on_a_machine_or_device_without_them_is_refused_before_anything_is_written(tmp_path):
     # SQLite and one GPU ran one process on the first GPU, whatever --gpus said; here, on the CPU, it ran there.
     done = run_cli("search", "-w", STEADY, "--gpus", "1", cwd=tmp_path)
