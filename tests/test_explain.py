@@ -801,6 +801,18 @@ def test_explain_stopped_by_sigterm_in_its_second_round_stores_the_first(tmp_pat
     assert f"note: stopped (Ctrl-C) after {whole} whole round" in stdout
 
 
+def test_explain_stopped_in_its_first_round_stores_nothing_and_exits_130(tmp_path):
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"work": 250}))
+    studies = tmp_path / "studies"
+    code, stdout, stderr = stop_when_said(["explain", "-w", STEADY, "-d", "cpu", "--config", str(target), "--rounds",
+                                           "3", "--min-time", "0.5", "--studies", str(studies)], "round 1/3",
+                                          cwd=tmp_path)
+    assert code == 130 and stdout == "", stderr[-2000:]  # a shell's `&&` stops: nothing was explained
+    assert stderr.endswith("\nautotune: explain stopped before it had a whole round to store; nothing was written.\n")
+    assert not (studies / "steady" / "explain").exists()
+
+
 def test_the_waterfall_after_a_step_without_a_figure_still_ends_at_the_winner():
     # A bar's change was taken against 1x after a step without a figure (a failed one, or one a stop left
     # unmeasured): the bars then summed past the winner. The next bar now holds the unmeasured step too.
