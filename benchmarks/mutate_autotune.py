@@ -111,8 +111,11 @@ def change(tree: ast.Module, text: str) -> list[str]:
 def run_tests(work: Path, tests: list[str], timeout: float) -> str | None:
     """Run ``tests`` on the tree in ``work``: None if they pass, else the first test that failed (or why none did)."""
     try:
+        # A session of their own: a mutant of _forkserver.py took pid 0 for its trial's and SIGKILLed "its" process
+        # group, this run's own, which ended with no word.
         run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests], cwd=work,
-                             capture_output=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(work)})
+                             capture_output=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(work)},
+                             start_new_session=True)
     except subprocess.TimeoutExpired:  # a mutant that loops: a test would hang on it, so it is caught
         return f"past --timeout {timeout:g} s"
     if run.returncode == 0:

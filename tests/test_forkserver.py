@@ -5,6 +5,7 @@ frames, a call's value, exit code and timeout, what a trial leaves behind, a ser
 trial prints); here each piece is called alone, with no torch preloaded (a server starts in a fraction of a second).
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -158,6 +159,25 @@ def test_a_process_whose_parent_is_not_the_one_named_leaves_at_once():
     left = subprocess.run([sys.executable, "-c", script.format("os.getppid() + 1")], capture_output=True, text=True,
                           timeout=60)
     assert (left.returncode, left.stdout) == (1, "")
+
+
+def test_a_process_asked_to_die_with_its_parent_does(tmp_path):
+    # A SIGKILLed worker's fork server, and the trial it ran, must not run on, holding a GPU or a core.
+    child = ("from autotune._forkserver import die_with_parent\nimport os, time\ndie_with_parent(os.getppid())\n"
+             "open({ready!r}, 'w').close()\ntime.sleep(60)\n").format(ready=str(tmp_path / "ready"))
+    parent = ("import subprocess, sys, time, os\n"
+              f"child = subprocess.Popen([sys.executable, '-c', {child!r}], stdout=subprocess.DEVNULL,\n"
+              "                         stderr=subprocess.DEVNULL)\n"
+              f"while not os.path.exists({str(tmp_path / 'ready')!r}):\n    time.sleep(0.01)\n"
+              "print(child.pid, flush=True)\nos._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    child_pid = int(done.stdout)
+    try:
+        assert _wait_gone(child_pid), "the child outlived its parent"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child_pid, signal.SIGKILL)
 
 
 def test_signals_are_named_and_an_exit_status_said_as_one():

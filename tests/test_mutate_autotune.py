@@ -1,8 +1,13 @@
 """benchmarks/mutate_autotune.py: every site of a module changed once, alone, and the change it made shown."""
 
 import ast
+import subprocess
+import sys
+from pathlib import Path
 
 from tests.conftest import load_benchmark
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 SOURCE = '''def f(a, b):
     """A docstring is no site."""
@@ -55,3 +60,16 @@ def test_a_run_of_the_tests_says_the_test_that_failed_or_the_timeout(tmp_path, m
     monkeypatch.setenv("FAIL", "0")
     monkeypatch.setenv("LOOP", "1")
     assert mutate.run_tests(tmp_path, ["test_some.py"], timeout=1.5) == "past --timeout 1.5 s"
+
+
+def test_a_mutant_that_kills_its_process_group_kills_only_its_tests(tmp_path):
+    # Run in a process of its own: were the tests in the run's group, the mutant would end that process too.
+    (tmp_path / "test_some.py").write_text("import os, signal\n"
+                                           "def test_kills_its_group():\n    os.killpg(0, signal.SIGKILL)\n")
+    script = ("import importlib.util, sys\n"
+              f"spec = importlib.util.spec_from_file_location('mutate', {str(BENCHMARKS / 'mutate_autotune.py')!r})\n"
+              "mutate = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(mutate)\n"
+              f"print(mutate.run_tests(mutate.Path({str(tmp_path)!r}), ['test_some.py'], 60))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          start_new_session=True)
+    assert (done.returncode, done.stdout) == (0, "pytest exit -9: \n"), done.stderr
