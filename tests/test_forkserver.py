@@ -113,6 +113,33 @@ def test_a_call_tells_its_waiter_while_it_runs_and_a_waiter_that_raises_ends_not
     assert time.monotonic() - started < 10
 
 
+def test_a_call_stopped_by_ctrl_c_kills_all_its_trial_started_and_the_server_it_ran_on(server, monkeypatch, tmp_path):
+    monkeypatch.setattr(_forkserver, "WAIT_SAID", 0.2)
+    pid_file = tmp_path / "sleeper"
+
+    def ctrl_c(seconds):
+        if pid_file.exists() and pid_file.read_text().strip():
+            raise KeyboardInterrupt
+
+    server.start()
+    stopped = server._process
+    with pytest.raises(KeyboardInterrupt):  # the user's stop, not taken for a server that died
+        server.call(os.system, (f"sleep 60 & echo $! > {pid_file}; wait",), timeout=30, on_wait=ctrl_c)
+    assert _wait_gone(int(pid_file.read_text()))  # the trial's own child, which no parent's death takes
+    assert server._process is None and stopped.returncode == -signal.SIGKILL
+    assert server.call(os.getpid, (), timeout=30)[1] == 0  # a new server runs the next
+
+
+def test_a_server_imports_its_preload_before_it_forks(server):
+    imported = "'colorsys' in __import__('sys').modules"
+    assert server.call(eval, (imported,), timeout=30)[0] is False
+    preloaded = ForkServer(["colorsys"])
+    try:
+        assert preloaded.call(eval, (imported,), timeout=30)[0] is True
+    finally:
+        preloaded.close()
+
+
 def test_a_server_killed_mid_call_is_said_with_its_signal_and_the_next_call_starts_another(server):
     server.start()
     killed = server._process.pid
@@ -130,9 +157,11 @@ def test_a_server_starts_once_and_its_close_leaves_nothing(server):
     assert server._process is process
     server.call(os.getpid, (), timeout=30)
     assert server._process is process
+    assert os.getsid(process.pid) != os.getsid(0)  # Ctrl-C in the terminal reaches the tuner alone
     folder = server._tmpdir.name
     server.close()
     assert process.returncode == -signal.SIGKILL and not os.path.exists(folder) and server._process is None
+    assert process.stdin.closed and server._response_fd is None
     server.close()  # twice: nothing more
 
 
