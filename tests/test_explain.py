@@ -786,14 +786,19 @@ def test_a_stop_once_a_round_is_whole_keeps_the_whole_rounds_and_says_so():
         explain(space, space.baseline, target, stopping_at(2), rounds=2)
 
 
-def test_explain_stopped_by_sigterm_in_its_second_round_stores_the_first(tmp_path):
-    # A GPU campaign's deadline stops explain with SIGTERM: it killed it outright, storing nothing.
+def _explain_stopped_at(tmp_path, said):
+    """`autotune explain` of a 3-round target, sent SIGTERM once its stderr says ``said``: exit status, stdout,
+    stderr, and its studies folder."""
     target = tmp_path / "target.json"
     target.write_text(json.dumps({"work": 250}))
     studies = tmp_path / "studies"
-    code, stdout, stderr = stop_when_said(["explain", "-w", STEADY, "-d", "cpu", "--config", str(target), "--rounds",
-                                           "3", "--min-time", "0.5", "--studies", str(studies)], "round 2/3",
-                                          cwd=tmp_path)
+    return (*stop_when_said(["explain", "-w", STEADY, "-d", "cpu", "--config", str(target), "--rounds", "3",
+                             "--min-time", "0.5", "--studies", str(studies)], said, cwd=tmp_path), studies)
+
+
+def test_explain_stopped_by_sigterm_in_its_second_round_stores_the_first(tmp_path):
+    # A GPU campaign's deadline stops explain with SIGTERM: it killed it outright, storing nothing.
+    code, stdout, stderr, studies = _explain_stopped_at(tmp_path, "round 2/3")
     assert code == 0, stderr[-2000:]
     stored = read_explanation(studies / "steady" / "explain" / "cpu-tiny.json")
     whole = max(int(n) for n in re.findall(r"round (\d)/3", stderr)) - 1  # 2, where the stop came late
@@ -802,12 +807,7 @@ def test_explain_stopped_by_sigterm_in_its_second_round_stores_the_first(tmp_pat
 
 
 def test_explain_stopped_in_its_first_round_stores_nothing_and_exits_130(tmp_path):
-    target = tmp_path / "target.json"
-    target.write_text(json.dumps({"work": 250}))
-    studies = tmp_path / "studies"
-    code, stdout, stderr = stop_when_said(["explain", "-w", STEADY, "-d", "cpu", "--config", str(target), "--rounds",
-                                           "3", "--min-time", "0.5", "--studies", str(studies)], "round 1/3",
-                                          cwd=tmp_path)
+    code, stdout, stderr, studies = _explain_stopped_at(tmp_path, "round 1/3")
     assert code == 130 and stdout == "", stderr[-2000:]  # a shell's `&&` stops: nothing was explained
     assert stderr.endswith("\nautotune: explain stopped before it had a whole round to store; nothing was written.\n")
     assert not (studies / "steady" / "explain").exists()

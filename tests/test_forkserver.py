@@ -19,6 +19,7 @@ import pytest
 from autotune import _forkserver
 from autotune._forkserver import (ForkServer, ServerDied, _from_signal, _read_frame, _write_frame, kill_group,
                                   signal_name)
+from tests.conftest import until
 
 
 @pytest.fixture
@@ -35,11 +36,8 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not _gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return _gone(pid)
+def _wait_gone(pid: int) -> bool:
+    return until(lambda: _gone(pid))
 
 
 def test_a_frame_larger_than_a_pipe_holds_arrives_whole_and_a_cut_one_is_the_end_of_the_pipe():

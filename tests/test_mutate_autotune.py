@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.conftest import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCE = '''def f(a, b):
     """A docstring is no site."""
@@ -66,10 +66,8 @@ def test_a_mutant_that_kills_its_process_group_kills_only_its_tests(tmp_path):
     # Run in a process of its own: were the tests in the run's group, the mutant would end that process too.
     (tmp_path / "test_some.py").write_text("import os, signal\n"
                                            "def test_kills_its_group():\n    os.killpg(0, signal.SIGKILL)\n")
-    script = ("import importlib.util, sys\n"
-              f"spec = importlib.util.spec_from_file_location('mutate', {str(BENCHMARKS / 'mutate_autotune.py')!r})\n"
-              "mutate = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(mutate)\n"
+    script = ("from tests.conftest import load_benchmark\nmutate = load_benchmark('mutate_autotune')\n"
               f"print(mutate.run_tests(mutate.Path({str(tmp_path)!r}), ['test_some.py'], 60))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          start_new_session=True)
+                          start_new_session=True, cwd=ROOT)
     assert (done.returncode, done.stdout) == (0, "pytest exit -9: \n"), done.stderr
