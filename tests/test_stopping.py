@@ -34,11 +34,33 @@ def test_a_stop_sent_during_a_whole_step_lands_after_it(signum):
         signal.signal(signum, previous)
 
 
-def test_a_whole_step_without_a_stop_changes_nothing():
+def test_a_whole_step_without_a_stop_or_that_fails_changes_nothing():
     before = signal.getsignal(signal.SIGINT)
     with whole_step():
         value = 1
     assert value == 1 and signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(ValueError):  # a step that fails gives the stops back too: Ctrl-C must still end the search
+        with whole_step():
+            raise ValueError("a storage write failed")
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_whole_step_outside_the_main_thread_runs_its_block():
+    # Python sets signal handlers in the main thread alone: elsewhere swapping them raises ValueError, which took
+    # down the step instead of running it.
+    steps, errors = [], []
+
+    def step():
+        try:
+            with whole_step():
+                steps.append("written")
+        except Exception as error:  # noqa: BLE001 - the test reads it back in the main thread
+            errors.append(error)
+
+    thread = threading.Thread(target=step)
+    thread.start()
+    thread.join(timeout=30)
+    assert (steps, errors) == (["written"], [])
 
 
 def test_sighup_stops_a_search_unless_nohup_ignored_it():
