@@ -2,8 +2,8 @@
 
 The planted bugs of ``tests/mutants`` prove the workloads' checks; this proves the tests of autotune's own code.
 Each site of the module (a comparison, an arithmetic operator, ``and``/``or``, ``not``, a number, a bool, an
-``if``'s test, a returned value) is changed alone, the given tests run with ``-x``, and a change no test fails
-is a survivor: code whose behaviour no test pins. The tests must pass on the unchanged module first, and each
+``if``'s test, a returned value, the test of an ``a if c else b`` and of a ``while``) is changed alone, the
+given tests run with ``-x``, and a change no test fails is a survivor: code whose behaviour no test pins. The tests must pass on the unchanged module first, and each
 change they fail names the test that failed it. Each survivor is listed with the line it changed. Some change
 nothing (``return None`` made ``return None``, which shows no line; ``<`` made ``<=`` on measured times); the
 rest are tests to write.
@@ -13,6 +13,7 @@ whose package the tests import (``PYTHONPATH``), removed at the end.
 
     python benchmarks/mutate_autotune.py autotune/check.py -- tests/test_check.py tests/test_contract.py
     python benchmarks/mutate_autotune.py autotune/conditions.py --sites 3,4,59 -- tests/test_conditions.py
+    python benchmarks/mutate_autotune.py autotune/check.py --kinds ifexp,while -- tests/test_check.py
 
 Measured on this 2-core CPU (2026-11-29): 1 to 86 s a mutant with quick tests (one that loops is
 stopped at --timeout); the findings are in the README
@@ -35,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 COMPARED = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
             ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+KINDS = ("compare", "arithmetic", "and/or", "not", "bool", "number", "if", "return", "ifexp", "while")
 ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
               ast.Mod: ast.FloorDiv}
 
@@ -60,6 +62,10 @@ def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
             found.append((node, "if", 0))
         elif isinstance(node, ast.Return) and node.value is not None:
             found.append((node, "return", 0))
+    # Numbered after the others, so a site's number from a run before these kinds were added still names it.
+    found += [(node, "ifexp", 0) for node in ast.walk(tree) if isinstance(node, ast.IfExp)]
+    found += [(node, "while", 0) for node in ast.walk(tree)  # `while True:` is the bool's site already
+              if isinstance(node, ast.While) and not isinstance(node.test, ast.Constant)]
     return found
 
 
@@ -87,7 +93,7 @@ def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
         node.value = not node.value
     elif kind == "number":
         node.value = node.value + 1 if node.value in (0, 1) else node.value * 2
-    elif kind == "if":
+    elif kind in ("if", "ifexp", "while"):
         node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
     else:
         node.value = ast.Constant(value=None)
@@ -129,19 +135,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("module", help="a module of this checkout, e.g. autotune/check.py")
     parser.add_argument("--sites", help="comma-separated site numbers (default: every site)")
+    parser.add_argument("--kinds", help=f"comma-separated kinds of site to run, of {', '.join(KINDS)} (default: "
+                        "every kind)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds a mutant's tests may run (then killed)")
     parser.add_argument("tests", nargs="+", help="after --: the test files (and pytest options) to run")
     args = parser.parse_args()
     source = (ROOT / args.module).read_text()
     tree = ast.parse(source)
     lines = source.splitlines()
-    chosen = [int(s) for s in args.sites.split(",")] if args.sites else range(len(sites(tree)))
+    kinds = set(args.kinds.split(",")) if args.kinds else set(KINDS)
+    if kinds - set(KINDS):
+        parser.error(f"--kinds: unknown kind {', '.join(sorted(kinds - set(KINDS)))}; kinds: {', '.join(KINDS)}")
+    every = sites(tree)
+    chosen = [int(s) for s in args.sites.split(",")] if args.sites else range(len(every))
+    if any(not 0 <= index < len(every) for index in chosen):
+        parser.error(f"--sites: {args.module} has sites 0 to {len(every) - 1}")
+    chosen = [index for index in chosen if every[index][1] in kinds]
     survivors = []
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder) / "tree"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(work), "HEAD"], check=True)
         try:
-            print(f"{args.module}: {len(sites(tree))} sites, {len(chosen)} to run, in {work}", flush=True)
+            print(f"{args.module}: {len(every)} sites, {len(chosen)} to run, in {work}", flush=True)
             # Run in the background, a test of Ctrl-C failed on every mutant (SIGINT is ignored there): each read
             # as killed. A mutant is told apart only by tests that pass without it.
             failed = run_tests(work, args.tests, args.timeout)

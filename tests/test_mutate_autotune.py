@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -13,7 +15,11 @@ SOURCE = '''def f(a, b):
     """A docstring is no site."""
     if a < b and not a:
         return a + 1
-    return True
+    while b:
+        b = None
+    while True:
+        break
+    return True if a else b
 '''
 
 
@@ -32,10 +38,28 @@ def test_each_site_is_changed_alone_and_its_change_is_the_line_it_made():
         (4, "return", ["-        return a + 1", "+        return None"]),
         (4, "arithmetic", ["-        return a + 1", "+        return a - 1"]),
         (4, "number", ["-        return a + 1", "+        return a + 2"]),
-        (5, "return", ["-    return True", "+    return None"]),
-        (5, "bool", ["-    return True", "+    return False"]),
+        (5, "while", ["-    while b:", "+    while not b:"]),
+        (7, "bool", ["-    while True:", "+    while False:"]),  # the `while`'s own site is this one
+        (9, "return", ["-    return True if a else b", "+    return None"]),
+        (9, "bool", ["-    return True if a else b", "+    return False if a else b"]),
+        (9, "ifexp", ["-    return True if a else b", "+    return True if not a else b"]),
     ])
     assert ast.unparse(tree) == ast.unparse(ast.parse(SOURCE))  # the module's own tree is left as it was
+    # The kinds added later are numbered last: a site's number from a run before them still names the same site.
+    assert [kind for _, kind, _ in mutate.sites(tree)][-2:] == ["ifexp", "while"]
+
+
+@pytest.mark.parametrize("option, said", [
+    (["--kinds", "ifexp,iff"], "--kinds: unknown kind iff; kinds: compare, arithmetic, and/or, not, bool, number, if, "
+                               "return, ifexp, while"),
+    (["--sites", "0,{count}"], "--sites: autotune/exceptions.py has sites 0 to {last}"),
+])
+def test_a_kind_or_site_the_module_has_not_is_refused(option, said):
+    count = len(load_benchmark("mutate_autotune").sites(ast.parse((ROOT / "autotune/exceptions.py").read_text())))
+    option, said = [word.format(count=count) for word in option], said.format(last=count - 1)
+    done = subprocess.run([sys.executable, "benchmarks/mutate_autotune.py", "autotune/exceptions.py", *option, "--",
+                           "tests/test_registry.py"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == f"mutate_autotune.py: error: {said}"
 
 
 def test_a_change_in_a_long_line_is_shown_where_it_is():
