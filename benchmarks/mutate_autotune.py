@@ -2,11 +2,11 @@
 
 The planted bugs of ``tests/mutants`` prove the workloads' checks; this proves the tests of autotune's own code.
 Each site of the module (a comparison, an arithmetic operator, ``and``/``or``, ``not``, a number, a bool, an
-``if``'s test, a returned value, the test of an ``a if c else b`` and of a ``while``) is changed alone, the
-given tests run with ``-x``, and a change no test fails is a survivor: code whose behaviour no test pins. The tests must pass on the unchanged module first, and each
-change they fail names the test that failed it. Each survivor is listed with the line it changed. Some change
-nothing (``return None`` made ``return None``, which shows no line; ``<`` made ``<=`` on measured times); the
-rest are tests to write.
+``if``'s test, a returned value, the test of an ``a if c else b`` and of a ``while``) is changed alone, the given
+tests run with ``-x``, and a change no test fails is a survivor: code whose behaviour no test pins. The tests must
+pass on the unchanged module first, and each change they fail names the test that failed it. Each survivor is
+listed with the line it changed. Some change nothing (``return None`` made ``return None``, which shows no line;
+``<`` made ``<=`` on measured times); the rest are tests to write.
 
 It never touches this checkout: the module is mutated in a throwaway git worktree of HEAD (so commit first),
 whose package the tests import (``PYTHONPATH``), removed at the end.
