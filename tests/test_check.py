@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.check import (MAX_PARTS, Check, control, relative_error, share_of_tolerance, worst_error, wrong_copy,
-                            wrong_parts)
+from autotune.check import (MAX_PARTS, Check, control, differs, relative_error, share_of_tolerance, worst_error,
+                            wrong_copy, wrong_parts)
 
 
 def test_the_worst_element_counts_in_full_where_the_norm_dilutes_it():
@@ -131,6 +131,19 @@ def test_a_check_built_by_hand_stores_plain_floats():
     check = Check(torch.tensor(0.05), np.float32(0.1), True, "loss")
     assert type(check.error) is float and type(check.tolerance) is float and check.error == pytest.approx(0.05)
     assert Check(math.nan, 0.1, False).to_dict()["error"] is None
+    # Each metric's too: an unbounded one is null, a bounded one its figure (a mutant swapped the two).
+    stored = Check.from_metrics({"loss": (math.nan, 0.1), "grads": (0.05, 0.1)}).to_dict()
+    assert stored["metrics"] == {"loss": [None, 0.1], "grads": [0.05, 0.1]} and stored["error"] is None
+
+
+def test_why_an_output_failed_says_whether_its_first_run_passed_and_whether_it_is_the_reference():
+    passed, failed = Check(0.0, 1e-9, True, "y"), Check(1.5, 1e-9, False, "y")
+    assert differs(failed, failed, False) == "output differs from the reference: y error 1.5 > tolerance 1e-09"
+    assert differs(passed, failed, False) == ("output differs from the reference at a later run (the first run's "
+                                              "passed: does a run change what the next one reads?): y error 1.5 > "
+                                              "tolerance 1e-09")
+    assert "this is the reference config itself" in differs(failed, failed, True)
+    assert differs(passed, failed, True) == differs(passed, failed, False)  # its first run passed: not unseeded
 
 
 @pytest.mark.parametrize("pair", [0.1, (0.1,), ("a", 1.0), (None, 1.0), (0.1, 1.0, 2.0)])
@@ -177,6 +190,12 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     for dtype in (torch.float8_e4m3fn, torch.complex32, torch.uint16):
         made = wrong_copy(torch.arange(4).to(dtype))
         assert made.dtype == dtype and torch.equal(made.to(torch.complex64).real, torch.tensor([7.0, 5.0, 3.0, 1.0]))
+    # ... in the wider type of their kind: through whole numbers a half (float8) or an imaginary part (complex32)
+    # was cut off, found by mutating check.py (each kind's wider type swapped passed every test).
+    made = wrong_copy(torch.tensor([0.5, 1.5]).to(torch.float8_e4m3fn))
+    assert torch.equal(made.to(torch.float32), torch.tensor([4.0, 2.0]))
+    made = wrong_copy(torch.tensor([1 + 0.5j, 2 - 1j]).to(torch.complex32))
+    assert torch.equal(made.to(torch.complex64), torch.tensor([5 - 2j, 3 + 1j]))
 
     wrong = wrong_copy(Out(torch.tensor(2.0), 3))
     assert type(wrong) is Out and wrong.loss.item() == 5.0 and wrong.steps == 3
