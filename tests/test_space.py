@@ -760,3 +760,25 @@ def test_an_int_range_beyond_what_a_study_stores_exactly_is_refused():
             SearchSpace.from_dict(data)
     data["parameters"]["x"] = {"type": "int", "low": 1, "high": 2**53, "log": True}
     assert SearchSpace.from_dict({**data, "defaults": {"x": 2}}).every_config() == []
+
+
+def test_autotune_list_describes_each_knob_with_its_condition_and_needs():
+    rows = {row["name"]: row for row in space().describe()}
+    assert rows["chunk"] == {"name": "chunk", "values": "int in [16, 4096] (log scale)", "default": "256",
+                             "baseline": "256", "condition": "kernel == 'scan'", "requires": "", "help": "",
+                             "probe": False}
+    assert (rows["kernel"]["condition"], rows["graphs"]["requires"]) == ("", "cuda_graphs")
+    assert rows["dtype"]["requires"] == "bfloat16: bf16; float16: fp16; float64: fp64"  # as the file orders them
+    assert (rows["dtype"]["default"], rows["dtype"]["baseline"]) == ("float32", "float64")
+
+
+def test_a_neighbour_moves_one_knob_and_now_and_then_two():
+    # Mostly one knob, for the loop's moves to read one knob's effect; two in about three moves of ten, to step
+    # across a ridge no single move crosses (a mutant moved two in seven and passed every other test).
+    wide = SearchSpace.from_dict({"schema_version": 1, "parameters": {
+        name: {"type": "int", "low": 1, "high": 1000} for name in "abc"}, "defaults": dict.fromkeys("abc", 500),
+        "baseline": {}})
+    rng = random.Random(0)
+    moved = [sum(config[name] != 500 for name in "abc")
+             for config in (wide.neighbour(wide.defaults, rng) for _ in range(2000))]
+    assert set(moved) == {1, 2} and 0.25 < moved.count(2) / len(moved) < 0.35
