@@ -186,6 +186,11 @@ def test_without_a_file_defaults_with_a_warning_or_strict_error(tmp_path):
         load_config("chmm", device="cpu", studies=tmp_path, strict=True)
     with pytest.raises(ConfigNotFoundError, match=r"chmm/cpu-tiny\.json"):
         load_config("chmm", device="cpu", size="tiny", studies=tmp_path, strict=True)
+    # The command it says searches the size asked for, and none where none was (a mutant swapped the two).
+    with pytest.raises(ConfigNotFoundError, match=r"; run `autotune search --workload chmm --device cpu --size tiny`$"):
+        load_config("chmm", device="cpu", size="tiny", studies=tmp_path, strict=True)
+    with pytest.raises(ConfigNotFoundError, match=r"; run `autotune search --workload chmm --device cpu`$"):
+        load_config("chmm", device="cpu", studies=tmp_path, strict=True)
 
 
 def test_an_unknown_workload_is_that_error_strict_or_not(tmp_path):

@@ -284,6 +284,16 @@ def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_
         load_recorded_study(f"sqlite:///{tmp_path / 'none.db'}")
 
 
+def test_a_study_whose_space_file_is_gone_replays_each_knob_s_numbers_by_size(tmp_path):
+    # A neighbour move steps between adjacent values: by their text, 100 stood between 1 and 15 (a mutant).
+    from autotune.recorded import recorded_study
+
+    configs = [{"chunk": 24, "fast": False, "kind": "loop", "unroll": u} for u in (15, 100, 9, 1)]
+    recorded = recorded_study(_study_of(tmp_path / "gone.yaml", configs, _fate, None), "study")
+    assert recorded.space.parameters["unroll"].choices == (1, 9, 15, 100)
+    assert recorded.space.parameters["fast"].choices == (False,) and len(recorded.entries) == 4
+
+
 def test_a_config_measured_again_after_its_file_was_edited_replays_as_measured_last(tmp_path):
     # Its failure before the edit was replayed: a study resumed after a kernel was fixed measures it again
     # (tests/test_tuner.py), and the first of its two outcomes stood for it.
