@@ -152,6 +152,18 @@ def test_a_valid_export_s_metrics_may_have_no_error_and_figures_may_be_missing()
     assert ExportDocument.from_json(data).check["metrics"]["y"] == [None, 1]
 
 
+def test_a_json_file_that_cannot_be_read_is_one_line_with_its_advice_where_there_is_one(tmp_path):
+    from autotune.export import read_json
+
+    path = tmp_path / "x.json"
+    path.write_text("{")
+    with pytest.raises(InvalidConfigError, match=r"^x: not valid JSON \(Expecting property name enclosed in double "
+                                                 r"quotes at line 1\)$"):
+        read_json(path, "x")
+    with pytest.raises(InvalidConfigError, match=r"^x: .*No such file or directory; write one$"):
+        read_json(tmp_path / "none.json", "x", "write one")
+
+
 def test_an_export_replacing_one_without_a_study_or_a_speedup_says_what_it_can(tmp_path):
     # A hand-written export (its config alone) names no study: nothing to say. One that holds no speedup: the
     # warning names its study without figures.
@@ -699,7 +711,8 @@ def test_an_export_that_replaces_another_studys_winner_says_so(tmp_path):
         main.write(path)  # the same study again: its own winner, updated
     other = ExportDocument({"dtype": "float32"}, "chmm", "cpu", "small", speedup=1.2, trial=2, study={"name": "other"})
     with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'chmm-cpu-small' (trial #41, "
-                                                   "3.50x); it now holds the export of study 'other'")):
+                                                   "3.50x); it now holds the export of study 'other' (a search of "
+                                                   "'chmm-cpu-small' exports its winner again)")):
         other.write(path)
     assert json.loads(path.read_text())["study"]["name"] == "other"
     # The study of the same name in another storage: a search with --storage studies/chmm.journal replaced the
@@ -713,7 +726,8 @@ def test_an_export_that_replaces_another_studys_winner_says_so(tmp_path):
                                            "storage": f"sqlite:///{tmp_path}/studies/autotune.db"}).write(path)
     journal = dataclasses.replace(main, study={"name": "chmm-cpu-small", "storage": "studies/chmm.journal"})
     with pytest.warns(UserWarning, match=re.escape(f"{path} held the export of study 'chmm-cpu-small' in sqlite:///")
-                      + ".*" + re.escape("it now holds the export of the study of that name in studies/chmm.journal")):
+                      + ".*" + re.escape("it now holds the export of the study of that name in studies/chmm.journal "
+                                         "(a search of the other exports its winner again)")):
         journal.write(path)
 
 
