@@ -306,6 +306,8 @@ def test_ties_within_noise_break_by_clearly_less_memory_then_speed_then_trial():
     assert Tuner.pick_winner([fast_small, nearly_as_small]) is nearly_as_small  # the faster median
     same = _candidate([1.00, 1.00, 1.00], 102, 2)
     assert Tuner.pick_winner([nearly_as_small, same]) is same  # equal figures: the earlier trial
+    later_key = Candidate(Config({"t": 99}), 2, "candidate", same.results)  # "t=99" sorts after "t=8": not the key
+    assert Tuner.pick_winner([nearly_as_small, later_key]) is later_key
     clearly = _candidate([0.5, 0.5, 0.5], 900, 9)
     assert Tuner.pick_winner([fast_small, clearly]) is clearly
     failed = Candidate(Config({"t": 0}), 0, "candidate", [TrialResult("incorrect", {"t": 0}, items_per_run=1, times=[0.1] * 3)])
@@ -321,6 +323,7 @@ def test_a_tie_with_the_baseline_goes_to_the_baseline_unless_memory_decides():
                                                                        times=[1.01, 1.00, 1.02], peak_memory_bytes=100)])
     tied = _candidate([1.00, 0.99, 1.01], 100, 4)
     assert Tuner.pick_winner([baseline, tied]) is baseline
+    assert (baseline.name, tied.name) == ("the baseline", "#4")  # as a result names them ("0.52x the baseline")
     assert Tuner.pick_winner([baseline, _candidate([0.8, 0.8, 0.8], 100, 5)]).trial == 5  # 20% faster: no tie
     assert Tuner.pick_winner([baseline, _candidate([1.00, 0.99, 1.01], 50, 6)]).trial == 6  # clearly leaner
     # A baseline's few wide runs (one a round) tie a candidate 10% faster by their notches: no reason to drop it.
