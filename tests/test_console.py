@@ -290,4 +290,5 @@ def test_the_json_of_a_search_holds_its_winner_baseline_and_candidates():
     assert (said["speedup"], said["speedup_interval"], said["unused"], said["trials_run"]) == (4.0, [3.9, 4.1],
                                                                                             ["y"], 4)
     assert result_json(_table(document=None))["speedup_interval"] is None
+    assert (said["export"], result_json(_table(export_path=None))["export"]) == ("x.json", None)  # nothing exported
     assert result_json(_table(document=SimpleNamespace(remeasure=None)))["speedup_interval"] is None

@@ -220,6 +220,44 @@ def test_a_cpu_has_bf16_only_when_the_processor_says_so():
     assert not PROFILES["cpu"].has("bf16")  # the class of device promises nothing
 
 
+def test_a_cpu_without_proc_cpuinfo_has_bf16_only_as_an_apple_arm_chip(monkeypatch):
+    # macOS has no /proc/cpuinfo: its Arm chips do bfloat16 arithmetic, and elsewhere nothing is known, so nothing
+    # is claimed (a mutant claimed bf16 on every such machine but an Apple chip).
+    import platform
+
+    from autotune import devices
+
+    class Unreadable:
+        def __init__(self, path):
+            pass
+
+        def read_text(self):
+            raise OSError("no /proc here")
+
+    monkeypatch.setattr(devices, "Path", Unreadable)
+    for system, machine, found in (("darwin", "arm64", {"bf16"}), ("darwin", "x86_64", set()),
+                                   ("linux", "aarch64", set())):
+        monkeypatch.setattr(sys, "platform", system)
+        monkeypatch.setattr(platform, "machine", lambda: machine)
+        assert devices._cpu_hardware_capabilities() == frozenset(found), (system, machine)
+
+
+def test_the_compiler_looked_for_is_cxx_else_g_plus_plus_or_clang_plus_plus_on_macos(monkeypatch):
+    import shutil
+
+    from autotune.devices import _software
+
+    looked = []
+    monkeypatch.setattr(shutil, "which", looked.append)
+    monkeypatch.delenv("CXX", raising=False)
+    for system in ("linux", "darwin"):
+        monkeypatch.setattr(sys, "platform", system)
+        assert "compile" not in _software()[0]  # none found
+    monkeypatch.setenv("CXX", "icpx")
+    _software()
+    assert looked == ["g++", "clang++", "icpx"]
+
+
 def test_a_study_filed_under_a_derived_gpu_name_is_found_from_a_machine_without_that_gpu(tmp_path):
     # A search on an L4 files its study as chmm-cuda-nvidia-l4-tiny; `report` and `best` name it from any machine.
     import optuna

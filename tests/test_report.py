@@ -247,6 +247,16 @@ def test_the_tables_check_reads_as_its_figures_compare():
     page = render_html(build_report(study, DOCUMENT))
     assert "<td>1.7e-06 / 1.5e-06</td>" in page and "2e-06" not in page
     assert "<td>0.5 / 1e-05</td>" in page  # KNOWN's incorrect trial
+    # An unbounded error (a NaN in the output) is stored as null: "inf" where it had a tolerance, as the search says.
+    trial = study.ask({"kernel": KERNEL, "dtype": DTYPE})
+    for key, value in {"status": "incorrect", "config": {"kernel": "scan", "dtype": "float16"},
+                       "check": {"error": None, "tolerance": 1.5e-6, "passed": False}}.items():
+        trial.set_user_attr(key, value)
+    study.tell(trial, [20.0, 300])
+    page = render_html(build_report(study, DOCUMENT))
+    table = page[page.index("<table class='trials'>"):]
+    rows = table[:table.index("</table>")].split("<tr class=")
+    assert [row.count("<td>inf</td>") for row in rows[1:]] == [0] * 6 + [1]  # none for KNOWN's crash: it had no check
 
 
 def test_a_trial_timed_beside_other_work_is_marked_in_the_table():
@@ -517,8 +527,9 @@ def test_a_report_outlives_its_workload_s_space_file(tmp_path, monkeypatch):
         raise AutotuneError(f"workload {workload!r} has no search-space file; define space_path()")
 
     monkeypatch.setattr(autotune.stored, "load_space", gone)
-    page = report("chmm", "cpu", "tiny", studies=tmp_path, output=tmp_path / "gone.html").read_text()
-    assert "<td>dtype=float32 kernel=loop</td>" in page
+    written = report("chmm", "cpu", "tiny", studies=tmp_path)  # no output named: beside the study's export
+    assert written == tmp_path / "chmm" / "cpu-tiny-report.html"
+    assert "<td>dtype=float32 kernel=loop</td>" in written.read_text()
 
 
 def test_an_explanation_the_report_cannot_read_is_said_under_its_section(tmp_path):
