@@ -170,6 +170,17 @@ def test_a_file_s_name_that_is_no_workload_class_is_refused_with_the_classes_it_
         assert (hint in said) if hint else "defines" not in said, said
 
 
+def test_an_unknown_workload_says_how_to_name_a_file_s_class():
+    from autotune.exceptions import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match=r"\. To load a workload from the file mine\.py, name its class: "
+                                               r"mine\.py:ClassName$"):
+        registry.get_workload_class("mine.py")  # the likeliest slip: the file without its class
+    with pytest.raises(UnknownNameError, match=r"^unknown workload 'chmn'; valid: .*\. A workload may also be given "
+                                               r"as path/to/file\.py:ClassName$"):
+        registry.get_workload_class("chmn")
+
+
 def test_a_workload_class_given_from_python_is_told_to_give_its_name():
     with pytest.raises(TypeError, match=r"the class's name, 'chmm', once @register_workload has registered it, or "
                                         r"'path/to/file.py:ChmmWorkload'\), not <class"):
