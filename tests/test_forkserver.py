@@ -166,6 +166,15 @@ def test_a_server_starts_once_and_its_close_leaves_nothing(server):
     server.close()  # twice: nothing more
 
 
+def test_a_server_with_no_start_timeout_and_no_waiter_waits_as_long_as_it_takes():
+    # Nothing to wake for: a wait without a limit (a mutant asked for the least of no limits, a ValueError).
+    started = ForkServer(start_timeout=None)
+    try:
+        assert started.call(os.getpid, (), timeout=30)[1] == 0
+    finally:
+        started.close()
+
+
 def test_a_server_whose_client_goes_away_leaves_with_it():
     read_fd, write_fd = os.pipe()
     process = subprocess.Popen([sys.executable, "-m", "autotune._forkserver", str(write_fd)], stdin=subprocess.PIPE,
