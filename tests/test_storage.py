@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -186,8 +187,13 @@ def test_a_process_start_is_its_boot_and_start_tick_even_where_its_name_holds_a_
     assert process_start(child.pid) is None  # gone
 
 
-def test_a_worker_is_alive_while_its_pid_runs_with_the_start_it_recorded():
+def test_a_worker_is_alive_while_its_pid_runs_with_the_start_it_recorded(monkeypatch):
     me = worker_identity()
+    assert me == {"host": socket.gethostname(), "pid": os.getpid(),
+                  **({"started": process_start(os.getpid())} if Path("/proc/self/stat").exists() else {})}
+    with monkeypatch.context() as patch:  # where a start cannot be read (no /proc), none is recorded, not None
+        patch.setattr(storage, "process_start", lambda pid: None)
+        assert "started" not in worker_identity()
     assert owner_alive(me) and owner_alive({"pid": me["pid"]})  # a start not recorded: the pid alone says
     if "started" in me:
         assert not owner_alive({**me, "started": "another-boot:1"})  # a later process given the pid
