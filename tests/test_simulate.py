@@ -13,6 +13,7 @@ from autotune.exceptions import AutotuneError
 from autotune.recorded import direction_of, load_recorded
 from autotune.samplers import DEFAULT, SAMPLERS
 from autotune.simulate import Repeat, budgets_for, expected_random_best, run_repeats, score, simulate, time_score
+from tests.conftest import fresh_process_json
 
 
 def _cache(tmp_path, name="tiny.json", **header):
@@ -152,6 +153,18 @@ def test_a_simulated_search_evaluates_recorded_configs_only_and_is_deterministic
     # Ten configs exist: a search of all of them finds the optimum and scores 1.
     whole = simulate(recorded, 10, seed=0)
     assert whole.best_so_far[-1] == recorded.optimum and score(recorded, whole.best_so_far, 10) == pytest.approx(1.0)
+
+
+def test_a_simulated_search_is_the_same_in_another_process(tmp_path):
+    # A seed names one search, wherever it runs: a search's fresh draws seeded with its pid (which only workers
+    # sharing a study need, to draw apart) passed the test above, run twice in one process.
+    recorded = load_recorded(_cache(tmp_path))
+    mine = [simulate(recorded, 10, seed=seed).best_so_far for seed in range(3)]
+    theirs = fresh_process_json(
+        "import json; from autotune.recorded import load_recorded; from autotune.simulate import simulate; "
+        f"recorded = load_recorded({str(_cache(tmp_path))!r}); "
+        "print(json.dumps([simulate(recorded, 10, seed=seed).best_so_far for seed in range(3)]))")
+    assert theirs == mine
 
 
 def test_a_sparse_space_is_searched_to_its_last_config(tmp_path):
