@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,6 +20,20 @@ def test_settings_round_trip_through_json_without_the_storage(tmp_path):
     path = settings.write(tmp_path / "settings.json")
     assert "secret" not in path.read_text() and "storage" not in json.loads(path.read_text())
     assert SearchSettings.read(path, storage=settings.storage) == settings
+
+
+@pytest.mark.parametrize("storage, heartbeat", [("postgresql://u@h/db", 60), ("sqlite:///s.db", None),
+                                                ("studies/chmm.journal", None), (None, None)])
+def test_settings_give_a_tuner_a_heartbeat_on_a_database_server_alone(monkeypatch, storage, heartbeat):
+    # A worker's heartbeat marks its trial alive on a server; in a file, the pid and start its trial records do.
+    import autotune.runner
+    import autotune.tuner
+
+    made = {}
+    monkeypatch.setattr(autotune.runner, "Runner", lambda *args: SimpleNamespace(start=lambda: None))
+    monkeypatch.setattr(autotune.tuner, "Tuner", lambda *args, **kwargs: made.update(kwargs))
+    SearchSettings("chmm", storage=storage, heartbeat=60).tuner()
+    assert made["heartbeat"] == heartbeat
 
 
 def test_settings_default_to_what_search_does_without_the_option():

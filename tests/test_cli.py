@@ -500,6 +500,19 @@ def test_console_script_is_installed():
     assert script is not None, "pip install -e . puts `autotune` on PATH"
 
 
+def test_the_terminal_width_is_stderr_s_where_it_is_a_terminal_and_0_elsewhere(monkeypatch):
+    import os
+    from types import SimpleNamespace
+
+    from autotune.progress import terminal_width
+
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((132, 40)))
+    monkeypatch.setattr(sys, "stderr", SimpleNamespace(isatty=lambda: True, fileno=lambda: 2))
+    assert terminal_width() == 132
+    monkeypatch.setattr(sys, "stderr", SimpleNamespace(isatty=lambda: False, fileno=lambda: 2))  # a pipe, a file
+    assert terminal_width() == 0
+
+
 def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     from autotune.progress import Progress
     from autotune.config import Config
