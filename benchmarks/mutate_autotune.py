@@ -36,9 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 COMPARED = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
             ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
-KINDS = ("compare", "arithmetic", "and/or", "not", "bool", "number", "if", "return", "ifexp", "while")
 ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
               ast.Mod: ast.FloorDiv}
+KINDS = ("compare", "arithmetic", "and/or", "not", "bool", "number", "if", "return", "ifexp", "while")
 
 
 def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
@@ -147,6 +147,8 @@ def main() -> int:
     if kinds - set(KINDS):
         parser.error(f"--kinds: unknown kind {', '.join(sorted(kinds - set(KINDS)))}; kinds: {', '.join(KINDS)}")
     every = sites(tree)
+    if args.sites and not all(s.strip().isdigit() for s in args.sites.split(",")):
+        parser.error(f"--sites: comma-separated site numbers, not {args.sites!r}")
     chosen = [int(s) for s in args.sites.split(",")] if args.sites else range(len(every))
     if any(not 0 <= index < len(every) for index in chosen):
         parser.error(f"--sites: {args.module} has sites 0 to {len(every) - 1}")

@@ -53,8 +53,9 @@ def test_each_site_is_changed_alone_and_its_change_is_the_line_it_made():
     (["--kinds", "ifexp,iff"], "--kinds: unknown kind iff; kinds: compare, arithmetic, and/or, not, bool, number, if, "
                                "return, ifexp, while"),
     (["--sites", "0,{count}"], "--sites: autotune/exceptions.py has sites 0 to {last}"),
+    (["--sites", "0-3"], "--sites: comma-separated site numbers, not '0-3'"),  # was a ValueError's traceback
 ])
-def test_a_kind_or_site_the_module_has_not_is_refused(option, said):
+def test_a_kind_or_site_the_module_has_not_is_refused_in_one_line(option, said):
     count = len(load_benchmark("mutate_autotune").sites(ast.parse((ROOT / "autotune/exceptions.py").read_text())))
     option, said = [word.format(count=count) for word in option], said.format(last=count - 1)
     done = subprocess.run([sys.executable, "benchmarks/mutate_autotune.py", "autotune/exceptions.py", *option, "--",

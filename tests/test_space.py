@@ -773,8 +773,8 @@ def test_autotune_list_describes_each_knob_with_its_condition_and_needs():
 
 
 def test_a_neighbour_moves_one_knob_and_now_and_then_two():
-    # Mostly one knob, for the loop's moves to read one knob's effect; two in about three moves of ten, to step
-    # across a ridge no single move crosses (a mutant moved two in seven and passed every other test).
+    # As the docstring says: one knob, now and then two; about three moves in ten (a mutant moved two in seven, and
+    # test_space's other tests passed it).
     wide = SearchSpace.from_dict({"schema_version": 1, "parameters": {
         name: {"type": "int", "low": 1, "high": 1000} for name in "abc"}, "defaults": dict.fromkeys("abc", 500),
         "baseline": {}})
