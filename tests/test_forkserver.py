@@ -134,11 +134,8 @@ def test_a_call_stopped_by_ctrl_c_kills_all_its_trial_started_and_the_server_it_
 def test_a_server_imports_its_preload_before_it_forks(server):
     imported = "'colorsys' in __import__('sys').modules"
     assert server.call(eval, (imported,), timeout=30)[0] is False
-    preloaded = ForkServer(["colorsys"])
-    try:
+    with contextlib.closing(ForkServer(["colorsys"])) as preloaded:
         assert preloaded.call(eval, (imported,), timeout=30)[0] is True
-    finally:
-        preloaded.close()
 
 
 def test_a_server_killed_mid_call_is_said_with_its_signal_and_the_next_call_starts_another(server):
@@ -168,11 +165,8 @@ def test_a_server_starts_once_and_its_close_leaves_nothing(server):
 
 def test_a_server_with_no_start_timeout_and_no_waiter_waits_as_long_as_it_takes():
     # Nothing to wake for: a wait without a limit (a mutant asked for the least of no limits, a ValueError).
-    started = ForkServer(start_timeout=None)
-    try:
+    with contextlib.closing(ForkServer(start_timeout=None)) as started:
         assert started.call(os.getpid, (), timeout=30)[1] == 0
-    finally:
-        started.close()
 
 
 def test_a_server_whose_client_goes_away_leaves_with_it():

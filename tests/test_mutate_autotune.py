@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent.parent
 
 SOURCE = '''def f(a, b):
     """A docstring is no site."""
