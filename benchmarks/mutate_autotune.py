@@ -2,11 +2,12 @@
 
 The planted bugs of ``tests/mutants`` prove the workloads' checks; this proves the tests of autotune's own code.
 Each site of the module (a comparison, an arithmetic operator, ``and``/``or``, ``not``, a number, a bool, an
-``if``'s test, a returned value, the test of an ``a if c else b`` and of a ``while``) is changed alone, the given
-tests run with ``-x``, and a change no test fails is a survivor: code whose behaviour no test pins. The tests must
-pass on the unchanged module first, and each change they fail names the test that failed it. Each survivor is
-listed with the line it changed. Some change nothing (``return None`` made ``return None``, which shows no line;
-``<`` made ``<=`` on measured times); the rest are tests to write.
+``if``'s test, a returned value, the test of an ``a if c else b`` and of a ``while``, a call's keyword argument) is
+changed alone (a keyword argument is dropped, leaving the callee's default), the given tests run with ``-x``, and a
+change no test fails is a survivor: code whose behaviour no test pins. The tests must pass on the unchanged module
+first, and each change they fail names the test that failed it. Each survivor is listed with the line it changed.
+Some change nothing (``return None`` made ``return None``, which shows no line; ``<`` made ``<=`` on measured
+times); the rest are tests to write.
 
 It never touches this checkout: the module is mutated in a throwaway git worktree of HEAD (so commit first),
 whose package the tests import (``PYTHONPATH``), removed at the end.
@@ -14,6 +15,7 @@ whose package the tests import (``PYTHONPATH``), removed at the end.
     python benchmarks/mutate_autotune.py autotune/check.py -- tests/test_check.py tests/test_contract.py
     python benchmarks/mutate_autotune.py autotune/conditions.py --sites 3,4,59 -- tests/test_conditions.py
     python benchmarks/mutate_autotune.py autotune/check.py --kinds ifexp,while -- tests/test_check.py
+    python benchmarks/mutate_autotune.py autotune/check.py --kinds keyword -- tests/test_check.py
 
 Measured on this 2-core CPU (2026-11-29): 1 to 86 s a mutant with quick tests (one that loops is
 stopped at --timeout); the findings are in the README
@@ -38,11 +40,11 @@ COMPARED = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, 
             ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
 ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
               ast.Mod: ast.FloorDiv}
-KINDS = ("compare", "arithmetic", "and/or", "not", "bool", "number", "if", "return", "ifexp", "while")
+KINDS = ("compare", "arithmetic", "and/or", "not", "bool", "number", "if", "return", "ifexp", "while", "keyword")
 
 
 def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
-    """Every place one change can be made, in a fixed order: ``(node, kind, index of the comparison)``."""
+    """Every place one change can be made, in a fixed order: ``(node, kind, index of the comparison or keyword)``."""
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                   and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
@@ -66,6 +68,8 @@ def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
     found += [(node, "ifexp", 0) for node in ast.walk(tree) if isinstance(node, ast.IfExp)]
     found += [(node, "while", 0) for node in ast.walk(tree)  # `while True:` is the bool's site already
               if isinstance(node, ast.While) and not isinstance(node.test, ast.Constant)]
+    found += [(node, "keyword", i) for node in ast.walk(tree) if isinstance(node, ast.Call)  # not a **mapping
+              for i, word in enumerate(node.keywords) if word.arg is not None]
     return found
 
 
@@ -81,6 +85,7 @@ def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
     """The module's source with site ``index`` changed, the site's line, and its kind."""
     tree = copy.deepcopy(tree)
     node, kind, i = sites(tree)[index]
+    line = node.keywords[i].lineno if kind == "keyword" else getattr(node, "lineno", 0)  # a long call's own line
     if kind == "compare":
         node.ops[i] = COMPARED[type(node.ops[i])]()
     elif kind == "arithmetic":
@@ -95,9 +100,11 @@ def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
         node.value = node.value + 1 if node.value in (0, 1) else node.value * 2
     elif kind in ("if", "ifexp", "while"):
         node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+    elif kind == "keyword":
+        del node.keywords[i]
     else:
         node.value = ast.Constant(value=None)
-    return ast.unparse(ast.fix_missing_locations(tree)), getattr(node, "lineno", 0), kind
+    return ast.unparse(ast.fix_missing_locations(tree)), line, kind
 
 
 def change(tree: ast.Module, text: str) -> list[str]:

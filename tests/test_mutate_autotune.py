@@ -20,6 +20,10 @@ SOURCE = '''def f(a, b):
     while True:
         break
     return True if a else b
+
+
+print(f(1,
+        b=2), **{"sep": ""})
 '''
 
 
@@ -43,15 +47,19 @@ def test_each_site_is_changed_alone_and_its_change_is_the_line_it_made():
         (9, "return", ["-    return True if a else b", "+    return None"]),
         (9, "bool", ["-    return True if a else b", "+    return False if a else b"]),
         (9, "ifexp", ["-    return True if a else b", "+    return True if not a else b"]),
+        (12, "number", ["-print(f(1, b=2), **{'sep': ''})", "+print(f(2, b=2), **{'sep': ''})"]),
+        (13, "number", ["-print(f(1, b=2), **{'sep': ''})", "+print(f(1, b=4), **{'sep': ''})"]),
+        # A keyword argument is dropped (the callee's default then), on the line it was written; a **mapping is not.
+        (13, "keyword", ["-print(f(1, b=2), **{'sep': ''})", "+print(f(1), **{'sep': ''})"]),
     ])
     assert ast.unparse(tree) == ast.unparse(ast.parse(SOURCE))  # the module's own tree is left as it was
     # The kinds added later are numbered last: a site's number from a run before them still names the same site.
-    assert [kind for _, kind, _ in mutate.sites(tree)][-2:] == ["ifexp", "while"]
+    assert [kind for _, kind, _ in mutate.sites(tree)][-3:] == ["ifexp", "while", "keyword"]
 
 
 @pytest.mark.parametrize("option, said", [
     (["--kinds", "ifexp,iff"], "--kinds: unknown kind iff; kinds: compare, arithmetic, and/or, not, bool, number, if, "
-                               "return, ifexp, while"),
+                               "return, ifexp, while, keyword"),
     (["--sites", "0,{count}"], "--sites: autotune/exceptions.py has sites 0 to {last}"),
     (["--sites", "0-3"], "--sites: comma-separated site numbers, not '0-3'"),  # was a ValueError's traceback
 ])
