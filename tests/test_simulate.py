@@ -235,6 +235,7 @@ def test_simulate_command_prints_recorded_times_as_json(tmp_path):
     assert all(r["evaluations"] == 5 and len(r["best_so_far"]) == 5 for r in data["repeats"])
     # Every config of this file cost 25 ms to evaluate (compile + benchmark).
     assert all(r["seconds_so_far"] == pytest.approx([0.025 * i for i in range(1, 6)]) for r in data["repeats"])
+    assert "repeat" not in done.stderr  # a script reads the JSON: no progress beside it (the table has it)
 
 
 def test_the_table_scores_at_the_budgets_a_search_reaches_and_at_its_own():
@@ -262,6 +263,7 @@ def test_simulate_command_prints_a_table_at_the_trials_it_was_given(tmp_path):
     assert [row.split()[0] for row in rows] == ["tpe", "by", "random", "by"]
     assert not any(" - " in row + " " for row in rows), done.stdout  # every cell scored: no budget past --trials
     assert "the time that 5 evaluations take" in done.stdout
+    assert "autotune: tpe: repeat 2/2 done\nautotune: random: repeat 1/2 done" in done.stderr, done.stderr
 
 
 def test_more_trials_than_the_space_has_configs_are_said_and_taken_as_all_of_them(tmp_path):
