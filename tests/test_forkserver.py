@@ -74,6 +74,20 @@ def test_a_call_runs_in_a_fresh_child_of_its_own_group_and_returns_its_value(ser
     assert os.listdir(server._tmpdir.name) == []  # each result file read and removed
 
 
+def test_a_trial_s_environment_quietens_inductor_where_the_user_has_not_and_names_its_client(monkeypatch):
+    # Inductor's max-autotune printed its kernel timings amid the progress lines (vlm_mc's compile knob).
+    monkeypatch.setenv("TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED", "3")  # the user's own setting wins
+    for name in ("TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS", "PYTHONWARNINGS", "_AUTOTUNE_CLIENT_PID"):
+        monkeypatch.delenv(name, raising=False)
+    with contextlib.closing(ForkServer()) as server:
+        seen = {name: server.call(os.getenv, (name,), timeout=30)[0]
+                for name in ("TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED",
+                             "TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS", "PYTHONWARNINGS", "_AUTOTUNE_CLIENT_PID")}
+    assert seen == {"TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED": "3",
+                    "TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS": "0",
+                    "PYTHONWARNINGS": "ignore:TypedStorage is deprecated", "_AUTOTUNE_CLIENT_PID": str(os.getpid())}
+
+
 def test_a_call_that_raises_exits_70_with_its_traceback_and_no_value(server, capfd):
     assert server.call(int, ("not a number",), timeout=30) == (None, 70, False)
     assert "ValueError: invalid literal for int() with base 10: 'not a number'" in capfd.readouterr().err
