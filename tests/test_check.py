@@ -38,6 +38,18 @@ def test_the_share_of_a_tolerance_an_error_has_used():
     assert share_of_tolerance(None, 1.0) == math.inf  # unbounded (a NaN output)
     assert share_of_tolerance(0.0, 0.0) == 0.0 and share_of_tolerance(1e-12, 0.0) == math.inf  # a bound of 0
     assert Check.from_metrics({"loss": (0.2, 0.1), "grads": (0.9, 1.0)}).metric == "loss"
+    # By its share, not by its name nor by the error alone: "grads" sorts first and has the smaller error.
+    worst = Check.from_metrics({"grads": (0.2, 0.1), "loss": (0.9, 1.0)})
+    assert (worst.metric, worst.error, worst.tolerance) == ("grads", 0.2, 0.1)
+
+
+def test_errors_of_narrow_numpy_types_are_computed_in_float64():
+    # A workload's NumPy output in int8 or float16, compared in its own type: 127 - (-128) wraps in int8, and
+    # 60000 - (-60000) overflows float16 to an infinity (a correct output of this size would fail as unbounded).
+    for kind, high, low in (("int8", 127, -128), ("float16", 60000.0, -60000.0)):
+        value, reference = np.array([high, 1], dtype=kind), np.array([low, 1], dtype=kind)
+        assert worst_error(value, reference) == pytest.approx((high - low) / abs(low)), kind
+        assert relative_error(value, reference) == pytest.approx((high - low) / math.hypot(low, 1)), kind
 
 
 def test_the_worst_element_of_an_output_that_cannot_be_compared_is_unbounded():
