@@ -117,6 +117,9 @@ def test_a_check_built_by_hand_must_say_passed_as_its_errors_do():
         Check(math.nan, 0.1, True)
     check = Check(0.05, 0.1, np.bool_(True))
     assert check.passed is True and Check(math.inf, 0.0, False).passed is False  # the mutant harness's Check
+    failed = Check(1.0, 0.1, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # nor passed once built: the rule holds for its life
+        failed.passed = True
 
 
 @pytest.mark.parametrize("args, message", [
