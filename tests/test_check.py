@@ -3,6 +3,7 @@
 import collections
 import dataclasses
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -195,6 +196,11 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     # A sparse tensor has no scalar to add: made wrong dense, then sparse again (kept as it was, a sparse output
     # alone had no control).
     assert wrong["sparse"].is_sparse and torch.equal(wrong["sparse"].to_dense(), torch.tensor([5.0, 3.0]))
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+        warnings.simplefilter("ignore", UserWarning)
+        csr = torch.tensor([[1.0, 0.0], [0.0, 2.0]]).to_sparse_csr()
+        wrong_csr = wrong_copy(csr)
+    assert wrong_csr.layout == torch.sparse_csr and not torch.equal(wrong_csr.to_dense(), csr.to_dense())  # not COO
 
     @dataclasses.dataclass
     class Out:  # an output class of a workload's own
