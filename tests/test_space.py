@@ -191,6 +191,22 @@ def test_v100_never_samples_bf16_and_cpu_never_cuda_graphs():
         study.tell(trial, 0.0)
 
 
+def test_a_range_the_device_cannot_run_is_fixed_at_its_default_as_a_choice_of_one():
+    # As every knob the device lacks is: a choice of its default alone, never drawn, any other value refused.
+    data = copy.deepcopy(SPACE)
+    data["parameters"]["streams"] = {"type": "int", "low": 2, "high": 64, "log": True, "requires": ["cuda_graphs"]}
+    data["parameters"]["share"] = {"type": "float", "low": 0.25, "high": 1.0, "step": 0.25,
+                                   "requires": ["cuda_graphs"]}
+    data["defaults"].update(streams=4, share=0.5)
+    cpu = space(data).for_device(PROFILES["cpu"])
+    for name, default in (("streams", 4), ("share", 0.5)):
+        fixed = cpu.parameters[name]
+        assert (fixed.type, fixed.choices, fixed.describe_allowed()) == ("categorical", (default,), str(default))
+        assert name not in {p.name for p in cpu.tunable} and not fixed.allows(default * 2)
+    v100 = space(data).for_device(PROFILES["v100"]).parameters
+    assert (v100["streams"].type, v100["share"].describe_allowed()) == ("int", "float in [0.25, 1.0] step 0.25")
+
+
 def test_conditional_parameter_sampled_only_when_active():
     s = space().for_device(PROFILES["cpu"])
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
