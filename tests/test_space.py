@@ -257,6 +257,16 @@ def test_an_inactive_knob_is_refused_where_named_or_moved_and_taken_where_a_file
     # An active knob, named or not, is the config's.
     scan = {"kernel": "scan", "chunk": 64}
     assert as_asked(s, scan, s.complete(scan), "", ["chunk"])["chunk"] == 64
+    with pytest.raises(InvalidConfigError, match="--set chunk=256 has no effect here"):  # --set names what it sets
+        s.for_device(PROFILES["cpu"]).parse_assignments(["kernel=loop", "chunk=256"])
+
+
+def test_the_reference_is_the_file_s_over_the_defaults_and_kept_on_a_device():
+    data = copy.deepcopy(SPACE)
+    data["reference"] = {"dtype": "float64", "kernel": "scan"}
+    s = space(data)
+    assert s.reference == {**s.defaults, "dtype": "float64", "kernel": "scan"}
+    assert s.for_device(PROFILES["v100"]).reference == s.reference and space().reference == space().defaults
 
 
 def test_equal_runs_give_equal_configs():
