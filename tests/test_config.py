@@ -1,4 +1,5 @@
 import dataclasses
+import inspect
 import json
 import re
 import subprocess
@@ -328,6 +329,29 @@ def test_a_cpu_export_of_another_machine_loads_with_a_warning(tmp_path, monkeypa
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             load_config("chmm", device=device, studies=tmp_path)
+
+
+def test_each_warning_of_load_config_names_the_line_that_called_it(tmp_path, monkeypatch):
+    # "script.py:12: UserWarning: ...", as Python shows a warning, names the user's load_config line (and a
+    # -W filter by module matches the user's), not a line of autotune's own.
+    from autotune import tuned
+
+    monkeypatch.setattr(tuned, "cpu_name", lambda: "AMD EPYC")
+    monkeypatch.setattr(tuned, "cpu_threads", lambda: 2)
+    write_tuned_config(_document(size="tiny", workload_version=0, study={"name": "chmm-cpu-tiny", "trials": 1},
+                                 environment={"cpu": "Intel(R) Xeon(R)", "cpu_cores": 64, "isolation": "inprocess"}),
+                       config_path("chmm", "cpu", "tiny", tmp_path))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        load_config("chmm", device="cpu", studies=tmp_path)
+        load_config("chmm", device="cpu", studies=tmp_path / "none")
+    told = {next(words for words in ("version 0", "Intel", "inprocess", "only the baseline", "at size 'tiny'",
+                                     "no tuned config") if words in str(w.message)): (w.filename, w.lineno)
+            for w in said}
+    here = __file__, line
+    assert told == {"version 0": here, "Intel": here, "inprocess": here, "only the baseline": here,
+                    "at size 'tiny'": here, "no tuned config": (__file__, line + 1)}
 
 
 def test_a_workloads_version_and_facts_are_read_without_importing_it_as_its_class_says():

@@ -572,8 +572,9 @@ def test_a_config_that_failed_before_its_workload_file_was_edited_is_measured_ag
         assert autotune.load_config(spec, "cpu", "tiny")["behaviour"] == "fast"
     (tmp_path / "two.py").write_text(source + "# edited\n")
     with pytest.warns(UserWarning, match=r"cpu-tiny.json was tuned on two.py as it was before an edit: its config was "
-                                         r"measured and checked on that file; re-run `autotune search"):
+                                         r"measured and checked on that file; re-run `autotune search") as said:
         autotune.load_config(spec, "cpu", "tiny")
+    assert said[0].filename == __file__  # the script's line that loaded it, not autotune's
 
 
 def test_a_workload_file_edited_while_its_search_runs_fails_the_trials_after_the_edit_saying_so(studies, tmp_path):
