@@ -223,7 +223,8 @@ def test_load_config_imports_neither_torch_nor_optuna(tmp_path):
     # Tuned on another version: reading the workload's version is no reason to import it.
     write_tuned_config(_document(workload_version=0), config_path("chmm", "cpu", "small", tmp_path))
     code = (
-        "import sys, warnings, autotune\n"
+        "import sys, warnings, autotune, autotune.devices\n"
+        "autotune.devices._torch_sees_only_the_cpu = lambda: False  # as with a CUDA build: GPUs from the driver\n"
         "with warnings.catch_warnings(record=True) as said:\n"
         "    warnings.simplefilter('always')\n"
         f"    cfg = autotune.load_config('chmm', device='auto', studies={str(tmp_path)!r})\n"
@@ -419,6 +420,14 @@ def test_each_size_has_its_own_export_and_the_largest_is_the_default(tmp_path):
     assert load_config("chmm", device="cpu", studies=tmp_path).speedup == 9.0
     assert load_config("chmm", "cpu", "tiny", studies=tmp_path).speedup == 1.1
     assert load_config("chmm", "cpu", "small", studies=tmp_path).size == "small"
+    # Sizes of a workload's own after the three every workload has (which of them is larger, its name cannot say).
+    from autotune.tuned import _exports
+
+    folder = tmp_path / "mine"
+    for size in ("medium", "tiny", "huge", "full", "small"):
+        write_tuned_config(_document(size=size), config_path("mine", "cpu", size, tmp_path))
+    order = [path.name for path in _exports(folder, "cpu", None, ("tiny", "small", "full", "medium", "huge"))]
+    assert order == ["cpu-full.json", "cpu-small.json", "cpu-tiny.json", "cpu-huge.json", "cpu-medium.json", "cpu.json"]
 
 
 @pytest.mark.parametrize(
