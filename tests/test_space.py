@@ -274,6 +274,22 @@ def test_equal_runs_give_equal_configs():
     assert s.complete({"kernel": "loop", "chunk": 999}) == s.complete({"kernel": "loop"})
 
 
+def test_each_range_asks_optuna_for_its_own_distribution_and_takes_a_grid_value_off_by_rounding():
+    data = copy.deepcopy(SPACE)
+    data["parameters"]["ways"] = {"type": "int", "low": 2, "high": 8, "step": 2}
+    data["parameters"]["rate"] = {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}
+    data["parameters"]["share"] = {"type": "float", "low": 0.0, "high": 1.0, "step": 0.1}
+    data["defaults"].update(ways=4, rate=1e-3, share=0.5)
+    knobs, made = space(data).parameters, optuna.distributions
+    assert knobs["chunk"].distribution() == made.IntDistribution(16, 4096, log=True)
+    assert knobs["ways"].distribution() == made.IntDistribution(2, 8, step=2)  # never 3, 5 or 7
+    assert knobs["lr"].distribution() == made.FloatDistribution(0.1, 1.0, step=0.1)
+    assert knobs["rate"].distribution() == made.FloatDistribution(1e-4, 1e-1, log=True)  # drawn across decades
+    # 0.1 + 0.2 - 0.3 is 5.6e-17, not 0: on the grid's first step as 0.7000000000000001 is on its eighth.
+    assert knobs["share"].allows(0.1 + 0.2 - 0.3) and knobs["share"].allows(0.7000000000000001)
+    assert not knobs["share"].allows(0.05) and not knobs["share"].allows(1e-6)
+
+
 def test_set_assignments_are_typed_and_validated():
     s = space().for_device(PROFILES["cpu"])
     config = s.parse_assignments(["kernel=scan", "chunk=64", "lr=0.3", "graphs=false"])
