@@ -450,7 +450,9 @@ def test_each_strategy_name_makes_the_sampler_it_names(tmp_path):
     assert [type(s) for s in made["tpe-linear"].samplers] == [tpe, LinearSampler]
     assert made["tpe-linear"].after == HAND_OVER == 30  # the README's "TPE for the first 30 configs measured"
     # Workers on one study: the constant liar steers those asking at once apart; one process needs none.
-    assert make_sampler("tpe", 0, space, parallel=True)._constant_liar and not made["tpe"]._constant_liar
+    for name in ("tpe", "tpe-multivariate"):
+        assert make_sampler(name, 0, space, parallel=True)._constant_liar and not made[name]._constant_liar
+    assert made["genetic"]._population_size == 20  # as the README's table of strategies says and measured it
 
 
 def test_json_takes_one_strategy_and_a_strategy_named_twice_is_one():
