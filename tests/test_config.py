@@ -36,6 +36,8 @@ def _document(**extra):
 
 def test_load_config_reads_the_exported_file(tmp_path):
     write_tuned_config(_document(), config_path("chmm", "cpu", "small", tmp_path))
+    # A key a line, as a preset is read, hand-edited and diffed in a pull request.
+    assert config_path("chmm", "cpu", "small", tmp_path).read_text().startswith('{\n  "schema_version": 1,\n')
     cfg = load_config("chmm", device="cpu", studies=tmp_path)
     assert isinstance(cfg, TunedConfig)
     assert cfg["dtype"] == "float64" and cfg.speedup == 3.5 and cfg.measured == {"throughput": 10.0}
