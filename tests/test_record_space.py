@@ -166,6 +166,7 @@ def test_a_space_whose_constraints_read_the_size_reads_back_from_its_file_and_fr
 
     import yaml
 
+    from autotune.conditions import size_read
     from autotune.recorded import recorded_study
     from autotune.simulate import simulate
 
@@ -192,6 +193,9 @@ def test_a_space_whose_constraints_read_the_size_reads_back_from_its_file_and_fr
     times = {e["time"] for e in cache.values()}
     for recorded in (from_file, from_study):
         assert recorded.space.violated(eight) == "global_batch % batch == 0"  # not only "absent from the file"
+        # What a config that breaks it is said to have read, as the search said it.
+        assert size_read(["global_batch", "batch"], recorded.space.size_parameters, recorded.space.facts) == (
+            " (global_batch is 4 at this size)")
         # (The study knows only the batches it measured, the file every choice: their replays differ from there.)
         assert set(simulate(recorded, 12, seed=0).best_so_far) - {None} <= times
 
@@ -288,9 +292,11 @@ def test_a_study_whose_space_file_is_gone_replays_each_knob_s_numbers_by_size(tm
     # A neighbour move steps between adjacent values: by their text, 100 stood between 1 and 15 (a mutant).
     from autotune.recorded import recorded_study
 
-    configs = [{"chunk": 24, "fast": False, "kind": "loop", "unroll": u} for u in (15, 100, 9, 1)]
+    configs = [{"chunk": 24, "fast": False, "kind": "loop", "unroll": u, "tile": t}
+               for u, t in ((15, None), (100, 64), (9, None), (1, 8))]
     recorded = recorded_study(_study_of(tmp_path / "gone.yaml", configs, _fate, None), "study")
     assert recorded.space.parameters["unroll"].choices == (1, 9, 15, 100)
+    assert recorded.space.parameters["tile"].choices == (8, 64, None)  # a null beside numbers: no TypeError
     assert recorded.space.parameters["fast"].choices == (False,) and len(recorded.entries) == 4
 
 

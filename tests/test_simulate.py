@@ -3,6 +3,7 @@
 import itertools
 import json
 import random
+import re
 import subprocess
 from types import SimpleNamespace
 import sys
@@ -105,6 +106,13 @@ def test_a_cache_of_the_wrong_shapes_is_a_one_line_error_not_a_traceback(tmp_pat
     # or a direction silently taken as the default; the CLI's exit 2 for these errors is shown above.
     with pytest.raises(AutotuneError, match=says):
         load_recorded(_broken_cache(tmp_path, break_it))
+
+
+def test_a_cache_whose_values_make_no_space_names_its_file(tmp_path):
+    path = _broken_cache(tmp_path, lambda data: data["tune_params"]["x"].append(8))
+    with pytest.raises(AutotuneError, match=f"^{re.escape(str(path))}: parameters.x.choices: must not repeat a choice: "
+                                            "8 is there twice$"):
+        load_recorded(path)
 
 
 def test_a_time_of_zero_is_a_failed_config_and_a_run_of_zero_is_read(tmp_path):
