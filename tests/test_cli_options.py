@@ -259,6 +259,19 @@ def test_the_shared_options_their_defaults_and_bounds(tmp_path):
     assert run("-w", "chmm", "--studies", str(tmp_path)).exit_code == 0
     assert run("-w", "chmm", "--threads", "1").exit_code == 0 and run("-w", "chmm", "--threads", "0").exit_code == 2
     assert run("-w", "chmm", "--threads", str(cpu_threads() + 1)).exit_code == 2
+    for option, value in (("--min-time", "-1"), ("--trial-timeout", "soon"), ("--isolation", "thread")):
+        refused = run("-w", "chmm", option, value)
+        assert refused.exit_code == 2 and f"Invalid value for '{option}'" in refused.output, (option, refused.output)
+    assert all(param.help for param in measure.params if isinstance(param, click.Option))
+
+
+def test_every_option_of_every_command_says_what_it_does_and_every_command_shows_examples():
+    from autotune.cli import cli
+
+    for name, command in cli.commands.items():
+        unsaid = [param.opts for param in command.params if isinstance(param, click.Option) and not param.help]
+        assert unsaid == [], name
+        assert "Examples:" in command.help, name
 
 
 def test_streams_a_process_started_without_are_opened_on_dev_null_and_kept_by_its_children(tmp_path):
