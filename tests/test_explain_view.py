@@ -90,6 +90,10 @@ def test_the_waterfall_starts_at_1x_and_each_later_bar_is_its_step_s_change():
     assert list(bars.data[0].y) == pytest.approx([1.0, 0.5, 0.5])
     assert list(bars.data[0].text) == ["1.00x", "1.50x", "2.00x"]
     assert bars.layout.showlegend is False  # one trace: a legend would say "trace 0" and nothing else
+    # Each bar named by its fix, its figure above it, the axis and the figure saying what they show.
+    assert list(bars.data[0].x) == ["baseline", "+ kernel", "+ batch"] and bars.data[0].textposition == "outside"
+    assert (bars.layout.yaxis.title.text, bars.layout.title.text) == (
+        "speedup over the baseline", "From the baseline to the winner, one fix at a time")
 
 
 def test_the_report_s_section_says_what_it_explains_against_the_export():
