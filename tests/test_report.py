@@ -433,6 +433,14 @@ def test_each_of_the_winners_values_is_weighed_against_the_best_config_without_i
     # A value that bought nothing (worth 1.0: a tie with the best without it) is drawn grey, not as a gain.
     figure = draw_worth({"rows": [{**row, "worth": worth} for row, worth in zip(info["rows"], (1.5, 1.0))]}, "items")
     assert figure.data[0].marker.color == ("#7f7f7f", "#2ca02c")  # drawn bottom-up: overlap, then kernel
+    # Each bar as long as its value's worth, named by it and labelled with it, on a log axis that says what it is.
+    bars = figure.data[0]
+    assert (bars.orientation, bars.x, bars.text, bars.textposition) == ("h", (1.0, 1.5), ("1.00x", "1.50x"), "outside")
+    assert bars.y == ("overlap=true", "kernel=numba") and bars.hoverinfo == "text"
+    assert bars.hovertext[1].startswith("kernel=numba: best 200 items/s (trial #1)<br>best without it: 10 items/s")
+    assert (figure.layout.xaxis.type, figure.layout.xaxis.title.text) == ("log", "times faster than the best config "
+                                                                                "without it")
+    assert figure.layout.title.text.startswith("The winner's value of each knob: its best throughput over the best")
 
 
 def test_the_worth_figure_says_why_it_is_missing():
