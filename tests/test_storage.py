@@ -15,6 +15,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
 import sqlalchemy.exc
 
 from autotune import storage
@@ -107,6 +108,26 @@ def test_a_report_reads_an_sqlite_file_without_creating_optuna_s_tables_in_it(tm
     open_storage(f"sqlite:///{db}")  # a search's creates them
     assert "studies" in _tables(db)
     assert isinstance(open_storage(f"sqlite:///{db}", read_only=True), optuna.storages.RDBStorage)
+
+
+@pytest.mark.postgres
+def test_a_report_reads_a_database_server_without_creating_optuna_s_tables_in_it(postgres_url):
+    # As on an SQLite file: a report pointed at another project's database is no reason to write into it.
+    url = sqlalchemy.engine.make_url(storage.with_installed_driver(postgres_url))
+    other = url.set(database=f"other_{os.getpid()}")
+    admin = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"CREATE DATABASE {other.database}")
+        with pytest.raises(optuna.exceptions.StorageInternalError):
+            open_storage(other.render_as_string(hide_password=False), read_only=True)
+        engine = sqlalchemy.create_engine(other)
+        assert sqlalchemy.inspect(engine).get_table_names() == []
+        engine.dispose()
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {other.database} WITH (FORCE)")
+        admin.dispose()
 
 
 @pytest.mark.postgres
