@@ -1,6 +1,8 @@
 """The report's data functions on studies with known trials, and the page they make."""
 
 import html
+import math
+import re
 
 import optuna
 import pytest
@@ -314,6 +316,10 @@ def test_full_report_has_every_figure():
     assert all(figure is not None for figure in figures.values())
     page = render_html(info)
     assert page.count('class="plotly-graph-div"') == 6 and "<script src=" not in page
+    # One page holding plotly.js once (4.6 MB), each figure a piece of it under its section's id, without the logo.
+    assert page.count("<html") == 1 and len(re.findall(r"plotly\.js v\d", page)) == 1
+    assert all(f'id="plot-{section_id}"' in page for section_id in figures)
+    assert page.count('"displaylogo": false') == 6
     assert "process died from SIGSEGV" in page
     # the claims table under the waterfall: the guide's words, the measurement and the verdict
     assert "<table id='claims'>" in page and "fix 1: 2-3x" in page and "verdict-confirmed" in page
@@ -322,6 +328,46 @@ def test_full_report_has_every_figure():
     notes = {section_id: note for section_id, _, _, note in build_report(make_study(*KNOWN), None, explanation(),
                                                                          known_space()).sections}
     assert notes["explain"].startswith("This explains ") and "this study has no export of its own" in notes["explain"]
+
+
+def test_each_figure_draws_what_its_titles_and_axes_say():
+    from autotune.report import _draw_winner
+
+    info = build_report(make_study(*KNOWN), DOCUMENT, explanation(), known_space())
+    figures = {section_id: figure for section_id, _, figure, _ in info.sections}
+    winner = figures["winner"]  # throughput with its spread, then memory, tuned (green) beside the baseline
+    assert [note.text for note in winner.layout.annotations] == ["throughput (timesteps/s)", "peak memory (MiB)"]
+    rows = _get_winner_info(DOCUMENT)["rows"]
+    assert (winner.data[0].x, winner.data[0].y, winner.data[0].marker.color) == (
+        ("tuned", "baseline"), (30.0, 10.0), ("#2ca02c", "#7f7f7f"))
+    assert winner.data[0].error_y.array == tuple(r["throughput_error"] for r in rows)
+    assert (winner.data[1].x, winner.data[1].xaxis, winner.data[1].marker.color) == (("tuned", "baseline"), "x2",
+                                                                                    ("#2ca02c", "#7f7f7f"))
+    assert (winner.data[0].name, winner.data[1].name, winner.layout.showlegend) == ("throughput", "peak memory", False)
+    far = _draw_winner(_get_winner_info({**DOCUMENT, "measured": {**DOCUMENT["measured"], "throughput": 2700.0}}))
+    assert far.layout.yaxis.title.text == "log scale"  # from a decade under the baseline's bar
+    assert far.layout.yaxis.range == pytest.approx((0.0, math.log10(2700) + 0.2)) and far.layout.yaxis2.type is None
+    history = figures["history"]  # each status its markers, and the best correct so far as steps
+    assert (history.layout.title.text, history.layout.xaxis.title.text, history.layout.yaxis.title.text) == (
+        "Optimisation history (failed trials on the axis, by status)", "trial", "throughput (timesteps/s)")
+    assert [(t.name, t.mode) for t in history.data] == [("ok", "markers"), ("incorrect", "markers"),
+                                                       ("crash", "markers"), ("best correct so far", "lines")]
+    ok, best = history.data[0], history.data[-1]
+    assert (ok.x, ok.y, ok.marker.color, ok.hovertemplate) == ((0, 1, 4), (10.0, 30.0, 20.0), "#1f77b4",
+                                                              "%{text}<extra></extra>")
+    assert ok.text[0] == "trial #0: ok<br>kernel=loop<br>dtype=float32<br>10 timesteps/s"
+    assert (best.x, best.y, best.line.shape, best.line.color) == ((0, 1, 2, 3, 4), (10.0, 30.0, 30.0, 30.0, 30.0),
+                                                                 "hv", "#2ca02c")
+    pareto = figures["pareto"]
+    assert (pareto.layout.xaxis.title.text, pareto.layout.yaxis.title.text) == ("peak memory (MiB)",
+                                                                                "throughput (timesteps/s)")
+    assert [(t.name, t.mode, t.marker.color, t.hoverinfo) for t in pareto.data[:2]] == [
+        ("correct", "markers", "#1f77b4", "text"), ("infeasible", "markers", "#cccccc", "text")]
+    assert pareto.data[0].text[0].startswith("trial #0: ok")
+    assert (pareto.data[2].name, pareto.data[2].mode, pareto.data[2].line.shape) == ("Pareto front", "lines", "hv")
+    # The parallel plot's axis of outcomes is throughput, not Optuna's "Objective Value".
+    lines = [trace for trace in figures["parallel"].data if trace.customdata is not None]
+    assert lines and all(trace.customdata[0][0] == "throughput" for trace in lines)
 
 
 def test_a_study_of_one_objective_as_search_makes_now_has_every_figure_drawn_from_its_trials():
