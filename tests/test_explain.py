@@ -537,13 +537,14 @@ def test_explain_on_a_real_workload_measures_the_fix_stores_it_and_the_report_sh
     assert doc["warnings"] == []  # the text's warnings (explain_view.beaten_by), for a script to read too
     stored = read_explanation(studies / "steady" / "explain" / "cpu-tiny.json")
     assert stored["fixes"] == doc["fixes"] and stored["size"] == "tiny" and "warnings" not in stored
+    assert (stored["workload"], stored["device"], stored["study"]) == ("steady", "cpu", "steady-cpu-tiny")
 
 
 def test_the_export_of_a_workload_file_is_explained(tmp_path):
     # Looked up by its class's name, a file's workload was unknown: "no tuned config" before its export was read.
     from autotune.config import config_path, write_tuned_config
 
-    studies = tmp_path / "studies"
+    studies = tmp_path / "elsewhere"  # not ./studies: the export is looked for in the folder given
     write_tuned_config({"schema_version": 1, "workload": "steady", "device": "cpu", "size": "tiny",
                         "config": {"work": 250}}, config_path("steady", "cpu", "tiny", studies))
     done = run_cli("explain", "-w", STEADY, "-d", "cpu", "--rounds", "1", "--min-time", "0.05",
