@@ -806,6 +806,9 @@ def test_an_int_range_beyond_what_a_study_stores_exactly_is_refused():
 
 def test_autotune_list_describes_each_knob_with_its_condition_and_needs():
     rows = {row["name"]: row for row in space().describe()}
+    helped = copy.deepcopy(SPACE)
+    helped["parameters"]["kernel"]["help"] = "How the recursion runs."
+    assert {row["name"]: row["help"] for row in space(helped).describe()}["kernel"] == "How the recursion runs."
     assert rows["chunk"] == {"name": "chunk", "values": "int in [16, 4096] (log scale)", "default": "256",
                              "baseline": "256", "condition": "kernel == 'scan'", "requires": "", "help": "",
                              "probe": False}
