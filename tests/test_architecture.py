@@ -36,6 +36,28 @@ def test_settings_give_a_tuner_a_heartbeat_on_a_database_server_alone(monkeypatc
     assert made["heartbeat"] == heartbeat
 
 
+def test_every_setting_reaches_the_tuner_it_makes(monkeypatch):
+    # One the tuner was not given would search at its default without a word (a memory budget ignored, say).
+    import autotune.runner
+    import autotune.tuner
+
+    made, runners = {}, []
+    monkeypatch.setattr(autotune.runner, "Runner", lambda *args: runners.append(args) or SimpleNamespace(
+        start=lambda: None))
+    monkeypatch.setattr(autotune.tuner, "Tuner", lambda *args, **kwargs: made.update(kwargs, args=args))
+    on_trial, on_stage = print, len  # any two callables, told apart
+    SearchSettings("chmm", "cpu", "tiny", storage="postgresql://u@h/db", study_name="mine", studies="elsewhere",
+                   isolation="inprocess", trial_timeout=30.0, memory_budget_bytes=2**30, memory_limit_bytes=2**31,
+                   min_time=0.5, remeasure_top=2, remeasure_rounds=4, time_budget=60.0, seed=7, threads=1,
+                   heartbeat=20, grace_period=90, sampler="random").tuner(on_trial=on_trial, on_stage=on_stage)
+    assert runners == [("inprocess", 30.0)] and made.pop("runner") is not None
+    assert made == {"args": ("chmm", "cpu", "tiny"), "storage": "postgresql://u@h/db", "study_name": "mine",
+                    "studies": "elsewhere", "memory_budget_bytes": 2**30, "memory_limit_bytes": 2**31,
+                    "measurer": {"min_time": 0.5}, "remeasure_top": 2, "remeasure_rounds": 4, "time_budget": 60.0,
+                    "seed": 7, "threads": 1, "on_trial": on_trial, "on_stage": on_stage, "heartbeat": 20,
+                    "grace_period": 90, "sampler": "random", "trial_timeout": 30.0}
+
+
 def test_settings_default_to_what_search_does_without_the_option():
     # A script that makes SearchSettings("chmm") runs the search `autotune search -w chmm` runs: the docstring
     # says the CLI's defaults, and nothing but this test holds them together.
