@@ -527,7 +527,7 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     bar = Progress(quiet=False, total=2, bar=True)
     for index, record in enumerate(records, 1):
         bar.trial(record, min(index, 2), 2)
-    assert bar.bar.n == 2  # the repeat does not advance the bar
+    assert bar.bar.n == 2 and (bar.bar.total, bar.bar.unit) == (2, "trial")  # the repeat does not advance the bar
     assert "crash 1" in bar.bar.postfix and "ok 1" in bar.bar.postfix and "best 500 items/s" in bar.bar.postfix
     bar.close()
     # On a terminal each trial has its line above the bar too: a failed trial's error was said only when piped.
