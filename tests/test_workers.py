@@ -631,7 +631,9 @@ def test_a_killed_driver_takes_its_workers_along(tmp_path):
     # Killed outright, the driver leaves its temporary folders behind: in tmp_path, not in the machine's /tmp.
     env = {**os.environ, "AUTOTUNE_STUDIES": str(tmp_path / "studies"), "AUTOTUNE_TEST_TAG": tag,
            "TMPDIR": str(tmp_path)}
-    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "200", "--workers", "2",
+    # A budget that takes its workers minutes: with 200 trials, orphans left running (a mutant) finished them
+    # within the minute waited for below, and the test passed.
+    command = [sys.executable, "-m", "autotune", "search", "-w", STEADY, "-d", "cpu", "-n", "5000", "--workers", "2",
                "--storage", storage, "--min-time", "0.3"]
     driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True)
