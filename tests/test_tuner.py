@@ -400,6 +400,7 @@ def test_memory_budget_makes_big_configs_infeasible(studies):
     study = optuna.load_study(study_name="chmm-cpu-tiny", storage=f"sqlite:///{studies / 'autotune.db'}")
     assert all(t.constraints["fits_memory"] > 0 for t in study.trials if t.state.is_finished())  # a probe waits in the queue
     assert result.trials[0].result.status == "ok"
+    assert not any(record.fits_memory for record in result.trials)  # each said to be over it as it ends
     assert result.winner is None and result.export_path is None
     assert not (studies / "chmm" / "cpu-tiny.json").exists()
     # Nothing can win, so nothing is re-measured (three rounds of the baseline before), and the table says why.
