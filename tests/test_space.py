@@ -285,7 +285,7 @@ def test_each_range_asks_optuna_for_its_own_distribution_and_takes_a_grid_value_
     assert knobs["ways"].distribution() == made.IntDistribution(2, 8, step=2)  # never 3, 5 or 7
     assert knobs["lr"].distribution() == made.FloatDistribution(0.1, 1.0, step=0.1)
     assert knobs["rate"].distribution() == made.FloatDistribution(1e-4, 1e-1, log=True)  # drawn across decades
-    # 0.1 + 0.2 - 0.3 is 5.6e-17, not 0: on the grid's first step as 0.7000000000000001 is on its eighth.
+    # 0.1 + 0.2 - 0.3 is 5.6e-17, not 0: on the grid's first value as 0.7000000000000001 is on its eighth.
     assert knobs["share"].allows(0.1 + 0.2 - 0.3) and knobs["share"].allows(0.7000000000000001)
     assert not knobs["share"].allows(0.05) and not knobs["share"].allows(1e-6)
 
