@@ -83,7 +83,7 @@ def test_the_baseline_is_measured_in_full_and_every_other_config_against_the_bes
 
 
 def test_a_sampler_that_repeats_itself_is_moved_to_a_neighbour_of_the_best_correct_config(tmp_path):
-    # Not of the first config measured, nor of a wrong one however fast it ran.
+    # Not of the first config measured, nor of the latest correct one, nor of a wrong one however fast it ran.
     import random
 
     from autotune.loop import _next_unseen
@@ -93,7 +93,8 @@ def test_a_sampler_that_repeats_itself_is_moved_to_a_neighbour_of_the_best_corre
 
     recorded = load_recorded(_cache(tmp_path))
     study = optuna.create_study(directions=["maximize"])
-    measured = {(1, 10): ("ok", 1.0), (8, 10): ("ok", 50.0), (1, 30): ("incorrect", 500.0), (2, 10): ("error", None)}
+    measured = {(1, 10): ("ok", 1.0), (8, 10): ("ok", 50.0), (1, 30): ("incorrect", 500.0), (2, 10): ("error", None),
+                (1, 20): ("ok", 2.0)}
     for (x, y), (status, throughput) in measured.items():
         study.add_trial(optuna.trial.create_trial(
             values=[throughput or 0.0], params={}, distributions={},
