@@ -79,10 +79,10 @@ def test_a_trial_s_environment_quietens_inductor_where_the_user_has_not_and_name
     monkeypatch.setenv("TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED", "3")  # the user's own setting wins
     for name in ("TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS", "PYTHONWARNINGS", "_AUTOTUNE_CLIENT_PID"):
         monkeypatch.delenv(name, raising=False)
+    names = ("TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED", "TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS",
+             "PYTHONWARNINGS", "_AUTOTUNE_CLIENT_PID")
     with contextlib.closing(ForkServer()) as server:
-        seen = {name: server.call(os.getenv, (name,), timeout=30)[0]
-                for name in ("TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED",
-                             "TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS", "PYTHONWARNINGS", "_AUTOTUNE_CLIENT_PID")}
+        seen = {name: server.call(os.getenv, (name,), timeout=30)[0] for name in names}
     assert seen == {"TORCHINDUCTOR_AUTOTUNE_NUM_CHOICES_DISPLAYED": "3",
                     "TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS": "0",
                     "PYTHONWARNINGS": "ignore:TypedStorage is deprecated", "_AUTOTUNE_CLIENT_PID": str(os.getpid())}
