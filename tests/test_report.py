@@ -643,6 +643,7 @@ def test_without_study_the_report_draws_the_study_whose_winner_the_export_holds(
     import json
 
     from autotune.exceptions import UnknownNameError
+    from autotune.storage import open_storage
     from autotune.stored import open_stored_study
 
     storage = f"sqlite:///{tmp_path / 'autotune.db'}"
@@ -663,6 +664,16 @@ def test_without_study_the_report_draws_the_study_whose_winner_the_export_holds(
     export.write_text(json.dumps({**DOCUMENT, "study": {"name": "trial-run", "storage": "studies/x.journal"}}))
     with pytest.raises(UnknownNameError):
         open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+    # In the storage given (--storage), the study the export names is drawn from it, not from the default one.
+    journal = str(tmp_path / "elsewhere.journal")
+    other = optuna.create_study(storage=open_storage(journal), study_name="trial-run", directions=["maximize"])
+    for key, value in {"workload": "chmm", "device": "cpu", "size": "tiny"}.items():
+        other.set_user_attr(key, value)
+    (tmp_path / "own" / "chmm").mkdir(parents=True)
+    (tmp_path / "own" / "chmm" / "cpu-tiny.json").write_text(json.dumps({**DOCUMENT, "study": {
+        "name": "trial-run", "storage": journal}}))
+    stored = open_stored_study("chmm", "cpu", "tiny", storage=journal, studies=tmp_path / "own")
+    assert stored.study.study_name == "trial-run" and stored.document is not None
 
 
 def test_a_storage_of_several_studies_opens_the_one_named_and_refuses_to_guess(tmp_path):
