@@ -118,6 +118,16 @@ def test_a_trial_taken_with_heartbeats_beats_before_its_claim_where_the_storage_
     assert TrialBudget(study, 4, NoLock(), study._storage, 5, None, True).take().number == 3
 
 
+def test_a_budget_on_a_file_takes_back_a_trial_another_host_claimed_and_on_a_server_leaves_it():
+    # A file is one machine's: a claim under another host name, with no start recorded to judge it by, is this
+    # machine's before a rename (a container started anew), and gone. On a server that host's heartbeat judges it.
+    for url, state in (("studies/s.journal", FAIL), ("postgresql://u@h/db", RUNNING)):
+        study = optuna.create_study()
+        _claimed(study, {"host": "elsewhere", "pid": 1})
+        TrialBudget(study, 5, NoLock(), _Storage(url), None, 60, True).take()
+        assert study.trials[0].state == state, url
+
+
 def test_a_stop_releases_this_processs_trials_and_the_drivers_look_those_of_its_dead_workers():
     study = optuna.create_study()
     another_host = {"host": "elsewhere", "pid": 1}
