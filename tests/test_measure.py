@@ -492,6 +492,10 @@ def test_the_nvidia_driver_and_the_oom_kills_are_read_from_proc_and_an_apple_gpu
     assert environment.fingerprint("mps")["device_name"] == "Apple GPU (MPS)"
     cpu = environment.fingerprint("cpu")
     assert cpu["device_name"] == cpu["cpu"] and "driver" not in cpu
+    import torch  # what an export's environment says it ran with (a CPU build: no CUDA, said as None)
+
+    assert (cpu["torch"], cpu["cuda"], cpu["cpu_threads"]) == (str(torch.__version__), torch.version.cuda,
+                                                               torch.get_num_threads())
 
 
 def test_the_busy_check_before_timing_reads_the_cores_this_process_may_use_alone(monkeypatch):
