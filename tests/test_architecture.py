@@ -22,22 +22,8 @@ def test_settings_round_trip_through_json_without_the_storage(tmp_path):
     assert SearchSettings.read(path, storage=settings.storage) == settings
 
 
-@pytest.mark.parametrize("storage, heartbeat", [("postgresql://u@h/db", 60), ("sqlite:///s.db", None),
-                                                ("studies/chmm.journal", None), (None, None)])
-def test_settings_give_a_tuner_a_heartbeat_on_a_database_server_alone(monkeypatch, storage, heartbeat):
-    # A worker's heartbeat marks its trial alive on a server; in a file, the pid and start its trial records do.
-    import autotune.runner
-    import autotune.tuner
-
-    made = {}
-    monkeypatch.setattr(autotune.runner, "Runner", lambda *args: SimpleNamespace(start=lambda: None))
-    monkeypatch.setattr(autotune.tuner, "Tuner", lambda *args, **kwargs: made.update(kwargs))
-    SearchSettings("chmm", storage=storage, heartbeat=60).tuner()
-    assert made["heartbeat"] == heartbeat
-
-
-def test_every_setting_reaches_the_tuner_it_makes(monkeypatch):
-    # One the tuner was not given would search at its default without a word (a memory budget ignored, say).
+def _tuner_made(monkeypatch, settings, **given):
+    """What ``settings.tuner(**given)`` gives the Tuner it makes (its arguments as ``args``), and the runners made."""
     import autotune.runner
     import autotune.tuner
 
@@ -45,11 +31,26 @@ def test_every_setting_reaches_the_tuner_it_makes(monkeypatch):
     monkeypatch.setattr(autotune.runner, "Runner", lambda *args: runners.append(args) or SimpleNamespace(
         start=lambda: None))
     monkeypatch.setattr(autotune.tuner, "Tuner", lambda *args, **kwargs: made.update(kwargs, args=args))
+    settings.tuner(**given)
+    return made, runners
+
+
+@pytest.mark.parametrize("storage, heartbeat", [("postgresql://u@h/db", 60), ("sqlite:///s.db", None),
+                                                ("studies/chmm.journal", None), (None, None)])
+def test_settings_give_a_tuner_a_heartbeat_on_a_database_server_alone(monkeypatch, storage, heartbeat):
+    # A worker's heartbeat marks its trial alive on a server; in a file, the pid and start its trial records do.
+    made, _ = _tuner_made(monkeypatch, SearchSettings("chmm", storage=storage, heartbeat=60))
+    assert made["heartbeat"] == heartbeat
+
+
+def test_every_setting_reaches_the_tuner_it_makes(monkeypatch):
+    # One the tuner was not given would search at its default without a word (a memory budget ignored, say).
     on_trial, on_stage = print, len  # any two callables, told apart
-    SearchSettings("chmm", "cpu", "tiny", storage="postgresql://u@h/db", study_name="mine", studies="elsewhere",
-                   isolation="inprocess", trial_timeout=30.0, memory_budget_bytes=2**30, memory_limit_bytes=2**31,
-                   min_time=0.5, remeasure_top=2, remeasure_rounds=4, time_budget=60.0, seed=7, threads=1,
-                   heartbeat=20, grace_period=90, sampler="random").tuner(on_trial=on_trial, on_stage=on_stage)
+    made, runners = _tuner_made(monkeypatch, SearchSettings(
+        "chmm", "cpu", "tiny", storage="postgresql://u@h/db", study_name="mine", studies="elsewhere",
+        isolation="inprocess", trial_timeout=30.0, memory_budget_bytes=2**30, memory_limit_bytes=2**31, min_time=0.5,
+        remeasure_top=2, remeasure_rounds=4, time_budget=60.0, seed=7, threads=1, heartbeat=20, grace_period=90,
+        sampler="random"), on_trial=on_trial, on_stage=on_stage)
     assert runners == [("inprocess", 30.0)] and made.pop("runner") is not None
     assert made == {"args": ("chmm", "cpu", "tiny"), "storage": "postgresql://u@h/db", "study_name": "mine",
                     "studies": "elsewhere", "memory_budget_bytes": 2**30, "memory_limit_bytes": 2**31,

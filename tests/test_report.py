@@ -316,7 +316,7 @@ def test_full_report_has_every_figure():
     assert all(figure is not None for figure in figures.values())
     page = render_html(info)
     assert page.count('class="plotly-graph-div"') == 6 and "<script src=" not in page
-    # One page holding plotly.js once (4.6 MB), each figure a piece of it under its section's id, without the logo.
+    # One page holding plotly.js once (4.8 MB), each figure a piece of it under its section's id, without the logo.
     assert page.count("<html") == 1 and len(re.findall(r"plotly\.js v\d", page)) == 1
     assert all(f'id="plot-{section_id}"' in page for section_id in figures)
     assert page.count('"displaylogo": false') == 6
@@ -646,9 +646,10 @@ def test_without_study_the_report_draws_the_study_whose_winner_the_export_holds(
     from autotune.storage import open_storage
     from autotune.stored import open_stored_study
 
+    made_for = {"workload": "chmm", "device": "cpu", "size": "tiny"}
     storage = f"sqlite:///{tmp_path / 'autotune.db'}"
     study = optuna.create_study(storage=storage, study_name="trial-run", directions=["maximize"])
-    for key, value in {"workload": "chmm", "device": "cpu", "size": "tiny"}.items():
+    for key, value in made_for.items():
         study.set_user_attr(key, value)
     (tmp_path / "chmm").mkdir()
     export = tmp_path / "chmm" / "cpu-tiny.json"
@@ -667,7 +668,7 @@ def test_without_study_the_report_draws_the_study_whose_winner_the_export_holds(
     # In the storage given (--storage), the study the export names is drawn from it, not from the default one.
     journal = str(tmp_path / "elsewhere.journal")
     other = optuna.create_study(storage=open_storage(journal), study_name="trial-run", directions=["maximize"])
-    for key, value in {"workload": "chmm", "device": "cpu", "size": "tiny"}.items():
+    for key, value in made_for.items():
         other.set_user_attr(key, value)
     (tmp_path / "own" / "chmm").mkdir(parents=True)
     (tmp_path / "own" / "chmm" / "cpu-tiny.json").write_text(json.dumps({**DOCUMENT, "study": {
