@@ -934,6 +934,7 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
         (space.defaults, "ok", 20.0),  # messages=loop: overlap_passes inactive (holds False)
         (space.defaults.replace(messages="numba", overlap_passes=True), "ok", 90.0),
         (space.defaults.replace(messages="numba", overlap_passes=False), "incorrect", 95.0),
+        (space.defaults.replace(dtype="float64"), "ok", 10.0),  # loop again, slower and later: not loop's best
     ]
     for config, status, throughput in runs:
         trial = study.ask()
@@ -1241,6 +1242,15 @@ def test_the_candidates_carry_their_median_in_the_search():
         t.user_attrs["busy_elsewhere"] = 1.1
     chosen = candidates(trials + loaded, baseline, top=2)
     assert [(c.trial, c.warm_seconds) for c in chosen] == [(0, 4.0), (3, 0.25), (1, 0.5), (4, None), (5, None)]
+    # Each carries its trial's build and first run in the search (a compile that its rounds later find cached),
+    # the baseline only where its trial passed.
+    for t in trials + loaded:
+        t.user_attrs.update(build_seconds=10.0 * t.number, warmup_seconds=1.0)
+    chosen = candidates(trials + loaded, baseline, top=2)
+    assert [c.search_one_off for c in chosen] == [1.0, 31.0, 11.0, 41.0, 51.0]
+    failed = trial(0, {"t": 0}, "crash", 4.0)
+    failed.user_attrs.update(build_seconds=10.0, warmup_seconds=1.0)
+    assert candidates([failed], baseline, top=2)[0].search_one_off is None
 
 
 def test_a_study_resumed_after_its_space_file_changed_exports_a_config_the_space_allows(studies):
