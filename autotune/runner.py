@@ -95,6 +95,7 @@ class TrialResult:
     iqr_seconds: float | None = None
     relative_spread: float | None = None
     noisy: bool | None = None
+    noisy_threshold: float = Measurement.noisy_threshold  # the Measurer's: its rounds pooled are judged by it too
     cut_short: bool | None = None  # stopped early: far slower than the best once warm, or a wrong first output
     # Every run's time, a traceback, the environment: in the study, not a repr (60,000 characters for 3 trials).
     times: list[float] = field(default_factory=list, repr=False)
@@ -120,7 +121,7 @@ class TrialResult:
 
     def measurement(self) -> Measurement | None:
         return None if not self.times or self.items_per_run is None else Measurement(
-            self.times, self.items_per_run, self.warmup_seconds or 0.0, self.warmup_times)
+            self.times, self.items_per_run, self.warmup_seconds or 0.0, self.warmup_times, self.noisy_threshold)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -339,11 +340,10 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()
     result.times, result.warmup_times = measurement.times, measurement.warmup_times
-    result.warmup_seconds = measurement.first_run_seconds
+    result.warmup_seconds, result.throughput = measurement.first_run_seconds, measurement.throughput
     result.median_seconds, result.iqr_seconds = measurement.median, measurement.iqr
-    result.relative_spread, result.noisy = measurement.relative_spread, measurement.noisy
-    result.cut_short = measurement.cut_short
-    result.throughput = measurement.throughput
+    result.relative_spread, result.cut_short = measurement.relative_spread, measurement.cut_short
+    result.noisy, result.noisy_threshold = measurement.noisy, measurement.noisy_threshold
     result.busy_elsewhere, result.cores_used = measurement.busy_elsewhere, measurement.cores_used
     result.status = "ok" if worst.passed else "incorrect"
     if not worst.passed:

@@ -466,6 +466,18 @@ def test_inprocess_isolation_runs_here(cache):
     assert (cache / "trial.pid").read_text() == str(os.getpid())
 
 
+def test_a_measurer_s_noise_threshold_judges_its_rounds_pooled_too(cache):
+    # A Tuner's measurer may set how wide a spread is noisy; the search's trial was judged by it, and the winner's
+    # rounds pooled (the export's "noisy", the table's "(noisy)") by the default 0.1 where the result kept no word
+    # of it.
+    from autotune.selection import Candidate
+
+    request = dataclasses.replace(_request(cache, "ok"), measurer={**FAST_MEASURER, "noisy_threshold": 0.0})
+    rounds = [Runner("inprocess").run(request) for _ in range(2)]
+    assert [r.noisy for r in rounds] == [True, True]  # any spread at all, where 0.1 would find these quiet
+    assert Candidate(Config(request.config), 0, "candidate", rounds).figures()["noisy"] is True
+
+
 class _Planted:
     """What an attacker pickles into a reference file: unpickling it runs a command."""
 
