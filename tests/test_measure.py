@@ -88,6 +88,10 @@ def test_noisy_runs_go_on_until_they_settle_and_quiet_ones_stop_at_the_minimum_t
     # Quiet runs stop at the minimum time, as before.
     clock = FakeClock([0.125] * 100)
     assert len(Measurer(min_time=1.0, min_runs=3, clock=clock).measure(clock.run, 1).times) == 8
+    # What is noisy is the measurer's to say: at a threshold of 1, the runs above are quiet and stop at the minimum.
+    clock = FakeClock([0.125, 0.125, 0.125] + [0.125, 0.25] * 100)
+    m = Measurer(min_time=1.0, min_runs=3, noisy_threshold=1.0, clock=clock).measure(clock.run, 1)
+    assert not m.noisy and len(m.times) == 6
 
 
 def test_spread_and_noise_come_from_the_raw_times():
@@ -95,6 +99,12 @@ def test_spread_and_noise_come_from_the_raw_times():
     assert m.median == 1.0 and m.iqr == 1.0 and m.noisy and m.throughput == 10.0
     pooled = Measurement.pooled([m, Measurement([1.0], 10, 1.0)])
     assert len(pooled.times) == 6
+    # Quartiles of the runs themselves (inclusive): with few runs, the exclusive method reaches past the fastest and
+    # the slowest (1.25 and 3.75 of runs 1-4), and a spread of 2.5 where the middle runs lie 1 apart.
+    assert Measurement([1.0, 2.0, 3.0, 4.0], 1, 0.0).iqr == 1.5
+    # A measurer's threshold of noise holds for its rounds pooled: a spread of 40% is noise at 0.1, not at 0.5.
+    loose = Measurement([1.0, 1.0, 1.4, 1.4, 1.0], 1, 0.0, noisy_threshold=0.5)
+    assert not loose.noisy and not Measurement.pooled([loose, loose]).noisy
 
 
 def test_the_sustained_figure_keeps_a_cost_paid_every_few_runs_and_drops_a_rare_stall():
@@ -614,6 +624,10 @@ def test_a_speedups_interval_draws_rounds_first_then_their_runs():
     value, low, high = ratio_interval(base, other)
     assert value == 2.0 and low <= 2 * 0.98 and high >= 2 * 1.02  # the rounds' spread, not the runs' 0.1%
     # One round has no spread of rounds: its interval is its runs', as one measurement's
+    # Each resample draws as many rounds as there were: their median moves less than one round's does. Drawing one
+    # round a resample reached the fastest and slowest rounds' ratios, 2/1.05 and 2/0.95.
+    _, low, high = ratio_interval(pooled([0.95 + 0.01 * i for i in range(11)]), pooled([0.5] * 11))
+    assert 2 / 1.05 + 0.02 < low <= 2.0 <= high < 2 / 0.95 - 0.02
     one = ratio_interval(pooled([1.0]), other)
     assert 2 * 0.995 < one[1] <= one[2] < 2 * 1.005 and Measurement([1.0] * 5, 1, 0.0).by_round() == [[1.0] * 5]
 
