@@ -466,6 +466,17 @@ def test_inprocess_isolation_runs_here(cache):
     assert (cache / "trial.pid").read_text() == str(os.getpid())
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="cores are read from /proc (Linux)")
+def test_a_trial_records_the_cores_other_work_and_its_own_kept_busy(runner, cache):
+    # Its trial's figures only: a candidate timed beside other work is re-measured, one whose threads borrowed
+    # cores is said to. A measurer made without its meter recorded neither, and every figure read "quiet". Its own
+    # cores are read over half a second of runs or more (environment.OWN_TICKS).
+    request = dataclasses.replace(_request(cache, "ok"), measurer={**FAST_MEASURER, "min_time": 0.6})
+    result = runner.run(request)
+    assert result.status == "ok" and result.busy_elsewhere is not None and result.cores_used is not None
+    assert result.busy_elsewhere >= 0 and result.cores_used >= 0
+
+
 def test_a_measurer_s_noise_threshold_judges_its_rounds_pooled_too(cache):
     # A Tuner's measurer may set how wide a spread is noisy; the search's trial was judged by it, and the winner's
     # rounds pooled (the export's "noisy", the table's "(noisy)") by the default 0.1 where the result kept no word
@@ -954,8 +965,9 @@ def test_a_fork_server_that_dies_mid_trial_runs_it_again_once_unless_the_oom_kil
     outcome = TrialResult("ok", {"behaviour": "ok"}, throughput=5.0).to_dict()
     runner, request = _answered(monkeypatch, ServerDied("killed", 15), (outcome, 0, False), kills=[3, 3, 3])
     with pytest.warns(UserWarning, match="the fork server died from SIGTERM while a trial ran, not by the kernel's "
-                                         "OOM killer .* the trial runs again"):
+                                         "OOM killer .* the trial runs again") as said:
         assert runner.run(request).status == "ok"
+    assert said[0].filename == __file__  # the line that ran the trial (a search's), not the runner's own
     runner, request = _answered(monkeypatch, ServerDied("killed", 15), ServerDied("killed again", 9), kills=[3] * 4)
     with pytest.warns(UserWarning):
         result = runner.run(request)
