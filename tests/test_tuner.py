@@ -149,9 +149,15 @@ def test_chmm_search_exports_resumes_and_loads(studies):
     assert f"{result.speedup:.2f}x the baseline's" in shown and "cpu-tiny.json" in shown and "ok " in shown
     assert "times=" not in repr(result.winner.results[0]) and "throughput=" in repr(result.winner.results[0])
     document = json.loads((studies / "chmm" / "cpu-tiny.json").read_text())
-    for key in ("schema_version", "workload", "device", "size", "config", "measured", "baseline", "speedup",
-                "check", "environment", "study", "trial"):
-        assert key in document, key
+    from autotune.export import ExportDocument
+
+    # Every field is filled in (each has a default a search could silently leave it at), each with its own value.
+    assert [f.name for f in dataclasses.fields(ExportDocument) if document.get(f.name) in (None, {})] == []
+    assert (document["workload"], document["device"], document["size"]) == ("chmm", "cpu", "tiny")
+    assert document["device_name"] == tuner.detected.name and document["trial"] == result.winner.trial
+    assert document["workload_version"] == tuner.workload.version and document["config"] == result.winner.config
+    assert document["study"] == {"name": "chmm-cpu-tiny", "storage": tuner.storage, "trials": 5}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}", document["exported_at"])
     assert document["measured"]["unit"] == "timesteps" and document["measured"]["throughput"] > 0
     assert document["baseline"]["throughput"] > 0 and document["check"]["passed"]
     assert document["environment"]["torch"] and document["environment"]["cpu_threads"] >= 1
