@@ -1437,6 +1437,20 @@ def test_a_busy_cpu_is_reported_before_anything_is_timed(studies, monkeypatch):
     monkeypatch.setattr(tuner_module, "busy_cores", lambda: 0.1)
     tuner.ensure_reference()
     assert not any("warning" in line for line in said)
+    # A search of one thread on 4 cores leaves 3 idle: other work on 1.7 of them takes nothing from its trials
+    # (a tuner that did not pass on its threads judged by every core's, and warned).
+    import autotune.devices
+    import autotune.environment
+
+    one = Tuner("chmm", "cpu", "tiny", measurer=FAST_MEASURER, on_stage=said.append, threads=1)
+    one.runner = Reference()
+    monkeypatch.setattr(autotune.environment.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(autotune.devices, "cpu_threads", lambda: 4)
+    monkeypatch.setattr(tuner_module, "busy_cores", lambda: 1.7)
+    one.ensure_reference()
+    assert not any("warning" in line for line in said)
+    tuner.ensure_reference()  # where its trials take every core, the same work is said
+    assert any("other processes keep 1.7 of the 4 cores" in line for line in said)
     measured = busy_cores(0.05)
     assert measured is None or 0.0 <= measured <= (os.cpu_count() or 1) + 1e-9
 
