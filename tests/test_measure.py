@@ -623,11 +623,11 @@ def test_a_speedups_interval_draws_rounds_first_then_their_runs():
     assert base.rounds == [30, 30, 30] and base.by_round()[1][0] == 1.03 * 0.999
     value, low, high = ratio_interval(base, other)
     assert value == 2.0 and low <= 2 * 0.98 and high >= 2 * 1.02  # the rounds' spread, not the runs' 0.1%
-    # One round has no spread of rounds: its interval is its runs', as one measurement's
     # Each resample draws as many rounds as there were: their median moves less than one round's does. Drawing one
     # round a resample reached the fastest and slowest rounds' ratios, 2/1.05 and 2/0.95.
     _, low, high = ratio_interval(pooled([0.95 + 0.01 * i for i in range(11)]), pooled([0.5] * 11))
     assert 2 / 1.05 + 0.02 < low <= 2.0 <= high < 2 / 0.95 - 0.02
+    # One round has no spread of rounds: its interval is its runs', as one measurement's
     one = ratio_interval(pooled([1.0]), other)
     assert 2 * 0.995 < one[1] <= one[2] < 2 * 1.005 and Measurement([1.0] * 5, 1, 0.0).by_round() == [[1.0] * 5]
 

@@ -468,9 +468,9 @@ def test_inprocess_isolation_runs_here(cache):
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="cores are read from /proc (Linux)")
 def test_a_trial_records_the_cores_other_work_and_its_own_kept_busy(runner, cache):
-    # Its trial's figures only: a candidate timed beside other work is re-measured, one whose threads borrowed
-    # cores is said to. A measurer made without its meter recorded neither, and every figure read "quiet". Its own
-    # cores are read over half a second of runs or more (environment.OWN_TICKS).
+    # A candidate timed beside other work is re-measured, one whose threads borrowed cores is said to have: a
+    # measurer made without its meter recorded neither, and every trial read quiet. Its own cores are read over
+    # half a second of runs or more (environment.OWN_TICKS).
     request = dataclasses.replace(_request(cache, "ok"), measurer={**FAST_MEASURER, "min_time": 0.6})
     result = runner.run(request)
     assert result.status == "ok" and result.busy_elsewhere is not None and result.cores_used is not None
