@@ -823,6 +823,32 @@ def test_configs_that_timed_out_are_measured_again_under_a_longer_trial_timeout(
     assert longer.baseline.passed  # re-measured: its timeout was under the shorter limit
 
 
+def test_a_baseline_that_timed_out_under_a_shorter_trial_timeout_is_re_measured_with_no_new_trials(studies, tmp_path):
+    # The winner's re-measurement skips a baseline that timed out in the search (each round would sit through the
+    # timeout again), but not one killed at a shorter --trial-timeout than now's: resumed with no new trials (which
+    # would have measured it again as a trial), the speedup is over the baseline's own figures, not left out.
+    (tmp_path / "half.yaml").write_text("schema_version: 1\nparameters:\n  kernel: {choices: [exact, fast]}\n"
+                                        "defaults: {kernel: fast}\nbaseline: {kernel: exact}\n")
+    spec = _kernel_workload(tmp_path, "half", "\n        def run():\n            if config['kernel'] == 'exact':\n"
+                            "                time.sleep(0.6)\n"
+                            "            return {'x': torch.ones(4, dtype=torch.float64)}\n        return run\n", 4,
+                            imports="import time\n")
+
+    def search(timeout, n_trials):
+        tuner = Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, trial_timeout=timeout)
+        try:
+            return tuner.search(n_trials=n_trials)
+        finally:
+            tuner.close()
+
+    short = search(1.5, 2)  # the baseline's warm-up and 3 runs take 2.4 s
+    assert sorted((r.config["kernel"], r.result.status) for r in short.trials) == [("exact", "timeout"), ("fast", "ok")]
+    assert not short.baseline.passed and short.speedup is None  # "timeout in the search, not re-measured"
+    resumed = search(30, 0)
+    assert resumed.trials == [] and resumed.winner.config["kernel"] == "fast"
+    assert resumed.baseline.passed and resumed.speedup > 1  # re-measured: its timeout was under the shorter limit
+
+
 def test_configs_out_of_memory_under_a_lower_memory_limit_are_measured_again():
     # "--memory-limit 300 MiB is below the 629 MiB a trial maps before it starts (...); raise it": raised or dropped,
     # every config stayed a repeat of its oom ("all 2 allowed configs of the space are measured: no new trials").
