@@ -1971,12 +1971,17 @@ def test_the_reference_runs_under_four_trial_timeouts_and_ten_minutes_at_least(s
     class Recording(Runner):
         def run(self, request, timeout=None):
             given.append((request.purpose, timeout))
+            if request.purpose == "reference":  # written, as a trial's process writes it
+                request.reference_path.parent.mkdir(parents=True, exist_ok=True)
+                request.reference_path.touch()
             return TrialResult("ok", request.config)
 
     for trial_timeout in (300, 5):
         with Tuner("chmm", "cpu", "tiny", runner=Recording(timeout=trial_timeout)) as tuner:
-            tuner.ensure_reference()
-    assert given == [("reference", 1200), ("reference", 600)]
+            tuner.ensure_reference()  # computed
+            tuner.ensure_reference()  # then loaded from its file
+            tuner.request(tuner.reference_config, "reference").reference_path.unlink()
+    assert given == [("reference", 1200), ("cached reference", 1200), ("reference", 600), ("cached reference", 600)]
 
 
 def test_a_time_budget_counts_from_the_start_of_a_worker_s_trials():
