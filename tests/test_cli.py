@@ -89,6 +89,57 @@ def test_each_command_s_options_their_defaults_bounds_and_help(monkeypatch):
     assert "keeps the whole ones). [default: 3; x>=1]" in explain
 
 
+def test_each_option_of_search_run_and_explain_reaches_the_settings_their_tuner_is_made_from(monkeypatch, tmp_path):
+    # Parsed, then dropped on the way to SearchSettings, an option searched at its default without a word (a memory
+    # budget, a seed, a study's storage): each is given a value other than its default and read back from the
+    # settings the command makes its Tuner from, the Tuner itself not made.
+    from click.testing import CliRunner
+
+    from autotune import settings as settings_module
+    from autotune.cli import cli
+    from autotune.console import warnings_only
+    from autotune.progress import Progress
+
+    made = []
+
+    class Made(Exception):
+        pass
+
+    def tuner(self, **given):
+        made.append((self, given))
+        raise Made
+
+    monkeypatch.setattr(settings_module.SearchSettings, "tuner", tuner)
+    monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
+    measured = {"studies": str(tmp_path), "isolation": "inprocess", "trial_timeout": 7.0, "min_time": 0.3,
+                "threads": 1}
+    common = ["-w", "chmm", "-d", "cpu", "-s", "tiny", "--studies", str(tmp_path), "--isolation", "inprocess",
+              "--trial-timeout", "7", "--min-time", "0.3", "--threads", "1"]
+    given = {"storage": f"sqlite:///{tmp_path}/s.db", "study_name": "mine", "sampler": "random", "quiet": True,
+             "memory_budget_bytes": 2**30, "memory_limit_bytes": 2**31, "seed": 5, "remeasure_top": 2,
+             "remeasure_rounds": 4, "time_budget": 60.0, "heartbeat": 11, "grace_period": 70}
+    done = CliRunner().invoke(cli, ["search", *common, "--storage", given["storage"], "--study", "mine", "--sampler",
+                                    "random", "-q", "--memory-budget", "1GiB", "--memory-limit", "2GiB", "--seed", "5",
+                                    "--remeasure-top", "2", "--remeasure-rounds", "4", "--timeout", "60",
+                                    "--heartbeat", "11", "--grace-period", "70"])
+    assert isinstance(done.exception, Made), done.output
+    settings, kwargs = made.pop()
+    wanted = settings_module.SearchSettings("chmm", "cpu", "tiny", **measured, **given)
+    assert settings == wanted
+    defaults = settings_module.SearchSettings("chmm")  # every setting given a value of its own: none passes unread
+    assert [f.name for f in dataclasses.fields(wanted) if getattr(wanted, f.name) == getattr(defaults, f.name)] == \
+        ["workload"]
+    assert set(kwargs) == {"on_trial", "on_stage"}
+    assert (kwargs["on_trial"].__func__, kwargs["on_stage"].__func__) == (Progress.trial, Progress.stage)
+    assert kwargs["on_trial"].__self__.memory_budget_bytes == 2**30  # its lines mark a trial over the budget
+    for command, extra, on_stage in (("run", [], warnings_only), ("explain", ["--rounds", "1"], Progress.stage)):
+        done = CliRunner().invoke(cli, [command, *common, *extra])
+        assert isinstance(done.exception, Made), done.output
+        settings, kwargs = made.pop()
+        assert settings == settings_module.SearchSettings("chmm", "cpu", "tiny", **measured), command
+        assert set(kwargs) == {"on_stage"} and getattr(kwargs["on_stage"], "__func__", kwargs["on_stage"]) is on_stage
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
