@@ -89,6 +89,46 @@ def test_each_command_s_options_their_defaults_bounds_and_help(monkeypatch):
     assert "keeps the whole ones). [default: 3; x>=1]" in explain
 
 
+def test_each_option_of_each_command_refuses_a_value_of_the_wrong_kind_and_reads_the_storage_s_variable(
+        monkeypatch, tmp_path):
+    # Parsed as click parses a command line, nothing run. Left a plain string, "--memory-budget lots" reached the
+    # Tuner as the text "lots", "--study ''" (an unset variable) searched the default study, "report -o -" wrote a
+    # file named "-".
+    import click
+
+    from autotune.cli import cli
+
+    monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
+
+    def parsed(command, *args):
+        return cli.commands[command].make_context(command, list(args)).params
+
+    wrong = {"--storage": "", "--study": "", "--memory-budget": "lots", "--memory-limit": "lots",
+             "--timeout": "soon", "--recorded": str(tmp_path), "--output": str(tmp_path), "--config": str(tmp_path)}
+    for command, options in {"search": ["--storage", "--study", "--memory-budget", "--memory-limit", "--timeout"],
+                             "simulate": ["--recorded", "--study", "--storage"],
+                             "report": ["--storage", "--study", "--output"], "run": ["--config"],
+                             "explain": ["--config"]}.items():
+        for option in options:
+            with pytest.raises(click.BadParameter, match=re.escape(repr(wrong[option])) + "|is a directory"):
+                parsed(command, "-w", "chmm", option, wrong[option]) if command != "simulate" else \
+                    parsed(command, option, wrong[option])
+    search = parsed("search", "-w", "chmm", "--memory-budget", "1GiB", "--memory-limit", "2GiB", "--timeout", "60")
+    assert (search["memory_budget"], search["memory_limit"], search["time_budget"]) == (2**30, 2**31, 60.0)
+    assert parsed("report", "-w", "chmm", "-o", "-")["output"] == Path("/dev/stdout")  # the page on standard output
+    assert parsed("run", "-w", "chmm", "--config", "c.json")["config_file"] == Path("c.json")
+    assert parsed("explain", "-w", "chmm", "--config", "c.json")["config_file"] == Path("c.json")
+    monkeypatch.setenv("AUTOTUNE_STORAGE", f"sqlite:///{tmp_path}/s.db")  # where --storage is not given
+    assert parsed("search", "-w", "chmm")["storage"] == parsed("report", "-w", "chmm")["storage"] == \
+        f"sqlite:///{tmp_path}/s.db"
+    # -h as --help, and lines of up to 100 columns on a terminal as wide (click's own stop at 80); in a process of
+    # its own, as click keeps the first help option it makes for a command, and the contexts above (made without the
+    # group's settings) gave theirs "--help" alone.
+    helped = run_cli("run", "-h", cwd=tmp_path, env={"COLUMNS": "200"}, timeout=120)
+    assert helped.returncode == 0 and "--set NAME=VALUE" in helped.stdout, helped.stderr
+    assert 80 < max(map(len, helped.stdout.splitlines())) <= 100
+
+
 def test_each_option_of_search_run_and_explain_reaches_the_settings_their_tuner_is_made_from(monkeypatch, tmp_path):
     # Parsed, then dropped on the way to SearchSettings, an option searched at its default without a word (a memory
     # budget, a seed, a study's storage): each is given a value other than its default and read back from the
