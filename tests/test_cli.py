@@ -135,6 +135,7 @@ def test_each_option_of_search_run_and_explain_reaches_the_settings_their_tuner_
     # settings the command makes its Tuner from, the Tuner itself not made.
     from click.testing import CliRunner
 
+    import autotune.progress
     from autotune import settings as settings_module
     from autotune.cli import cli
     from autotune.console import warnings_only
@@ -172,12 +173,16 @@ def test_each_option_of_search_run_and_explain_reaches_the_settings_their_tuner_
     assert set(kwargs) == {"on_trial", "on_stage"}
     assert (kwargs["on_trial"].__func__, kwargs["on_stage"].__func__) == (Progress.trial, Progress.stage)
     assert kwargs["on_trial"].__self__.memory_budget_bytes == 2**30  # its lines mark a trial over the budget
+    monkeypatch.setattr(autotune.progress, "terminal_width", lambda: 100)  # as on a terminal: explain's bar
     for command, extra, on_stage in (("run", [], warnings_only), ("explain", ["--rounds", "1"], Progress.stage)):
         done = CliRunner().invoke(cli, [command, *common, *extra])
         assert isinstance(done.exception, Made), done.output
         settings, kwargs = made.pop()
         assert settings == settings_module.SearchSettings("chmm", "cpu", "tiny", **measured), command
         assert set(kwargs) == {"on_stage"} and getattr(kwargs["on_stage"], "__func__", kwargs["on_stage"]) is on_stage
+    progress = kwargs["on_stage"].__self__
+    assert progress.bar.unit == "config"  # explain counts configs, each measured once a round: no trials
+    progress.close()
 
 
 @pytest.mark.parametrize(
