@@ -2033,6 +2033,18 @@ def test_a_study_asks_the_strategy_named_or_the_default_with_the_constant_liar_f
         assert tuner.open_study().sampler is given
 
 
+def test_a_tuner_s_study_takes_the_fastest_trial_for_its_best(studies):
+    # Opened without its direction, a study minimises (Optuna's default): every strategy was steered toward the
+    # slowest configs it had seen, and no search's test saw it, as the re-measurement still picked the fastest.
+    with Tuner("chmm", "cpu", "tiny") as tuner:
+        study = tuner.open_study()
+        for throughput in (1.0, 5.0, 2.0):
+            study.tell(study.ask(), throughput)
+        assert study.best_value == 5.0
+    with Tuner("chmm", "cpu", "tiny") as tuner:  # as a resumed search opens it
+        assert tuner.open_study().best_value == 5.0
+
+
 def test_the_sampler_s_arithmetic_runs_on_one_blas_thread_so_none_spins_beside_a_timed_trial():
     # After a BLAS call OpenBLAS's threads spin about 0.1 s of a core (0.11 s of an idle process's CPU after a
     # 300x300 solve, this CPU): the linear model's asks left one spinning beside every trial timed next, read
