@@ -185,6 +185,28 @@ def test_each_option_of_search_run_and_explain_reaches_the_settings_their_tuner_
     progress.close()
 
 
+def test_report_draws_the_study_its_options_name_from_the_folder_of_studies_given(monkeypatch, tmp_path):
+    # `--studies` dropped on the way drew the study of ./studies (every other test of report runs there), and wrote
+    # the page beside the wrong export. The report itself not drawn: what it is given is read back.
+    from click.testing import CliRunner
+
+    import autotune.report
+    from autotune.cli import cli
+
+    given = []
+    monkeypatch.setattr(autotune.report, "report", lambda *args, **kwargs: given.append((args, kwargs)) or
+                        tmp_path / "r.html")
+    monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
+    storage = f"sqlite:///{tmp_path}/s.db"
+    done = CliRunner().invoke(cli, ["report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--storage", storage,
+                                    "--study", "mine", "--studies", str(tmp_path / "elsewhere"), "-o",
+                                    str(tmp_path / "r.html")])
+    assert done.exit_code == 0, done.output
+    assert given == [(("chmm", "cpu", "tiny"), {"storage": storage, "study_name": "mine",
+                                                "studies": tmp_path / "elsewhere", "output": tmp_path / "r.html"})]
+    assert done.output == f"Report written to {tmp_path / 'r.html'}\n"
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
