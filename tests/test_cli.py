@@ -588,6 +588,9 @@ def test_list_and_devices(tmp_path):
             "device that has it)\n" in listing.stdout)
     for line in ("ten  (unit: tokens", "vlm_mc  (unit: images", "latentwire  (unit: tokens", "lsd  (unit: frames"):
         assert line in listing.stdout, line
+    one = run_cli("list", "-w", "chmm", cwd=tmp_path)  # one workload: what each of its sizes runs, too
+    assert one.returncode == 0 and "\n  size tiny   rows=6 cols=6 n_obs=16 clones=4 steps=400 seed=7\n" in one.stdout
+    assert "size tiny" not in listing.stdout  # the whole list keeps to the knobs
     # Each workload's columns line up, however long a value (lsd's compile modes, its grad_mode default).
     for block in listing.stdout.strip().split("\n\n"):
         knobs = [line for line in block.splitlines()[2:] if not line.startswith("  never run unless: ")]
