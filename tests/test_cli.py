@@ -91,9 +91,9 @@ def test_each_command_s_options_their_defaults_bounds_and_help(monkeypatch):
 
 def test_each_option_of_each_command_refuses_a_value_of_the_wrong_kind_and_reads_the_storage_s_variable(
         monkeypatch, tmp_path):
-    # Parsed as click parses a command line, nothing run. Left a plain string, "--memory-budget lots" reached the
-    # Tuner as the text "lots", "--study ''" (an unset variable) searched the default study, "report -o -" wrote a
-    # file named "-".
+    # Parsed as click parses a command line, nothing run: each option of a type of its own refuses a value of the
+    # wrong kind as a usage error. Left a plain string, the value went on unchecked ("--study ''", an unset variable,
+    # to the default study), and "report -o -" meant no standard output without its dash.
     import click
 
     from autotune.cli import cli
@@ -154,6 +154,7 @@ def test_each_option_of_search_run_and_explain_reaches_the_settings_their_tuner_
     monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
     measured = {"studies": str(tmp_path), "isolation": "inprocess", "trial_timeout": 7.0, "min_time": 0.3,
                 "threads": 1}
+    # inprocess with a trial timeout, a pair the Tuner would refuse: it is not made here.
     common = ["-w", "chmm", "-d", "cpu", "-s", "tiny", "--studies", str(tmp_path), "--isolation", "inprocess",
               "--trial-timeout", "7", "--min-time", "0.3", "--threads", "1"]
     given = {"storage": f"sqlite:///{tmp_path}/s.db", "study_name": "mine", "sampler": "random", "quiet": True,
