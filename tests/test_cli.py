@@ -30,6 +30,13 @@ def test_autotune_alone_prints_its_help_and_exits_2(tmp_path):
     assert "error" not in done.stdout + done.stderr
 
 
+def _parsed(command, *args):
+    """What a command is given for ``args``, parsed as click parses a command line, nothing run."""
+    from autotune.cli import cli
+
+    return cli.commands[command].make_context(command, list(args)).params
+
+
 def test_each_command_s_options_their_defaults_bounds_and_help(monkeypatch):
     # Parsed as click parses a command line, nothing run: the values a command is given where the user gives none,
     # the edges its whole numbers take, its flags taking no value, and the defaults its --help says.
@@ -38,9 +45,7 @@ def test_each_command_s_options_their_defaults_bounds_and_help(monkeypatch):
     from autotune.cli import cli
 
     monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
-
-    def parsed(command, *args):
-        return cli.commands[command].make_context(command, list(args)).params
+    parsed = _parsed
 
     def refused(command, *args):
         with pytest.raises(click.UsageError):
@@ -96,13 +101,8 @@ def test_each_option_of_each_command_refuses_a_value_of_the_wrong_kind_and_reads
     # to the default study), and "report -o -" meant no standard output without its dash.
     import click
 
-    from autotune.cli import cli
-
     monkeypatch.delenv("AUTOTUNE_STORAGE", raising=False)
-
-    def parsed(command, *args):
-        return cli.commands[command].make_context(command, list(args)).params
-
+    parsed = _parsed
     wrong = {"--storage": "", "--study": "", "--memory-budget": "lots", "--memory-limit": "lots",
              "--timeout": "soon", "--recorded": str(tmp_path), "--output": str(tmp_path), "--config": str(tmp_path)}
     for command, options in {"search": ["--storage", "--study", "--memory-budget", "--memory-limit", "--timeout"],
@@ -146,8 +146,8 @@ def test_each_option_of_search_run_and_explain_reaches_the_settings_their_tuner_
     class Made(Exception):
         pass
 
-    def tuner(self, **given):
-        made.append((self, given))
+    def tuner(self, **callbacks):
+        made.append((self, callbacks))
         raise Made
 
     monkeypatch.setattr(settings_module.SearchSettings, "tuner", tuner)

@@ -795,6 +795,15 @@ def test_a_search_takes_the_threads_omp_num_threads_asks_for_as_torch_does(studi
     assert Tuner("chmm", "cpu", "tiny").threads is None  # every core, as before
 
 
+def _searched(spec: str, trial_timeout: float, n_trials: int):
+    """The result of ``n_trials`` more of a tiny search of ``spec`` under ``trial_timeout``, its tuner closed."""
+    tuner = Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, trial_timeout=trial_timeout)
+    try:
+        return tuner.search(n_trials=n_trials)
+    finally:
+        tuner.close()
+
+
 def test_configs_that_timed_out_are_measured_again_under_a_longer_trial_timeout(studies, tmp_path):
     # A search whose every trial timed out says "raise --trial-timeout"; raised, every config stayed a repeat of its
     # timeout ("all 2 allowed configs of the space are measured: no new trials"), the baseline was not re-measured,
@@ -806,11 +815,7 @@ def test_configs_that_timed_out_are_measured_again_under_a_longer_trial_timeout(
                             imports="import time\n")
 
     def search(timeout):
-        tuner = Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, trial_timeout=timeout)
-        try:
-            return tuner.search(n_trials=2)
-        finally:
-            tuner.close()
+        return _searched(spec, timeout, 2)
 
     short = search(0.5)
     assert {r.result.status for r in short.trials} == {"timeout"} and short.winner is None
@@ -834,17 +839,10 @@ def test_a_baseline_that_timed_out_under_a_shorter_trial_timeout_is_re_measured_
                             "            return {'x': torch.ones(4, dtype=torch.float64)}\n        return run\n", 4,
                             imports="import time\n")
 
-    def search(timeout, n_trials):
-        tuner = Tuner(spec, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, trial_timeout=timeout)
-        try:
-            return tuner.search(n_trials=n_trials)
-        finally:
-            tuner.close()
-
-    short = search(1.5, 2)  # the baseline's warm-up and 3 runs take 2.4 s
+    short = _searched(spec, 1.5, 2)  # the baseline's warm-up and 3 runs take 2.4 s
     assert sorted((r.config["kernel"], r.result.status) for r in short.trials) == [("exact", "timeout"), ("fast", "ok")]
     assert not short.baseline.passed and short.speedup is None  # "timeout in the search, not re-measured"
-    resumed = search(30, 0)
+    resumed = _searched(spec, 30, 0)
     assert resumed.trials == [] and resumed.winner.config["kernel"] == "fast"
     assert resumed.baseline.passed and resumed.speedup > 1  # re-measured: its timeout was under the shorter limit
 
@@ -2034,8 +2032,8 @@ def test_a_study_asks_the_strategy_named_or_the_default_with_the_constant_liar_f
 
 
 def test_a_tuner_s_study_takes_the_fastest_trial_for_its_best(studies):
-    # Opened without its direction, a study minimises (Optuna's default): every strategy was steered toward the
-    # slowest configs it had seen, and no search's test saw it, as the re-measurement still picked the fastest.
+    # A study opened without its direction minimises (Optuna's default): every strategy would chase the slowest
+    # configs it had seen, and no search's test failed on it, as the re-measurement still picks the fastest.
     with Tuner("chmm", "cpu", "tiny") as tuner:
         study = tuner.open_study()
         for throughput in (1.0, 5.0, 2.0):
