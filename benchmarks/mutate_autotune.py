@@ -2,8 +2,9 @@
 
 The planted bugs of ``tests/mutants`` prove the workloads' checks; this proves the tests of autotune's own code.
 Each site of the module (a comparison, an arithmetic operator, ``and``/``or``, ``not``, a number, a bool, an
-``if``'s test, a returned value, the test of an ``a if c else b`` and of a ``while``, a call's keyword argument) is
-changed alone (a keyword argument is dropped, leaving the callee's default), the given tests run with ``-x``, and a
+``if``'s test, a returned value, the test of an ``a if c else b`` and of a ``while``, a call's keyword argument, a
+call made for its effect alone) is changed alone (a keyword argument is dropped, leaving the callee's default; a call
+whose value is not used is made ``pass``), the given tests run with ``-x``, and a
 change no test fails is a survivor: code whose behaviour no test pins. The tests must pass on the unchanged module
 first, and each change they fail names the test that failed it. Each survivor is listed with the line it changed.
 Some change nothing (``return None`` made ``return None``, which shows no line; ``<`` made ``<=`` on measured
@@ -16,6 +17,7 @@ whose package the tests import (``PYTHONPATH``), removed at the end.
     python benchmarks/mutate_autotune.py autotune/conditions.py --sites 3,4,59 -- tests/test_conditions.py
     python benchmarks/mutate_autotune.py autotune/check.py --kinds ifexp,while -- tests/test_check.py
     python benchmarks/mutate_autotune.py autotune/check.py --kinds keyword -- tests/test_check.py
+    python benchmarks/mutate_autotune.py autotune/check.py --kinds call -- tests/test_check.py
 
 Measured on this 2-core CPU (2026-11-29): 1 to 86 s a mutant with quick tests (one that loops is
 stopped at --timeout); the findings are in the README
@@ -40,7 +42,8 @@ COMPARED = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, 
             ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
 ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
               ast.Mod: ast.FloorDiv}
-KINDS = ("compare", "arithmetic", "and/or", "not", "bool", "number", "if", "return", "ifexp", "while", "keyword")
+KINDS = ("compare", "arithmetic", "and/or", "not", "bool", "number", "if", "return", "ifexp", "while", "keyword",
+         "call")
 
 
 def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
@@ -70,6 +73,9 @@ def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
               if isinstance(node, ast.While) and not isinstance(node.test, ast.Constant)]
     found += [(node, "keyword", i) for node in ast.walk(tree) if isinstance(node, ast.Call)  # not a **mapping
               for i, word in enumerate(node.keywords) if word.arg is not None]
+    # A call whose value nothing reads is made for what it does (a write, a flush, a lock's release, a warning).
+    found += [(node, "call", 0) for node in ast.walk(tree)
+              if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)]
     return found
 
 
@@ -79,6 +85,14 @@ class _DropNot(ast.NodeTransformer):
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         return node.operand if node is self.target else self.generic_visit(node)
+
+
+class _DropCall(ast.NodeTransformer):
+    def __init__(self, target: ast.AST) -> None:
+        self.target = target
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        return ast.Pass() if node is self.target else self.generic_visit(node)
 
 
 def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
@@ -102,6 +116,8 @@ def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
         node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
     elif kind == "keyword":
         del node.keywords[i]
+    elif kind == "call":
+        tree = _DropCall(node).visit(tree)
     else:
         node.value = ast.Constant(value=None)
     return ast.unparse(ast.fix_missing_locations(tree)), line, kind

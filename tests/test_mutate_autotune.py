@@ -51,15 +51,17 @@ def test_each_site_is_changed_alone_and_its_change_is_the_line_it_made():
         (13, "number", ["-print(f(1, b=2), **{'sep': ''})", "+print(f(1, b=4), **{'sep': ''})"]),
         # A keyword argument is dropped (the callee's default then), on the line it was written; a **mapping is not.
         (13, "keyword", ["-print(f(1, b=2), **{'sep': ''})", "+print(f(1), **{'sep': ''})"]),
+        # A call whose value is not used is made `pass`, on the statement's first line.
+        (12, "call", ["-print(f(1, b=2), **{'sep': ''})", "+pass"]),
     ])
     assert ast.unparse(tree) == ast.unparse(ast.parse(SOURCE))  # the module's own tree is left as it was
     # The kinds added later are numbered last: a site's number from a run before them still names the same site.
-    assert [kind for _, kind, _ in mutate.sites(tree)][-3:] == ["ifexp", "while", "keyword"]
+    assert [kind for _, kind, _ in mutate.sites(tree)][-4:] == ["ifexp", "while", "keyword", "call"]
 
 
 @pytest.mark.parametrize("option, said", [
     (["--kinds", "ifexp,iff"], "--kinds: unknown kind iff; kinds: compare, arithmetic, and/or, not, bool, number, if, "
-                               "return, ifexp, while, keyword"),
+                               "return, ifexp, while, keyword, call"),
     (["--sites", "0,{count}"], "--sites: autotune/exceptions.py has sites 0 to {last}"),
     (["--sites", "0-3"], "--sites: comma-separated site numbers, not '0-3'"),  # was a ValueError's traceback
 ])
