@@ -329,7 +329,9 @@ def test_a_check_is_held_to_a_control_whatever_the_output_holds():
             control(workload, workload.check(output, output, {}), output, output, {})
     wrong = wrong_copy(_Result({"grads": torch.ones(2), "n": 3}))
     assert type(wrong) is _Result and torch.equal(wrong.values["grads"], torch.full((2,), 3.0))
-    assert type(wrong_copy(_AttributeDict(x=1.0))) is _AttributeDict
+    assert type(wrong_copy(_AttributeDict(x=1.0))) is _AttributeDict and wrong_copy(_AttributeDict(x=1.0))["x"] == 3.0
+    shared = [torch.ones(1)]  # one list held twice, no loop: made wrong in both places
+    assert [part[0].item() for part in wrong_copy({"a": shared, "b": shared}).values()] == [3.0, 3.0]
     looped = _Result(torch.ones(1))
     looped.me = looped  # an object that holds itself is walked once
     assert wrong_copy(looped).values.item() == 3.0
@@ -408,3 +410,21 @@ def test_a_reference_config_failing_against_its_own_stored_form_blames_to_refere
         control(lossy, failed, output, lossy.to_reference(output), {}, is_reference=True)
     control(lossy, failed, output, lossy.to_reference(output), {})  # another config's failure: its own, as before
     control(honest, Check(1.0, 0.5, False), output, output, {}, is_reference=True)  # unseeded, say: not the storing
+
+
+def test_the_warnings_of_a_check_run_on_a_wrong_copy_or_a_stored_reference_are_not_shown():
+    # The control's checks are autotune's, not the user's: a wrong copy's overflow warned once per trial.
+    class Warns(_Workload):
+        def check(self, output, reference, config):
+            warnings.warn("overflow in the check", RuntimeWarning)
+            return super().check(output, reference, config)
+
+        def to_reference(self, output):
+            return output
+
+    output, workload = torch.arange(4.0), Warns(1e-6)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        control(workload, Check(0.0, 1e-6, True), output, output, {})  # its wrong copy checked, failed
+        control(workload, Check(1.0, 1e-6, False), output, output, {}, is_reference=True)  # its stored form checked
+    assert shown == []
