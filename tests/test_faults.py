@@ -372,6 +372,27 @@ def test_a_writer_that_dies_the_moment_the_lock_is_let_go_glues_nothing_to_the_n
     assert [json.loads(line)["op_code"] for line in path.read_bytes().splitlines()] == [0, 1, 2]
 
 
+def test_a_mend_that_fails_lets_go_of_the_writers_lock(tmp_path, monkeypatch):
+    # Held after a failed mend (a journal unreadable for a moment), the lock would make every other writer of the
+    # study wait out Optuna's grace period (30 s) for a lock nobody holds.
+    from autotune import journal
+
+    path = tmp_path / "study.journal"
+    writer = journal.mending_journal(path)
+    writer.append_logs([{"op_code": 0}])
+
+    def unreadable(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(journal, "mend_torn_tail", unreadable)
+    with pytest.raises(PermissionError):
+        writer.append_logs([{"op_code": 1}])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.journal"]  # no lock left beside it
+    monkeypatch.undo()
+    writer.append_logs([{"op_code": 2}])
+    assert [json.loads(line)["op_code"] for line in path.read_bytes().splitlines()] == [0, 2]
+
+
 @pytest.mark.parametrize("before", [b'{"op_code": 0}\n', b""])
 def test_a_torn_record_longer_than_the_search_step_is_dropped_whole(tmp_path, before):
     from autotune.journal import mend_torn_tail
