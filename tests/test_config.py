@@ -146,6 +146,15 @@ def test_a_failed_write_raises_its_own_error_and_leaves_nothing(tmp_path, monkey
     with pytest.raises(OSError) as failed:
         write_atomically("text", tmp_path / "new" / "cpu-small.json")
     assert failed.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+
+    def refused(source, target):  # the temporary file written whole, its rename refused
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr("autotune.export.os.replace", refused)
+    with pytest.raises(OSError) as failed:
+        write_atomically("text", tmp_path / "cpu-small.json")
+    assert failed.value.errno == errno.EACCES and list(tmp_path.iterdir()) == []  # its temporary file removed
 
 
 def test_a_valid_export_s_metrics_may_have_no_error_and_figures_may_be_missing():
