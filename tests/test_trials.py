@@ -31,3 +31,24 @@ def test_a_result_read_back_is_under_the_config_asked_for_else_the_one_the_trial
     recorded = study.trials[0]
     assert result_of(recorded).config == {"x": 1} and result_of(recorded).throughput == 5.0
     assert result_of(recorded, Config(x=2)).config == {"x": 2}
+
+
+def test_a_trial_records_neither_the_environment_nor_what_its_other_figures_give():
+    # The environment is one per study (Tuner.finish records it once): a copy per trial would grow every study by
+    # the fingerprint's size a trial. The spread is its iqr over its median, both recorded.
+    result = TrialResult(status="ok", config={"x": 1}, throughput=5.0, median_seconds=0.2, iqr_seconds=0.01,
+                         relative_spread=0.05, environment={"torch": "2.13.0"})
+    attrs = to_attrs(result, Config(x=1), "search", None)
+    assert "environment" not in attrs and "relative_spread" not in attrs
+    assert attrs["median_seconds"] == 0.2 and attrs["iqr_seconds"] == 0.01
+
+
+def test_a_trial_that_recorded_no_outcome_reads_back_as_an_error():
+    # A trial that recorded its config and no status (a record cut short, or a study written by hand) reads back as
+    # a failure, never as a measurement.
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    trial.set_user_attr("config", {"x": 1})
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    read = result_of(study.trials[0])
+    assert read.status == "error" and read.config == {"x": 1} and read.throughput is None
