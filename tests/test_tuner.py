@@ -1272,6 +1272,9 @@ def test_the_candidates_carry_their_median_in_the_search():
         t.user_attrs["busy_elsewhere"] = 1.1
     chosen = candidates(trials + loaded, baseline, top=2)
     assert [(c.trial, c.warm_seconds) for c in chosen] == [(0, 4.0), (3, 0.25), (1, 0.5), (4, None), (5, None)]
+    trials[3].user_attrs["busy_elsewhere"] = 1.1  # one among the fastest too: re-measured once, as one of them
+    assert [c.trial for c in candidates(trials + loaded, baseline, top=2)] == [0, 3, 1, 4, 5]
+    del trials[3].user_attrs["busy_elsewhere"]
     # Each carries its trial's build and first run in the search (a compile that its rounds later find cached),
     # the baseline only where its trial passed.
     for t in trials + loaded:
