@@ -295,6 +295,28 @@ def test_an_output_wrong_after_the_last_timed_run_fails_the_trial(runner, tmp_pa
     assert result.error.startswith("output differs from the reference at a later run"), result.error
 
 
+def test_the_reference_is_saved_once_the_workload_s_own_synchronize_has_run(tmp_path):
+    # A run that returns before its work is done (a GPU's queued kernels; here the work lands at the workload's own
+    # synchronize): the reference saved without waiting for it holds what the output was before, and every trial,
+    # timed and checked as the measurer waits for its work, fails against it.
+    workload = _steady_variant(
+        tmp_path, "            return torch.arange(4, dtype=torch.float64)",
+        "            self.pending = torch.zeros(4, dtype=torch.float64)\n            return self.pending")
+    source = Path(workload.split(":")[0])
+    source.write_text(source.read_text().replace("    def items_per_run(self, config):", (
+        "    def synchronize(self):\n        import torch\n\n        if getattr(self, 'pending', None) is not None:\n"
+        "            self.pending.copy_(torch.arange(4, dtype=torch.float64))\n\n"
+        "    def items_per_run(self, config):")))
+    runner = Runner("inprocess")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    assert runner.run(request).status == "ok"
+    import torch
+
+    assert torch.equal(torch.load(request.reference_path, weights_only=True), torch.arange(4, dtype=torch.float64))
+    assert runner.run(dataclasses.replace(request, purpose="trial")).status == "ok"
+
+
 def test_a_build_that_returns_no_run_says_so(tmp_path):
     # Before: "TypeError: 'NoneType' object is not callable", with no word of build.
     workload = _steady_variant(tmp_path, "        return run\n", "        return None\n")
