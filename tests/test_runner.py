@@ -317,6 +317,24 @@ def test_the_reference_is_saved_once_the_workload_s_own_synchronize_has_run(tmp_
     assert runner.run(dataclasses.replace(request, purpose="trial")).status == "ok"
 
 
+@pytest.mark.parametrize("drawn", ["torch.rand(4, dtype=torch.float64)", "torch.from_numpy(numpy.random.rand(4))"])
+def test_each_trial_starts_from_the_same_seeds_so_a_workload_s_random_data_is_the_reference_s(tmp_path, drawn):
+    # Data drawn from torch's or numpy's global generator (a model initialised, inputs made up) is the same in the
+    # reference and in every trial, however many draws came before in its process (here, the runner in process,
+    # this test's own).
+    workload = _steady_variant(tmp_path, "            return torch.arange(4, dtype=torch.float64)",
+                               "            return drawn")
+    source = Path(workload.split(":")[0])  # drawn once a build, as a model's weights are
+    made = f"        import numpy\n\n        drawn = {drawn}\n\n        def run():"
+    source.write_text(source.read_text().replace("        def run():", made))
+    runner = Runner("inprocess")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    assert runner.run(request).status == "ok"
+    trial = runner.run(dataclasses.replace(request, purpose="trial"))
+    assert trial.status == "ok", trial.error
+
+
 def test_a_build_that_returns_no_run_says_so(tmp_path):
     # Before: "TypeError: 'NoneType' object is not callable", with no word of build.
     workload = _steady_variant(tmp_path, "        return run\n", "        return None\n")
