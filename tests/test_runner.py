@@ -943,6 +943,21 @@ def test_torchs_thread_count_is_set_only_where_it_differs(in_trial_process, cach
     assert execute(dataclasses.replace(_request(cache, "ok"), threads=1))["status"] == "ok" and calls == [1]
 
 
+def test_a_trial_caches_numba_s_kernels_beside_the_workloads_caches_unless_told_where(in_trial_process, cache,
+                                                                                      monkeypatch, tmp_path):
+    # In the one folder the search checked it can write (Tuner.ensure_reference), shared by every trial; unset,
+    # numba caches beside the workload's own file.
+    from autotune.registry import numba_folder
+    from autotune.runner import execute
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    assert execute(_request(cache, "ok"))["status"] == "ok"
+    assert os.environ["NUMBA_CACHE_DIR"] == str(numba_folder(cache)) == str(cache.parent.parent / "numba")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert execute(_request(cache, "ok"))["status"] == "ok"
+    assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "elsewhere")
+
+
 # -- how a trial's end is classified, without a process (each answer as the fork server gives it) --------------
 
 class _AnsweringServer:
