@@ -335,6 +335,23 @@ def test_each_trial_starts_from_the_same_seeds_so_a_workload_s_random_data_is_th
     assert trial.status == "ok", trial.error
 
 
+def test_a_workload_s_prepare_runs_before_its_build_and_outside_the_build_s_time(tmp_path):
+    # prepare() makes the data once (chmm's sequences, ten's tokens); the build's time is the config's own cost.
+    workload = _steady_variant(tmp_path, "            return torch.arange(4, dtype=torch.float64)",
+                               "            return self.made")
+    source = Path(workload.split(":")[0])
+    source.write_text(source.read_text().replace("    def items_per_run(self, config):", (
+        "    def prepare(self):\n        import torch\n\n        time.sleep(0.5)\n"
+        "        self.made = torch.arange(4, dtype=torch.float64)\n\n"
+        "    def items_per_run(self, config):")))
+    runner = Runner("inprocess")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
+                           purpose="reference")
+    assert runner.run(request).status == "ok"
+    trial = runner.run(dataclasses.replace(request, purpose="trial"))
+    assert trial.status == "ok" and trial.build_seconds < 0.25, (trial.error, trial.build_seconds)
+
+
 def test_a_build_that_returns_no_run_says_so(tmp_path):
     # Before: "TypeError: 'NoneType' object is not callable", with no word of build.
     workload = _steady_variant(tmp_path, "        return run\n", "        return None\n")
@@ -1046,6 +1063,11 @@ def test_a_runner_s_isolation_and_timeout(runner):
     assert here.warm_up() == 0.0 and here._server is None  # trials run in this process: no fork server
     Runner().wait_ready()  # none started yet: returns
     assert 0 <= runner.warm_up() < 60  # the seconds waited for the server (started by now)
+    fresh = Runner()
+    try:  # none started: started, and waited for until it has imported torch, before the first trial's clock
+        assert fresh.warm_up() > 0 and fresh._server is not None and fresh._server._ready
+    finally:
+        fresh.close()
     with pytest.raises(dataclasses.FrozenInstanceError):  # a request is what a trial ran: never changed after
         TrialRequest(BROKEN, "tiny", "cpu", "cpu", {}, "/c").size = "full"
 
