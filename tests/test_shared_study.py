@@ -169,6 +169,9 @@ def test_a_budget_is_exported_or_being_exported_by_an_owner_that_may_be_alive(ow
 def test_a_budget_is_set_by_the_first_process_joined_by_the_rest_and_renewed_once_exported():
     study = optuna.create_study()
     assert claim_budget(study, NoLock(), 4, FIRSTS) == 4 and study.user_attrs["trial_budget"] == 4
+    # The baseline and defaults queued under the same hold, before any worker takes a trial.
+    assert [(t.state.name, t.user_attrs["role"]) for t in study.trials] == [("WAITING", "baseline"),
+                                                                            ("WAITING", "defaults")]
     _count(study, study.ask())
     _count(study, study.ask())
     assert claim_budget(study, NoLock(), 10, FIRSTS) == 4  # joined in progress: its budget, not --trials more
