@@ -3,9 +3,11 @@ trials are failed or released, and when a budget counts as exported. Workers run
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import time
+import warnings
 
 import optuna
 import pytest
@@ -97,6 +99,17 @@ def test_a_trial_whose_worker_dies_is_queued_once_more_and_not_again_when_its_re
     retry.set_user_attr("claimed", _dead())
     fail_abandoned_trials(study, grace_period=60)
     assert [t.state for t in study.get_trials(deepcopy=False)] == [FAIL, FAIL]  # a config that kills its workers
+
+
+def test_a_budget_fails_a_dead_worker_s_trial_and_queues_it_again_with_no_word_of_optuna_s_experiments():
+    # Optuna's stale-trial helpers warn that they are experimental at every call: a line at every trial taken.
+    study = optuna.create_study()
+    _claimed(study, _dead())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        taken = _budget(study, 2).take()
+    assert [t.state for t in study.get_trials(deepcopy=False)] == [FAIL, optuna.trial.TrialState.RUNNING]
+    assert taken.number == 1  # the dead worker's config, queued once more
 
 
 class _Storage:
@@ -239,6 +252,20 @@ def test_a_heartbeat_beats_at_once_then_every_interval_until_told_to_stop_and_ne
     with Heartbeat.of_trial(storage, 7, 5):
         pass
     assert storage.beats[-1] == 7
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning", "ignore:Heartbeat of storage")
+def test_another_host_s_trial_whose_heartbeat_went_stale_is_failed_on_a_server(tmp_path):
+    # A server's trials of another host are judged by their heartbeats alone (that host's processes cannot be
+    # seen from here): one whose beats stopped is failed as a budget takes a trial.
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'beats.db'}", heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(storage=storage)
+    trial = _claimed(study, {"host": "elsewhere", "pid": 1})
+    storage.record_heartbeat(trial._trial_id)
+    with sqlite3.connect(tmp_path / "beats.db") as db:  # its last beat a minute ago (SQLite's clock: whole seconds)
+        db.execute("UPDATE trial_heartbeats SET heartbeat = datetime(heartbeat, '-1 minute')")
+    TrialBudget(study, 5, NoLock(), _Storage(), None, 60, True).take()  # a server's URL: no look at its owner
+    assert study.get_trials(deepcopy=False)[0].state == FAIL
 
 
 def test_a_file_for_one_machine_is_judged_by_itself_and_a_server_by_heartbeats():
