@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -248,6 +249,22 @@ def test_a_heartbeat_beats_at_once_then_every_interval_until_told_to_stop_and_ne
         time.sleep(0.05)
     assert len(beats) == 4
     assert Heartbeat.of_trial(_Storage(), 7, 5).interval == 5 and Heartbeat.of_trial(object(), 7, 5).interval is None
+
+
+def test_a_beat_under_way_as_the_block_ends_is_waited_for():
+    # The exporter marks its export finished once its block ends: a beat that ended after that mark would write
+    # "beating" over "finished".
+    beats, under_way = [], threading.Event()
+
+    def beat():
+        if beats:
+            under_way.set()
+            time.sleep(0.3)
+        beats.append("ended")
+
+    with Heartbeat(beat, 0.01):
+        assert under_way.wait(timeout=60)
+    assert len(beats) == 2
     storage = _Storage()
     with Heartbeat.of_trial(storage, 7, 5):
         pass
