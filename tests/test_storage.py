@@ -10,6 +10,8 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -37,13 +39,17 @@ def test_a_grace_period_of_twice_the_heartbeat_is_allowed_and_a_second_less_is_n
         check_heartbeat(31, None)
 
 
-def test_retry_delays_may_be_zero_fractions_or_the_longest_wait(monkeypatch):
+def test_retry_delays_may_be_zero_fractions_or_the_longest_wait(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOTUNE_STORAGE_RETRY_DELAYS", f"0, 0.5,{MAX_SECONDS}")
     assert storage._retry_delays() == (0.0, 0.5, float(MAX_SECONDS))
     for over in ("-0.5", str(MAX_SECONDS * 2)):
         monkeypatch.setenv("AUTOTUNE_STORAGE_RETRY_DELAYS", over)
         with pytest.raises(StorageError, match="is not a list of seconds"):
             storage._retry_delays()
+    # Refused as the storage opens, nothing written: not at its first fault, where the retries were wanted.
+    with pytest.raises(StorageError, match="is not a list of seconds"):
+        storage.open_storage(str(tmp_path / "new" / "s.journal"))
+    assert list(tmp_path.iterdir()) == []
     monkeypatch.delenv("AUTOTUNE_STORAGE_RETRY_DELAYS")
     assert storage._retry_delays() == storage.RETRY_DELAYS
 
@@ -134,13 +140,31 @@ def test_a_report_reads_a_database_server_without_creating_optuna_s_tables_in_it
 def test_heartbeats_on_a_server_beat_at_the_interval_given_with_its_grace_period_and_one_retry(postgres_url):
     plain = open_storage(postgres_url)
     assert plain.get_heartbeat_interval() is None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    with warnings.catch_warnings():  # Optuna's words that heartbeats are experimental: open_storage's to keep
+        warnings.simplefilter("error", optuna.exceptions.ExperimentalWarning)
         beating = open_storage(postgres_url, heartbeat=3)
         assert beating.get_heartbeat_interval() == 3 and beating.grace_period == storage.DEFAULT_GRACE_PERIOD
         retry = beating.get_heartbeat_stale_trial_callback()
         assert isinstance(retry, optuna.storages.RetryHeartbeatStaleTrialCallback) and retry._max_retry == 1
         assert open_storage(postgres_url, heartbeat=3, grace_period=7).grace_period == 7
+
+
+@pytest.mark.postgres
+def test_two_holders_of_a_study_s_budget_lock_on_postgresql_take_it_in_turn(postgres_url):
+    # A worker reads the budget and takes its trial under this lock: two at once could each take the last trial.
+    first, second, order = BudgetLock(postgres_url, "s"), BudgetLock(postgres_url, "s"), []
+
+    def take_it_second():
+        with second.held():
+            order.append("second")
+
+    with first.held():
+        waiting = threading.Thread(target=take_it_second, daemon=True)
+        waiting.start()
+        time.sleep(1.0)  # time to reach the lock, and wait there
+        order.append("first, let go")
+    waiting.join(timeout=30)  # let go at the block's end (the session stays open in its engine's pool)
+    assert order == ["first, let go", "second"]
 
 
 def _creating(failures: list[BaseException]):
