@@ -1591,6 +1591,8 @@ def test_a_memory_limit_on_a_gpu_is_refused_not_dropped(studies, monkeypatch):
     ({"trial_timeout": float("nan")}, "trial_timeout must be a number of seconds over 0"),
     ({"grace_period": 1}, "grace_period must be a whole number of at least 2, at most 1,000,000,000, not 1"),
     ({"heartbeat": 1.5}, "heartbeat must be a whole number of at least 1, at most 1,000,000,000, not 1.5"),
+    # A grace period under twice the heartbeat would take a live worker for dead (as --grace-period refuses it).
+    ({"heartbeat": 5, "grace_period": 6}, "--grace-period 6 is under twice --heartbeat 5: a live worker beats every"),
     ({"memory_limit_bytes": -1}, "memory_limit_bytes must be a whole number of at least 1, not -1"),
     # Trials in this process: the limit went unapplied (a search with 100 MiB measured configs of 279 MiB).
     ({"isolation": "inprocess", "memory_limit_bytes": 2**30}, "--memory-limit caps each trial's own process"),
