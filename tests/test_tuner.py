@@ -1938,6 +1938,18 @@ def test_a_config_faster_in_the_search_that_lost_beside_the_winner_is_said_to_ha
     assert lost and all(defaults[name] == value for name, value in lost), lost
 
 
+def test_a_reference_computed_says_which_config_it_runs_in_a_folder_marked_as_a_cache(studies):
+    # Marked, a search in a project's repository leaves no reference outputs or kernels for `git add .` to take.
+    said = []
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(), on_stage=said.append) as tuner:
+        tuner.ensure_reference()
+    assert tuner.cache_dir.is_dir() and tuner.cache_dir.parent.parent == studies / "cache"
+    assert {".gitignore", "CACHEDIR.TAG"} <= {p.name for p in (studies / "cache").iterdir()}
+    reference = tuner.reference_config
+    assert [line for line in said if line.startswith("computing")] == [
+        f"computing the reference output ({reference.describe(tuner.space.unused(reference))})"]
+
+
 def test_a_variable_that_turns_a_knob_value_into_another_is_said_for_a_workload_of_the_user_s_alone(
         studies, monkeypatch, made_up_figures):
     # Under TORCH_COMPILE_DISABLE=1 a built-in's compiled trials fail, saying why; a user's workload would compile
