@@ -1938,6 +1938,18 @@ def test_a_config_faster_in_the_search_that_lost_beside_the_winner_is_said_to_ha
     assert lost and all(defaults[name] == value for name, value in lost), lost
 
 
+def test_a_tuner_s_study_opens_with_optuna_s_own_lines_kept_to_its_warnings(studies, capfd):
+    # Optuna's INFO lines ("A new study created in RDB", "Trial 0 finished with value") between the search's own.
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    try:
+        with Tuner("chmm", "cpu", "tiny", runner=_Answering()) as tuner:
+            tuner.open_study()
+        assert optuna.logging.get_verbosity() == optuna.logging.WARNING
+        assert "A new study created" not in capfd.readouterr().err
+    finally:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
 def test_a_reference_computed_says_which_config_it_runs_in_a_folder_marked_as_a_cache(studies):
     # Marked, a search in a project's repository leaves no reference outputs or kernels for `git add .` to take.
     said = []
