@@ -2042,6 +2042,31 @@ def test_a_search_s_time_budget_runs_from_the_end_of_its_baseline_and_defaults_t
         assert tuner.should_stop()
 
 
+def test_a_resumed_search_s_time_budget_starts_with_it_where_its_baseline_and_defaults_were_measured_before(
+        studies, made_up_figures):
+    # No first config left to measure, no first_measured() starts the clock: the search's start does, else a
+    # resumed `--timeout` search would measure its whole --trials.
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(), remeasure_rounds=1) as tuner:
+        tuner.search(n_trials=2)  # the baseline and the defaults
+    said = []
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(), remeasure_rounds=1, time_budget=1e-6,
+               on_stage=said.append) as tuner:
+        result = tuner.search(n_trials=5)
+    assert "time budget of 1e-06 s spent: no new trials" in said and result.trials == []
+
+
+def test_a_shared_search_refuses_an_export_it_cannot_write_before_it_claims_a_budget(studies):
+    # Its workers would measure every trial, and the one elected re-measure the winner, for an export never written.
+    from autotune.exceptions import AutotuneError
+
+    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
+    with Tuner(steady, "cpu", "tiny", storage=str(studies / "shared.journal")) as tuner:
+        tuner.export_path.mkdir(parents=True)
+        with pytest.raises(AutotuneError, match="a folder stands there"):
+            tuner.claim_budget(5)
+    assert not (studies / "shared.journal").exists()
+
+
 def test_a_study_asks_the_strategy_named_or_the_default_with_the_constant_liar_for_workers_alone(studies):
     # A Tuner whose sampler came out as None left Optuna's default, plain TPE, in the study: every search lost the
     # linear model after its 30th trial, and `--sampler random` searched with TPE, unseen by any search's test.
