@@ -227,6 +227,27 @@ def test_a_process_asked_to_die_with_its_parent_does(tmp_path):
             os.kill(child_pid, signal.SIGKILL)
 
 
+def test_a_server_and_the_trial_it_runs_die_with_the_client_that_started_them():
+    # Else a search SIGKILLed mid-trial (the OOM killer, a stop of its worker) would leave its fork server waiting on
+    # the trial, and the trial, in a session of its own, running on: a core or a GPU held for a result nobody reads.
+    client = ("import os, threading, time\nimport psutil\nfrom autotune._forkserver import ForkServer\n"
+              "server = ForkServer()\nserver.start()\nserver.wait_ready()\n"
+              "threading.Thread(target=server.call, args=(time.sleep, (60,), 120), daemon=True).start()\n"
+              "process = psutil.Process(server._process.pid)\n"
+              "while not process.children():\n    time.sleep(0.01)\n"
+              "print(process.pid, process.children()[0].pid, flush=True)\nos._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", client], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    server, trial = (int(pid) for pid in done.stdout.split())
+    try:
+        assert _wait_gone(server), "the server outlived its client"
+        assert _wait_gone(trial), "the trial outlived its server"
+    finally:
+        for pid in (server, trial):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_signals_are_named_and_an_exit_status_said_as_one():
     assert (signal_name(9), signal_name(15), signal_name(99)) == ("SIGKILL", "SIGTERM", "signal 99")
     assert (_from_signal(-9), _from_signal(1), _from_signal(0)) == (" from SIGKILL", " (exit status 1)",
