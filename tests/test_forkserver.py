@@ -227,6 +227,25 @@ def test_a_process_asked_to_die_with_its_parent_does(tmp_path):
             os.kill(child_pid, signal.SIGKILL)
 
 
+def _unended_lines() -> str:
+    print("to stdout, no newline", end="")
+    print("to stderr, no newline", end="", file=sys.stderr)
+    return "done"
+
+
+def test_what_a_call_printed_without_a_newline_is_written_before_its_process_leaves(capfd, monkeypatch):
+    # A trial's process leaves by os._exit, which skips Python's buffers: a workload's last words (a progress line
+    # ended by "\r", an error printed before it returned) would be lost. Buffered as a terminal-less run buffers them.
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    server = ForkServer()  # started here, so it writes to this test's captured descriptors
+    try:
+        assert server.call(_unended_lines, (), timeout=60)[0] == "done"
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    assert "to stdout, no newline" in err and "to stderr, no newline" in err
+
+
 def test_a_server_and_the_trial_it_runs_die_with_the_client_that_started_them():
     # Else a search SIGKILLed mid-trial (the OOM killer, a stop of its worker) would leave its fork server waiting on
     # the trial, and the trial, in a session of its own, running on: a core or a GPU held for a result nobody reads.
