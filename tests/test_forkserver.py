@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -225,6 +226,28 @@ def test_a_process_asked_to_die_with_its_parent_does(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child_pid, signal.SIGKILL)
+
+
+def _workloads_file() -> str:
+    import workloads
+
+    return workloads.__file__
+
+
+def test_a_server_started_in_a_folder_holding_a_workloads_package_serves_autotune_s_own(tmp_path, monkeypatch):
+    # `python -m` puts the working directory first: a project's own `workloads` package would be what every trial
+    # imports for chmm, ten and the rest.
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(root))  # the tests' own package, whose function the call runs
+    server = ForkServer()
+    try:
+        found = server.call(_workloads_file, (), timeout=60)[0]
+    finally:
+        server.close()
+    assert Path(found) == root / "workloads" / "__init__.py"
 
 
 def _unended_lines() -> str:
