@@ -250,6 +250,21 @@ def test_a_server_started_in_a_folder_holding_a_workloads_package_serves_autotun
     assert Path(found) == root / "workloads" / "__init__.py"
 
 
+def _interrupted() -> str:
+    os.kill(os.getpid(), signal.SIGINT)
+    return "ran on"
+
+
+def test_a_call_s_process_ignores_ctrl_c_which_is_the_tuner_s_to_handle():
+    # The tuner stops a trial itself (its whole group killed, the trial recorded as lost); an interrupt that
+    # reached the trial would end it as a KeyboardInterrupt's traceback, an error of its config.
+    server = ForkServer()
+    try:
+        assert server.call(_interrupted, (), timeout=60)[0] == "ran on"
+    finally:
+        server.close()
+
+
 def _unended_lines() -> str:
     print("to stdout, no newline", end="")
     print("to stderr, no newline", end="", file=sys.stderr)
