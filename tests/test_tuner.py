@@ -2048,11 +2048,22 @@ def test_a_resumed_search_s_time_budget_starts_with_it_where_its_baseline_and_de
     # resumed `--timeout` search would measure its whole --trials.
     with Tuner("chmm", "cpu", "tiny", runner=_Answering(), remeasure_rounds=1) as tuner:
         tuner.search(n_trials=2)  # the baseline and the defaults
+        assert tuner.open_study().user_attrs["device_name"] == tuner.detected.name  # the report's, without an export
     said = []
     with Tuner("chmm", "cpu", "tiny", runner=_Answering(), remeasure_rounds=1, time_budget=1e-6,
                on_stage=said.append) as tuner:
         result = tuner.search(n_trials=5)
     assert "time budget of 1e-06 s spent: no new trials" in said and result.trials == []
+
+
+def test_a_worker_s_time_budget_starts_with_its_work(studies, made_up_figures):
+    # A worker measures no baseline of its own to wait for: spent, it takes no trial of the shared budget.
+    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
+    said = []
+    with Tuner(steady, "cpu", "tiny", storage=str(studies / "shared.journal"), runner=_Answering(), time_budget=1e-6,
+               on_stage=said.append) as tuner:
+        assert tuner.work(tuner.claim_budget(5), poll_seconds=0.01) == []
+    assert said == ["time budget of 1e-06 s spent: no new trials"]
 
 
 def test_a_shared_search_refuses_an_export_it_cannot_write_before_it_claims_a_budget(studies):
