@@ -6,6 +6,7 @@ trial prints); here each piece is called alone, with no torch preloaded (a serve
 """
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -226,6 +227,35 @@ def test_a_process_asked_to_die_with_its_parent_does(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child_pid, signal.SIGKILL)
+
+
+def test_a_server_closed_restarted_failed_or_dropped_leaves_no_descriptor_open():
+    # A process may start many (explain, the workers' driver, a script's Tuners): each pipe left open is a
+    # descriptor lost for good, and a server dropped unclosed would run on, waiting for calls.
+    from autotune._forkserver import ServerFailed
+
+    gc.collect()  # another test's file left to the collector is not closed midway through this one
+    before = set(os.listdir("/proc/self/fd"))
+    server = ForkServer()
+    server.start()
+    server.wait_ready()
+    server._process.kill()  # died between calls: started afresh, its old pipe closed
+    server._process.wait(timeout=30)
+    server.start()
+    server.wait_ready()
+    server.close()
+    failed = ForkServer(["autotune_has_no_such_module"])
+    failed.start()
+    with pytest.raises(ServerFailed, match="importing autotune_has_no_such_module"):
+        failed.wait_ready()
+    dropped = ForkServer()
+    dropped.start()
+    dropped.wait_ready()
+    process = dropped._process
+    del dropped  # its __del__ closes it
+    assert process.wait(timeout=10) == -signal.SIGKILL
+    assert set(os.listdir("/proc/self/fd")) - before == set()
+    failed.close()
 
 
 def _workloads_file() -> str:
