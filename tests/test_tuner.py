@@ -1939,11 +1939,13 @@ def test_a_config_faster_in_the_search_that_lost_beside_the_winner_is_said_to_ha
 
 
 def test_a_tuner_s_study_opens_with_optuna_s_own_lines_kept_to_its_warnings(studies, capfd):
-    # Optuna's INFO lines ("A new study created in RDB", "Trial 0 finished with value") between the search's own.
+    # Optuna's INFO lines ("A new study created in RDB", "Trial 0 finished with value") between the search's own,
+    # and its warning that naming a metric is experimental, at every search.
     optuna.logging.set_verbosity(optuna.logging.INFO)
     try:
-        with Tuner("chmm", "cpu", "tiny", runner=_Answering()) as tuner:
-            tuner.open_study()
+        with Tuner("chmm", "cpu", "tiny", runner=_Answering()) as tuner, warnings.catch_warnings():
+            warnings.simplefilter("error", optuna.exceptions.ExperimentalWarning)
+            assert tuner.open_study().metric_names == ["throughput"]
         assert optuna.logging.get_verbosity() == optuna.logging.WARNING
         assert "A new study created" not in capfd.readouterr().err
     finally:
