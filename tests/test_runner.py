@@ -114,14 +114,30 @@ def test_ctrl_c_in_a_trial_run_here_stops_the_search(in_trial_process, cache, mo
         execute(_request(cache, "keyboard"))
 
 
-def _steady_variant(folder: Path, old: str, new: str) -> str:
-    """tests/workloads/steady.py with ``old`` replaced by ``new``, as a file workload in ``folder``."""
+def _steady_variant(folder: Path, old: str, new: str, *more: tuple[str, str]) -> str:
+    """tests/workloads/steady.py with ``old`` replaced by ``new`` (and each ``(old, new)`` of ``more``), as a file
+    workload in ``folder``."""
     steady = Path(BROKEN.split(":")[0]).parent / "steady"
     (folder / "variant.yaml").write_text(steady.with_suffix(".yaml").read_text())
     source = steady.with_suffix(".py").read_text()
-    assert old in source
-    (folder / "variant.py").write_text(source.replace(old, new))
+    for was, now in ((old, new), *more):
+        assert was in source
+        source = source.replace(was, now)
+    (folder / "variant.py").write_text(source)
     return f"{folder / 'variant.py'}:SteadyWorkload"
+
+
+#: What a variant of the steady workload returns as its output, and where a method of its own may be added.
+RETURNED, METHODS = "            return torch.arange(4, dtype=torch.float64)", "    def items_per_run(self, config):"
+
+
+def _reference_then_trial(workload: str, folder: Path) -> tuple[TrialRequest, TrialResult]:
+    """``workload``'s reference computed in this process, then a trial of the same config checked against it."""
+    runner = Runner("inprocess")
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(folder), FAST_MEASURER,
+                           purpose="reference")
+    assert runner.run(request).status == "ok"
+    return request, runner.run(dataclasses.replace(request, purpose="trial"))
 
 
 def test_a_count_of_items_given_as_a_numpy_scalar_is_stored_as_a_number(tmp_path):
@@ -299,22 +315,17 @@ def test_the_reference_is_saved_once_the_workload_s_own_synchronize_has_run(tmp_
     # A run that returns before its work is done (a GPU's queued kernels; here the work lands at the workload's own
     # synchronize): the reference saved without waiting for it holds what the output was before, and every trial,
     # timed and checked as the measurer waits for its work, fails against it.
-    workload = _steady_variant(
-        tmp_path, "            return torch.arange(4, dtype=torch.float64)",
-        "            self.pending = torch.zeros(4, dtype=torch.float64)\n            return self.pending")
-    source = Path(workload.split(":")[0])
-    source.write_text(source.read_text().replace("    def items_per_run(self, config):", (
-        "    def synchronize(self):\n        import torch\n\n        if getattr(self, 'pending', None) is not None:\n"
-        "            self.pending.copy_(torch.arange(4, dtype=torch.float64))\n\n"
-        "    def items_per_run(self, config):")))
-    runner = Runner("inprocess")
-    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
-                           purpose="reference")
-    assert runner.run(request).status == "ok"
     import torch
 
+    pending = "            self.pending = torch.zeros(4, dtype=torch.float64)\n            return self.pending"
+    workload = _steady_variant(
+        tmp_path, RETURNED, pending,
+        (METHODS, "    def synchronize(self):\n        import torch\n\n"
+                  "        if getattr(self, 'pending', None) is not None:\n"
+                  f"            self.pending.copy_(torch.arange(4, dtype=torch.float64))\n\n{METHODS}"))
+    request, trial = _reference_then_trial(workload, tmp_path)
     assert torch.equal(torch.load(request.reference_path, weights_only=True), torch.arange(4, dtype=torch.float64))
-    assert runner.run(dataclasses.replace(request, purpose="trial")).status == "ok"
+    assert trial.status == "ok", trial.error
 
 
 @pytest.mark.parametrize("drawn", ["torch.rand(4, dtype=torch.float64)", "torch.from_numpy(numpy.random.rand(4))"])
@@ -322,33 +333,18 @@ def test_each_trial_starts_from_the_same_seeds_so_a_workload_s_random_data_is_th
     # Data drawn from torch's or numpy's global generator (a model initialised, inputs made up) is the same in the
     # reference and in every trial, however many draws came before in its process (here, the runner in process,
     # this test's own).
-    workload = _steady_variant(tmp_path, "            return torch.arange(4, dtype=torch.float64)",
-                               "            return drawn")
-    source = Path(workload.split(":")[0])  # drawn once a build, as a model's weights are
-    made = f"        import numpy\n\n        drawn = {drawn}\n\n        def run():"
-    source.write_text(source.read_text().replace("        def run():", made))
-    runner = Runner("inprocess")
-    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
-                           purpose="reference")
-    assert runner.run(request).status == "ok"
-    trial = runner.run(dataclasses.replace(request, purpose="trial"))
+    drawn_once = f"        import numpy\n\n        drawn = {drawn}\n\n        def run():"  # a build's, as weights are
+    workload = _steady_variant(tmp_path, RETURNED, "            return drawn", ("        def run():", drawn_once))
+    trial = _reference_then_trial(workload, tmp_path)[1]
     assert trial.status == "ok", trial.error
 
 
 def test_a_workload_s_prepare_runs_before_its_build_and_outside_the_build_s_time(tmp_path):
     # prepare() makes the data once (chmm's sequences, ten's tokens); the build's time is the config's own cost.
-    workload = _steady_variant(tmp_path, "            return torch.arange(4, dtype=torch.float64)",
-                               "            return self.made")
-    source = Path(workload.split(":")[0])
-    source.write_text(source.read_text().replace("    def items_per_run(self, config):", (
+    workload = _steady_variant(tmp_path, RETURNED, "            return self.made", (METHODS, (
         "    def prepare(self):\n        import torch\n\n        time.sleep(0.5)\n"
-        "        self.made = torch.arange(4, dtype=torch.float64)\n\n"
-        "    def items_per_run(self, config):")))
-    runner = Runner("inprocess")
-    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(tmp_path), FAST_MEASURER,
-                           purpose="reference")
-    assert runner.run(request).status == "ok"
-    trial = runner.run(dataclasses.replace(request, purpose="trial"))
+        f"        self.made = torch.arange(4, dtype=torch.float64)\n\n{METHODS}")))
+    trial = _reference_then_trial(workload, tmp_path)[1]
     assert trial.status == "ok" and trial.build_seconds < 0.25, (trial.error, trial.build_seconds)
 
 
