@@ -25,6 +25,8 @@ from autotune.selection import beaten_in_a_row, in_a_row, loaded_rounds
 from autotune.space import SearchSpace
 from tests.conftest import BROKEN, FAST_MEASURER
 
+STEADY = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")  # quick, always correct
+
 BEHAVIOURS = ["wrong", "nan", "raise_build", "raise_run", "segfault", "exit", "hang", "oom_torch", "oom_numpy", "fast"]
 
 
@@ -647,8 +649,7 @@ def test_a_reference_config_whose_output_changes_from_process_to_process_is_name
 
 def test_the_workers_driver_says_how_many_trials_were_measured_with_another_setup(studies):
     # The lone search said so; the driver of --workers, whose workers measure them again, did not.
-    steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")
-    tuner = Tuner(steady, "cpu", "tiny", storage=str(studies / "steady.journal"))
+    tuner = Tuner(STEADY, "cpu", "tiny", storage=str(studies / "steady.journal"))
     try:
         study = tuner.open_study()
         trial = study.ask()
@@ -870,8 +871,7 @@ def test_configs_out_of_memory_under_a_lower_memory_limit_are_measured_again():
 
 def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
     """A sampler stuck on one config cannot stall the search: repeats enqueue unseen configs."""
-    steady = BROKEN.replace("broken.py:BrokenWorkload", "steady.py:SteadyWorkload")  # runs of milliseconds
-    defaults = SearchSpace.from_file(steady.split(":")[0].replace(".py", ".yaml")).defaults
+    defaults = SearchSpace.from_file(STEADY.split(":")[0].replace(".py", ".yaml")).defaults
 
     class Stuck(optuna.samplers.BaseSampler):  # always suggests the defaults
         def infer_relative_search_space(self, study, trial):
@@ -883,7 +883,7 @@ def test_a_repeat_is_followed_by_a_config_not_yet_measured(studies):
         def sample_independent(self, study, trial, name, distribution):
             return defaults[name]
 
-    tuner = Tuner(steady, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
+    tuner = Tuner(STEADY, "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1, remeasure_top=1, seed=0,
                   sampler=Stuck())
     n_trials = len(tuner.space.firsts()) + 2  # the baseline and the defaults come first
     try:
@@ -991,12 +991,9 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
 
 @pytest.mark.slow  # 12 s; test_the_time_budget_starts_once_the_baseline_and_defaults_are_measured keeps --timeout
 def test_a_time_budget_stops_taking_trials_and_still_exports(tmp_path):
-    from pathlib import Path
-
     from tests.conftest import run_cli
 
-    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
-    done = run_cli("search", "-w", steady, "-d", "cpu", "-n", "500", "--timeout", "4", "--min-time", "0.05",
+    done = run_cli("search", "-w", STEADY, "-d", "cpu", "-n", "500", "--timeout", "4", "--min-time", "0.05",
                    "--remeasure-rounds", "1", cwd=tmp_path, env={"AUTOTUNE_STUDIES": str(tmp_path / "studies")},
                    timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -1010,12 +1007,9 @@ def test_a_time_budget_stops_taking_trials_and_still_exports(tmp_path):
 def test_the_time_budget_starts_once_the_baseline_and_defaults_are_measured(tmp_path):
     """A budget shorter than the baseline's own measurement still measures the defaults (on an H100, chmm's
     baseline spent a 25 s budget alone, and the search exported the baseline as its winner)."""
-    from pathlib import Path
-
     from tests.conftest import run_cli
 
-    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
-    done = run_cli("search", "-w", steady, "-d", "cpu", "-n", "50", "--timeout", "0.001", "--min-time", "0.05",
+    done = run_cli("search", "-w", STEADY, "-d", "cpu", "-n", "50", "--timeout", "0.001", "--min-time", "0.05",
                    "--remeasure-rounds", "1", cwd=tmp_path, env={"AUTOTUNE_STUDIES": str(tmp_path / "studies")},
                    timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -1533,10 +1527,9 @@ def test_a_study_of_another_workload_or_size_is_refused_and_left_as_it_was(studi
     search(BROKEN, "tiny")
     storage = f"sqlite:///{studies / 'autotune.db'}"
     before = len(optuna.load_study(study_name="shared-name", storage=storage).trials)
-    steady = f"{Path(BROKEN.split(':')[0]).parent / 'steady.py'}:SteadyWorkload"
     with pytest.raises(StorageError, match="shared-name in sqlite:///.* is a study of workload broken, not workload "
                                            "steady; name another with --study$"):
-        search(steady, "tiny")
+        search(STEADY, "tiny")
     with pytest.raises(StorageError, match="is a study of size tiny, not size small; name another"):
         search(BROKEN, "small")
     study = optuna.load_study(study_name="shared-name", storage=storage)
@@ -1972,8 +1965,7 @@ def test_a_variable_that_turns_a_knob_value_into_another_is_said_for_a_workload_
                  "TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE", "NUMBA_DISABLE_JIT", "NVIDIA_TF32_OVERRIDE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
-    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
-    for workload, warned in (("chmm", False), (steady, True)):
+    for workload, warned in (("chmm", False), (STEADY, True)):
         said = []
         with Tuner(workload, "cpu", runner=_Answering(), on_stage=said.append) as tuner:
             tuner.ensure_reference()
@@ -2060,9 +2052,8 @@ def test_a_resumed_search_s_time_budget_starts_with_it_where_its_baseline_and_de
 
 def test_a_worker_s_time_budget_starts_with_its_work(studies, made_up_figures):
     # A worker measures no baseline of its own to wait for: spent, it takes no trial of the shared budget.
-    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
     said = []
-    with Tuner(steady, "cpu", "tiny", storage=str(studies / "shared.journal"), runner=_Answering(), time_budget=1e-6,
+    with Tuner(STEADY, "cpu", "tiny", storage=str(studies / "shared.journal"), runner=_Answering(), time_budget=1e-6,
                on_stage=said.append) as tuner:
         assert tuner.work(tuner.claim_budget(5), poll_seconds=0.01) == []
     assert said == ["time budget of 1e-06 s spent: no new trials"]
@@ -2072,8 +2063,7 @@ def test_a_shared_search_refuses_an_export_it_cannot_write_before_it_claims_a_bu
     # Its workers would measure every trial, and the one elected re-measure the winner, for an export never written.
     from autotune.exceptions import AutotuneError
 
-    steady = f"{Path(__file__).parent / 'workloads' / 'steady.py'}:SteadyWorkload"
-    with Tuner(steady, "cpu", "tiny", storage=str(studies / "shared.journal")) as tuner:
+    with Tuner(STEADY, "cpu", "tiny", storage=str(studies / "shared.journal")) as tuner:
         tuner.export_path.mkdir(parents=True)
         with pytest.raises(AutotuneError, match="a folder stands there"):
             tuner.claim_budget(5)
