@@ -755,6 +755,9 @@ def test_a_search_starts_its_fork_server_before_it_imports_the_workload_and_kill
         tuner.close()
     assert process is not None and process.returncode == -signal.SIGKILL
     assert _servers_of_this_process() == before
+    with SearchSettings("chmm", "cpu", "tiny", studies=str(tmp_path)).tuner() as tuner:  # a script's way
+        process = tuner.runner.server._process
+    assert process.wait(timeout=30) == -signal.SIGKILL and _servers_of_this_process() == before
 
 
 def test_a_fork_server_that_cannot_import_its_preload_is_one_line_naming_the_cause(tmp_path, monkeypatch):
