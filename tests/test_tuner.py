@@ -1945,11 +1945,14 @@ def test_a_tuner_s_study_opens_with_optuna_s_own_lines_kept_to_its_warnings(stud
         optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def test_a_reference_computed_says_which_config_it_runs_in_a_folder_marked_as_a_cache(studies):
+def test_a_reference_computed_says_which_config_it_runs_in_a_folder_marked_as_a_cache(studies, monkeypatch):
     # Marked, a search in a project's repository leaves no reference outputs or kernels for `git add .` to take.
-    said = []
+    # Then the caches of a workload file's earlier versions, where they are large, are named (registry's test).
+    said, earlier = [], "studies/cache/mine keeps the cached data and references of 2 earlier versions of mine.py"
+    monkeypatch.setattr("autotune.tuner.earlier_versions", lambda spec, cache_dir: [earlier])
     with Tuner("chmm", "cpu", "tiny", runner=_Answering(), on_stage=said.append) as tuner:
         tuner.ensure_reference()
+    assert said[-1] == f"warning: {earlier}"
     assert tuner.cache_dir.is_dir() and tuner.cache_dir.parent.parent == studies / "cache"
     assert {".gitignore", "CACHEDIR.TAG"} <= {p.name for p in (studies / "cache").iterdir()}
     reference = tuner.reference_config
