@@ -413,7 +413,7 @@ def test_a_reference_config_failing_against_its_own_stored_form_blames_to_refere
 
 
 def test_the_warnings_of_a_check_run_on_a_wrong_copy_or_a_stored_reference_are_not_shown():
-    # The control's checks are autotune's, not the user's: a wrong copy's overflow warned once per trial.
+    # The control's checks are autotune's, not the user's: a wrong copy's overflow would warn once per trial.
     class Warns(_Workload):
         def check(self, output, reference, config):
             warnings.warn("overflow in the check", RuntimeWarning)

@@ -313,8 +313,8 @@ def test_an_output_wrong_after_the_last_timed_run_fails_the_trial(runner, tmp_pa
 
 def test_the_reference_is_saved_once_the_workload_s_own_synchronize_has_run(tmp_path):
     # A run that returns before its work is done (a GPU's queued kernels; here the work lands at the workload's own
-    # synchronize): the reference saved without waiting for it holds what the output was before, and every trial,
-    # timed and checked as the measurer waits for its work, fails against it.
+    # synchronize): a reference saved without waiting for it would hold what the output was before, and every
+    # trial, timed and checked as the measurer waits for its work, would fail against it.
     import torch
 
     pending = "            self.pending = torch.zeros(4, dtype=torch.float64)\n            return self.pending"

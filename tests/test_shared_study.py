@@ -264,7 +264,7 @@ def test_a_beat_under_way_as_the_block_ends_is_waited_for():
 
     with Heartbeat(beat, 0.01):
         assert under_way.wait(timeout=60)
-    assert len(beats) == 2
+    assert len(beats) >= 2  # the one under way ended before the block's end returned (a busy machine: a third too)
     storage = _Storage()
     with Heartbeat.of_trial(storage, 7, 5):
         pass
