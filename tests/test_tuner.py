@@ -2053,6 +2053,28 @@ def test_a_resumed_search_s_time_budget_starts_with_it_where_its_baseline_and_de
     assert "time budget of 1e-06 s spent: no new trials" in said and result.trials == []
 
 
+def test_a_stop_between_taking_a_trial_and_measuring_it_leaves_no_trial_running(studies, made_up_figures,
+                                                                                 monkeypatch):
+    # Ctrl-C as the sampler suggests a config: the trial taken is failed with the stop, not left RUNNING, where
+    # every later search of the study would count it as in flight.
+    from autotune.space import SearchSpace
+
+    suggest, asked = SearchSpace.suggest, []
+
+    def stopped_at_the_third(space, trial):
+        asked.append(trial.number)
+        if len(asked) == 3:
+            raise KeyboardInterrupt
+        return suggest(space, trial)
+
+    monkeypatch.setattr(SearchSpace, "suggest", stopped_at_the_third)
+    with Tuner("chmm", "cpu", "tiny", runner=_Answering(), remeasure_rounds=1) as tuner:
+        with pytest.raises(KeyboardInterrupt):
+            tuner.search(n_trials=5)
+        states = [t.state.name for t in tuner.open_study().trials if t.state.name != "WAITING"]
+    assert states == ["COMPLETE", "COMPLETE", "FAIL"]
+
+
 def test_a_worker_s_time_budget_starts_with_its_work(studies, made_up_figures):
     # A worker measures no baseline of its own to wait for: spent, it takes no trial of the shared budget.
     said = []
