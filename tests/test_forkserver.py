@@ -264,7 +264,8 @@ def _workloads_file() -> str:
     return workloads.__file__
 
 
-def test_a_server_started_in_a_folder_holding_a_workloads_package_serves_autotune_s_own(tmp_path, monkeypatch):
+def test_a_server_started_in_a_folder_holding_a_workloads_package_serves_autotune_s_own(server, tmp_path,
+                                                                                        monkeypatch):
     # `python -m` puts the working directory first: a project's own `workloads` package would be what every trial
     # imports for chmm, ten and the rest.
     root = Path(__file__).resolve().parent.parent
@@ -272,11 +273,7 @@ def test_a_server_started_in_a_folder_holding_a_workloads_package_serves_autotun
     (tmp_path / "workloads" / "__init__.py").write_text("")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(root))  # the tests' own package, whose function the call runs
-    server = ForkServer()
-    try:
-        found = server.call(_workloads_file, (), timeout=60)[0]
-    finally:
-        server.close()
+    found = server.call(_workloads_file, (), timeout=60)[0]  # the server starts here, in this folder
     assert Path(found) == root / "workloads" / "__init__.py"
 
 
@@ -285,14 +282,10 @@ def _interrupted() -> str:
     return "ran on"
 
 
-def test_a_call_s_process_ignores_ctrl_c_which_is_the_tuner_s_to_handle():
+def test_a_call_s_process_ignores_ctrl_c_which_is_the_tuner_s_to_handle(server):
     # The tuner stops a trial itself (its whole group killed, the trial recorded as lost); an interrupt that
     # reached the trial would end it as a KeyboardInterrupt's traceback, an error of its config.
-    server = ForkServer()
-    try:
-        assert server.call(_interrupted, (), timeout=60)[0] == "ran on"
-    finally:
-        server.close()
+    assert server.call(_interrupted, (), timeout=60)[0] == "ran on"
 
 
 def _unended_lines() -> str:
@@ -301,15 +294,11 @@ def _unended_lines() -> str:
     return "done"
 
 
-def test_what_a_call_printed_without_a_newline_is_written_before_its_process_leaves(capfd, monkeypatch):
+def test_what_a_call_printed_without_a_newline_is_written_before_its_process_leaves(server, capfd, monkeypatch):
     # A trial's process leaves by os._exit, which skips Python's buffers: a workload's last words (a progress line
     # ended by "\r", an error printed before it returned) would be lost. Buffered as a terminal-less run buffers them.
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
-    server = ForkServer()  # started here, so it writes to this test's captured descriptors
-    try:
-        assert server.call(_unended_lines, (), timeout=60)[0] == "done"
-    finally:
-        server.close()
+    assert server.call(_unended_lines, (), timeout=60)[0] == "done"  # started here: it writes to captured fds
     err = capfd.readouterr().err
     assert "to stdout, no newline" in err and "to stderr, no newline" in err
 
