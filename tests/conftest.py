@@ -37,6 +37,17 @@ def threads_as_the_machine_has() -> Iterator[None]:
         os.environ["OMP_NUM_THREADS"] = asked
 
 
+@pytest.fixture(scope="session", autouse=True)
+def buffered_as_ci() -> Iterator[None]:
+    """No $PYTHONUNBUFFERED from the shell (this machine's sets it; CI's does not): unbuffered, every process this
+    run starts writes each line at once, so no test could fail where autotune forgets a flush (a fork-server
+    child's before os._exit, stdout's drop to /dev/null after a failed write): two such mutants passed every test."""
+    asked = os.environ.pop("PYTHONUNBUFFERED", None)
+    yield
+    if asked is not None:
+        os.environ["PYTHONUNBUFFERED"] = asked
+
+
 def load_benchmark(name: str):
     """A script of benchmarks/ imported as a module (they are scripts, not a package)."""
     import importlib.util

@@ -294,10 +294,10 @@ def _unended_lines() -> str:
     return "done"
 
 
-def test_what_a_call_printed_without_a_newline_is_written_before_its_process_leaves(server, capfd, monkeypatch):
+def test_what_a_call_printed_without_a_newline_is_written_before_its_process_leaves(server, capfd):
     # A trial's process leaves by os._exit, which skips Python's buffers: a workload's last words (a progress line
-    # ended by "\r", an error printed before it returned) would be lost. Buffered as a terminal-less run buffers them.
-    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    # ended by "\r", an error printed before it returned) would be lost. Buffered as a terminal-less run buffers them
+    # (conftest's buffered_as_ci).
     assert server.call(_unended_lines, (), timeout=60)[0] == "done"  # started here: it writes to captured fds
     err = capfd.readouterr().err
     assert "to stdout, no newline" in err and "to stderr, no newline" in err
