@@ -530,7 +530,26 @@ def test_single_trial_gives_a_clear_message_for_the_parallel_plot():
 def test_empty_study():
     info = build_report(make_study(), None)
     assert all(figure is None for _, _, figure, _ in info.sections)
-    assert "No finished trials" in render_html(info)
+    messages = {section_id: message for section_id, _, _, message in info.sections}
+    assert messages["history"] == "The study has no finished trials."
+    page = render_html(info)
+    assert "No finished trials" in page
+    # One whole page: each section under its heading, in order, then the trials' table, then the end of the page.
+    headings = re.findall(r"<h2>(.*?)</h2>", page)
+    assert headings == [html.escape(title) for _, title, _, _ in info.sections] + ["Every trial"]
+    assert re.search(r"<p><small>Written by autotune on \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.</small></p>"
+                     r"</body></html>$", page), page[-200:]
+
+
+def test_a_study_whose_measured_configs_all_failed_their_check_says_so_under_its_figures():
+    # Figures drawn from incorrect trials alone look like a search's results; the page says they are failures.
+    info = build_report(make_study(("scan", "float16", "incorrect", 40.0, 250), ("loop", "float32", "incorrect", 10.0,
+                                                                              300)), None)
+    sections = {section_id: (title, figure, message) for section_id, title, figure, message in info.sections}
+    assert sections["feasible"] == ("Correct configurations", None, "No completed trial passed its correctness "
+                                    "check: every figure above shows failures only.")
+    assert "feasible" not in {section_id for section_id, *_ in build_report(make_study(*KNOWN), None).sections}
+    assert "<h2>Correct configurations</h2><p class='empty' id='empty-feasible'>" in render_html(info)
 
 
 def test_a_study_named_with_study_is_reported_as_what_it_measured(tmp_path):
