@@ -6,6 +6,7 @@ thresholds and fallbacks those cannot reach quickly.
 """
 
 import math
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -292,3 +293,15 @@ def test_the_json_of_a_search_holds_its_winner_baseline_and_candidates():
     assert result_json(_table(document=None))["speedup_interval"] is None
     assert (said["export"], result_json(_table(export_path=None))["export"]) == ("x.json", None)  # nothing exported
     assert result_json(_table(document=SimpleNamespace(remeasure=None)))["speedup_interval"] is None
+
+
+def test_a_stream_sent_to_dev_null_writes_there_and_leaves_no_descriptor_open(tmp_path):
+    # The stream's own descriptor now reads /dev/null (a dup of one opened for it); the one opened is closed, not
+    # left open for the life of the process.
+    with open(tmp_path / "log", "w") as stream:
+        before = sorted(os.listdir("/proc/self/fd"))
+        console.to_devnull(stream)
+        assert sorted(os.listdir("/proc/self/fd")) == before
+        assert os.readlink(f"/proc/self/fd/{stream.fileno()}") == os.devnull
+        stream.write("dropped")
+    assert (tmp_path / "log").read_text() == ""
