@@ -59,6 +59,35 @@ def test_a_fix_s_build_and_first_run_is_noted_only_above_one_second_over_the_bas
     assert row["note"] == (f"alone, its build and first run take {said}" if said else "")
 
 
+@pytest.mark.parametrize("figures, note", [
+    ({"alone_with": ["dtype"], "verdict_from": "in_winner", "alone": TARGET},
+     "alone with dtype, so the verdict is from in the winner"),
+    ({"alone_with": ["dtype", "batch"]}, "alone with dtype, batch"),
+    ({"alone_with": ["dtype"], "verdict_from": "in_winner"}, "alone with dtype"),  # no alone figure to set aside
+    ({"alone_not_allowed": "dtype float16 needs kernel fast"}, "alone: dtype float16 needs kernel fast"),
+    ({"removed_with": ["batch"]}, "removed with batch"),
+    ({"removed_not_allowed": "kernel slow leaves batch without effect"},
+     "removed: kernel slow leaves batch without effect"),
+    ({"error": "incorrect: error 0.5 > tolerance 1e-05"}, "incorrect: error 0.5 > tolerance 1e-05"),
+    ({"alone_with": ["dtype"], "removed_with": ["batch"], "error": "oom"}, "alone with dtype; removed with batch; oom"),
+])
+def test_a_fix_s_note_says_what_else_each_of_its_moves_took_and_why_one_could_not_be_made(figures, note):
+    # The verdict's figures are only as good as these words: a move that brought another knob along, or could not
+    # be made, reads as a plain "alone" or "in the winner" without them.
+    assert _row(_fix(**figures))["note"] == note
+
+
+def test_the_steps_keep_a_path_step_without_a_figure_which_the_waterfall_leaves_out():
+    pytest.importorskip("plotly")
+    from autotune.explain_view import draw_waterfall
+
+    path = [{"knob": "kernel", "speedup": None}, {"knob": "batch", "speedup": {"value": 2.0, "low": 1.9, "high": 2.1}}]
+    info = get_explain_info(_doc(path=path))
+    assert [(step["label"], step["speedup"]) for step in info["steps"]] == [
+        ("baseline", 1.0), ("+ kernel", None), ("+ kernel + batch", 2.0)]
+    assert list(draw_waterfall(info).data[0].x) == ["baseline", "+ kernel + batch"]
+
+
 def test_a_config_above_the_target_is_said_only_where_its_interval_and_value_clear_the_target_s():
     above = {"value": 2.5, "low": 2.2, "high": 2.9}
     assert beaten_by(_doc(_fix(alone=above))).startswith(
