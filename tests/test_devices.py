@@ -431,3 +431,37 @@ def test_the_cpu_s_memory_is_the_machine_s():
     import psutil
 
     assert detect(False)[-1].memory_bytes == psutil.virtual_memory().total
+
+
+def test_an_unknown_device_name_is_refused_before_anything_is_detected(monkeypatch):
+    # Detection imports torch (seconds) and may fail on its own (a broken driver): a typo is that typo's error.
+    from autotune import devices
+
+    def detect(use_torch=True):
+        raise AssertionError("detected")
+
+    monkeypatch.setattr(devices, "detect", detect)
+    with pytest.raises(UnknownNameError, match="'h10'"):
+        resolve_device("h10")
+
+
+def test_an_apple_gpu_is_found_by_torch_and_without_it_from_apple_silicon(monkeypatch):
+    import platform
+
+    import torch
+
+    from autotune import devices
+
+    monkeypatch.setattr(devices, "_cuda_devices_from_torch", lambda: [])
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    found = detect()
+    assert [(d.profile.name, d.name, d.memory_bytes) for d in found[:-1]] == [
+        ("mps", "Apple GPU (MPS)", devices._physical_memory())]
+    # load_config finds it without importing torch: from the platform, as torch is not in sys.modules.
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setattr(devices, "_cuda_devices_from_driver", lambda: [])
+    monkeypatch.setattr(sys, "platform", "darwin")
+    for machine, gpus in (("arm64", ["mps"]), ("x86_64", [])):  # without torch, Apple silicon's alone is taken
+        monkeypatch.setattr(platform, "machine", lambda: machine)
+        assert [d.profile.name for d in detect(use_torch=False)[:-1]] == gpus, machine
+    assert "torch" not in sys.modules
