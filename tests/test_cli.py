@@ -579,6 +579,9 @@ def test_list_refuses_a_space_file_copied_from_another_workload_as_search_does(t
 def test_list_and_devices(tmp_path):
     listing = run_cli("list", cwd=tmp_path)
     assert listing.returncode == 0 and "chmm" in listing.stdout and "update_c" in listing.stdout
+    # Each workload's first lines: its unit and sizes, then what it runs, from its space file.
+    assert ("chmm  (unit: timesteps; sizes: tiny, small, full; default small)\n  One EM iteration of an "
+            "action-conditioned cloned HMM on a random walk.\n") in listing.stdout
     # What each value needs of a device, so that a user sees why a search here does not offer it.
     assert "(needs numba: cpu, numba; chained: cuda; each choice measured on the defaults in a new study)" in listing.stdout
     # The combinations a search never measures, with what each size gives the size parameters they read.
