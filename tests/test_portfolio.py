@@ -8,18 +8,26 @@ from autotune.portfolio import HandingOver, TakingTurns
 
 
 class Fixed(optuna.samplers.RandomSampler):
-    """Answers every knob with one value, and notes each finished trial it hears of."""
+    """Answers every knob with one value, and notes each trial it hears begin and end, and each reseed."""
 
     def __init__(self, value: int) -> None:
         super().__init__(seed=0)
         self.value = value
+        self.began: list[int] = []
         self.heard: list[int] = []
+        self.reseeded = 0
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         return self.value
 
+    def before_trial(self, study, trial):
+        self.began.append(trial.number)
+
     def after_trial(self, study, trial, state, values):
         self.heard.append(trial.number)
+
+    def reseed_rng(self):
+        self.reseeded += 1
 
 
 def test_trials_alternate_and_every_sampler_hears_every_trial():
@@ -27,7 +35,10 @@ def test_trials_alternate_and_every_sampler_hears_every_trial():
     study = optuna.create_study(sampler=TakingTurns([first, second]))
     study.optimize(lambda trial: trial.suggest_int("x", 0, 3), n_trials=5)
     assert [t.params["x"] for t in study.trials] == [1, 2, 1, 2, 1]
-    assert first.heard == second.heard == [0, 1, 2, 3, 4]
+    # Each keeps its own state of a trial (a sampler may set it up as the trial begins), whoever planned it.
+    assert first.began == second.began == first.heard == second.heard == [0, 1, 2, 3, 4]
+    study.sampler.reseed_rng()  # as Optuna does for each thread of n_jobs > 1: none of them repeats another's asks
+    assert (first.reseeded, second.reseeded) == (1, 1)
 
 
 def _measured(trial):
