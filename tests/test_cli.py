@@ -517,6 +517,8 @@ def test_search_then_best(tmp_path):
     piped = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-o", "/dev/stdout", cwd=tmp_path)
     assert piped.returncode == 0 and piped.stdout.startswith("<!DOCTYPE html>"), piped.stderr
     assert piped.stdout.rstrip().endswith("</html>") and "Report written to /dev/stdout" in piped.stderr
+    # Optuna's own INFO lines kept out (the page's copy of the study in memory was "A new study created in memory").
+    assert "[I " not in report.stderr + piped.stderr, report.stderr
     dash = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "-o", "-", cwd=tmp_path)  # wrote a file "-"
     assert dash.returncode == 0 and dash.stdout.startswith("<!DOCTYPE html>"), dash.stderr
     assert dash.stdout.rstrip().endswith("</html>")
