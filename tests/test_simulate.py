@@ -163,6 +163,16 @@ def test_a_simulated_search_evaluates_recorded_configs_only_and_is_deterministic
     assert whole.best_so_far[-1] == recorded.optimum and score(recorded, whole.best_so_far, 10) == pytest.approx(1.0)
 
 
+def test_a_simulated_search_measures_the_spaces_first_configs_first_as_search_does(tmp_path):
+    # Its score is a search's: one that drew its first configs from the sampler would be judged on another start.
+    recorded = load_recorded(_cache(tmp_path))
+    firsts = [dict(config) for config, _ in recorded.space.firsts()]
+    for seed in range(5):
+        seen = []
+        simulate(recorded, 4, seed=seed, on_trial=lambda record, done, total: seen.append(dict(record.config)))
+        assert seen[:len(firsts)] == firsts == [{"x": 1, "y": 10}], seed
+
+
 @pytest.mark.parametrize("sampler", sorted(SAMPLERS))
 def test_each_strategy_asks_the_same_configs_for_a_seed_and_others_for_another(tmp_path, sampler):
     # Each strategy's sampler is given the seed: one left unseeded drew afresh each run (the default's alone was
