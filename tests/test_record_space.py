@@ -300,6 +300,19 @@ def test_a_study_whose_space_file_is_gone_replays_each_knob_s_numbers_by_size(tm
     assert recorded.space.parameters["fast"].choices == (False,) and len(recorded.entries) == 4
 
 
+def test_a_study_of_a_built_in_whose_space_file_is_gone_replays_in_the_workload_s_own(tmp_path):
+    # A study kept from another checkout names a space file not here: its workload's file gives the conditions.
+    from autotune.recorded import recorded_study
+    from autotune.registry import space_path
+
+    chmm = SearchSpace.from_file(space_path("chmm"))
+    study = _study_of(tmp_path / "gone.yaml", [config.to_dict() for config, _ in chmm.firsts()], _fate, None)
+    study.set_user_attr("workload", "chmm")
+    recorded = recorded_study(study, "study")
+    assert not recorded.space.is_active("chunk_size", {"messages": "loop"}) and recorded.space.is_active(
+        "chunk_size", {"messages": "scan"})  # the condition of chmm.yaml, not read from the values alone
+
+
 def test_a_config_measured_again_after_its_file_was_edited_replays_as_measured_last(tmp_path):
     # Its failure before the edit was replayed: a study resumed after a kernel was fixed measures it again
     # (tests/test_tuner.py), and the first of its two outcomes stood for it.
