@@ -814,6 +814,25 @@ def test_explain_stopped_in_its_first_round_stores_nothing_and_exits_130(tmp_pat
     assert not (studies / "steady" / "explain").exists()
 
 
+def test_a_path_whose_fix_cannot_move_alone_ends_at_the_target_in_a_last_step_of_what_is_left(monkeypatch):
+    # shift refuses a move it cannot help to keep the space's rules; none of the five workloads' targets reached
+    # this (2,000 targets drawn from each space), but a path that stopped short would end at a config not the target.
+    import autotune.explain as explain_module
+
+    space = SearchSpace.from_dict(SPACE)
+    target = space.complete({**space.baseline.to_dict(), "kernel": "fast", "tile": 4, "batch": 16})
+    moved = shift
+
+    def refuse_batch(space, start, end, knobs):
+        return (None, (), "refused") if list(knobs) == ["batch"] else moved(space, start, end, knobs)
+
+    monkeypatch.setattr(explain_module, "shift", refuse_batch)
+    fixes = plan(space, space.baseline, target)
+    steps = explain_module.path(space, space.baseline, target, fixes, {"batch": 3.0, "kernel": 2.0, "tile": 1.0})
+    assert [(step.knobs, step.config.key) for step in steps][-1] == (("batch",), target.key)
+    assert steps[-1].config == target and len(steps) == 2  # kernel (with tile, the move it activates), then batch
+
+
 def test_the_waterfall_after_a_step_without_a_figure_still_ends_at_the_winner():
     # A bar's change was taken against 1x after a step without a figure (a failed one, or one a stop left
     # unmeasured): the bars then summed past the winner. The next bar now holds the unmeasured step too.
