@@ -181,26 +181,44 @@ def test_a_worker_s_exit_status_says_how_it_ended(studies, monkeypatch, capsys):
         return Tuner("chmm", "cpu", "tiny", storage=str(studies / "s.journal"), seed=worker_index, runner=_Answering(),
                      **options)
 
+    steps = []
+
     def failing(exc):
         def work(budget):
+            steps.append("work")
             raise exc
-        return lambda **options: SimpleNamespace(workload=SimpleNamespace(unit="items"), work=work, close=lambda: None,
-                                                 runner=SimpleNamespace(warm_up=lambda: 0.0))
+        return lambda **options: SimpleNamespace(
+            workload=SimpleNamespace(unit="items"), work=work, close=lambda: steps.append("close"),
+            runner=SimpleNamespace(warm_up=lambda: steps.append("warm up") or 0.0))
 
     def refused(**options):
         raise AutotuneError("no such workload")
 
-    monkeypatch.setattr(_worker, "stop_on_sigterm", lambda: None)  # this process's handlers stay as they are
+    # This process's handlers stay as they are: the worker's stop on SIGTERM is noted (test_stopping tests it).
+    monkeypatch.setattr(_worker, "stop_on_sigterm", lambda: steps.append("stop on SIGTERM"))
     monkeypatch.setattr(_worker.warnings, "showwarning", _worker.warnings.showwarning)  # restored after the test
-    exits = {}
-    for name, tuner in [("finished", finished), ("refused", refused), ("failed", failing(AutotuneError("lost it"))),
-                        ("stopped", failing(KeyboardInterrupt()))]:
-        settings = SimpleNamespace(quiet=False, memory_budget_bytes=None, tuner=tuner)
-        monkeypatch.setattr(_worker.SearchSettings, "read", lambda path, storage=None: settings)
-        exits[name] = (_worker.main(["settings.json", "3", "2"]), capsys.readouterr())
+    exits, ran, cores = {}, {}, os.sched_getaffinity(0)
+    monkeypatch.setenv(CPUS_ENV, str(min(cores)))  # the cores the driver gave it
+    try:
+        for name, tuner in [("finished", finished), ("refused", refused),
+                            ("failed", failing(AutotuneError("lost it"))), ("stopped", failing(KeyboardInterrupt()))]:
+            settings = SimpleNamespace(quiet=False, memory_budget_bytes=None, tuner=tuner)
+            monkeypatch.setattr(_worker.SearchSettings, "read", lambda path, storage=None: settings)
+            os.sched_setaffinity(0, cores)
+            exits[name] = (_worker.main(["settings.json", "3", "2"]), capsys.readouterr())
+            ran[name], steps[:] = (steps[:], os.sched_getaffinity(0)), []
+    finally:
+        os.sched_setaffinity(0, cores)
     exits["usage"] = (_worker.main(["settings.json"]), capsys.readouterr())
     assert {name: code for name, (code, _) in exits.items()} == {
         "finished": 0, "refused": 2, "failed": 2, "stopped": 130, "usage": 2}
+    # Each keeps to its cores and takes SIGTERM as a stop before it makes a tuner; a tuner made warms its fork server
+    # up before its work and is closed after it, however the work ends.
+    assert {name: steps for name, (steps, _) in ran.items()} == {
+        "finished": ["stop on SIGTERM"], "refused": ["stop on SIGTERM"],
+        "failed": ["stop on SIGTERM", "warm up", "work", "close"], "stopped": ["stop on SIGTERM", "warm up", "work",
+                                                                             "close"]}
+    assert all(pinned == {min(cores)} for _, pinned in ran.values())
     assert len(counted(optuna.load_study(study_name="chmm-cpu-tiny", storage=open_storage(str(studies / "s.journal")))
                        .get_trials())) == 2
     # Its stdout is the driver's, where `search --json` writes its one object: a worker says everything on stderr.
@@ -305,8 +323,11 @@ def test_each_worker_gets_its_plans_and_the_drivers_environment_in_a_session_of_
     monkeypatch.chdir(tmp_path / "w")
     plans = [WorkerPlan(0, {"CUDA_VISIBLE_DEVICES": "5"}, "GPU 5"), WorkerPlan(1, {CPUS_ENV: "0"}, "cores 0-0")]
     said: list[str] = []
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     statuses = run_workers(tmp_path / "settings.json", 7, plans, said.append, env={**extra, "EXTRA": "the storage URL"})
     assert statuses == [3, 4]
+    # Its stop signals forwarded to the workers while they ran, and the caller's own again once they are done.
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
     assert [re.sub(r"pid \d+", "pid N", line) for line in said] == ["worker 0 started (pid N, GPU 5)",
                                                                      "worker 1 started (pid N, cores 0-0)"]
     seen = [json.loads((tmp_path / f"seen-{i}").read_text()) for i in (0, 1)]
