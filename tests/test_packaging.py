@@ -89,6 +89,27 @@ def test_a_run_beside_packages_named_as_autotunes(tmp_path):
     assert json.loads(done.stdout)["status"] == "ok", done.stdout[-2000:]
 
 
+@pytest.mark.parametrize("process", ["cli", "worker"])
+def test_autotunes_own_processes_import_a_builtin_whose_facts_are_not_literals_from_autotune(tmp_path, process):
+    """A built-in's name and sizes are read from its file while they are literals; one whose are not (a size table
+    computed, say) is imported, in the command's process or a worker's, where the project's `workloads` comes
+    first on the path. Each takes autotune's names first, as the fork server does."""
+    from autotune.settings import SearchSettings
+
+    project = _project_with_autotunes_package_names(tmp_path / "project")
+    SearchSettings("chmm", "cpu", "huge", studies=str(tmp_path / "studies")).write(project / "settings.json")
+    start = ("from autotune.cli import main\nmain(['list', '-w', 'chmm'])" if process == "cli" else
+             "import sys\nfrom autotune._worker import main\nsys.exit(main(['settings.json', '0', '1']))")
+    done = subprocess.run(
+        [sys.executable, "-c", "import autotune.registry\n"
+         "autotune.registry._class_source = lambda module, name: None  # facts no literal gives\n" + start],
+        cwd=project, capture_output=True, text=True, timeout=120)
+    if process == "cli":
+        assert done.returncode == 0 and done.stdout.startswith("chmm  (unit: timesteps"), done.stderr[-2000:]
+    else:  # its settings name a size chmm lacks: refused once the workload is known
+        assert done.returncode == 2 and "huge" in done.stderr and "hidden" not in done.stderr, done.stderr[-2000:]
+
+
 def test_a_script_is_told_what_hides_the_builtins(tmp_path):
     """In a user's own process the name stays the project's: a built-in asked for there says what hides it, rather
     than importing the project's module of that name."""
