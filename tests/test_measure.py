@@ -157,6 +157,9 @@ def test_a_workload_s_own_synchronize_is_followed_by_its_device_s(monkeypatch):
     assert calls == ["device", "own stream", "device"]
     synchronizer(OwnStream("tiny", "cpu"))()  # a CPU has nothing to wait for
     assert calls == ["device", "own stream", "device", "own stream"]
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.append("apple gpu"))
+    synchronizer(OwnStream("tiny", "mps"))()  # an Apple GPU queues its work as a CUDA one does
+    assert calls[4:] == ["own stream", "apple gpu"]
 
 
 def test_a_hopeless_config_stops_after_one_warm_run():
