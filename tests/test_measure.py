@@ -460,6 +460,30 @@ def test_other_work_counts_only_the_cores_this_process_may_run_on():
     assert on_other < 0.3 and on_mine >= 0.7, (on_other, on_mine)
 
 
+def test_each_variable_that_turns_a_knob_value_into_another_is_named_with_what_it_does(monkeypatch):
+    # A search of a user's workload says them before it times anything (test_tuner); here, each one's words.
+    from autotune.environment import knob_variables
+
+    for name in ("TORCH_COMPILE_DISABLE", "TORCHINDUCTOR_MAX_AUTOTUNE", "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM",
+                 "TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE", "NUMBA_DISABLE_JIT", "NVIDIA_TF32_OVERRIDE"):
+        monkeypatch.delenv(name, raising=False)
+    assert knob_variables() == []
+    for name, value in (("TORCH_COMPILE_DISABLE", "1"), ("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM", "1"),
+                        ("NUMBA_DISABLE_JIT", "2"), ("NVIDIA_TF32_OVERRIDE", "0")):
+        monkeypatch.setenv(name, value)
+    assert knob_variables() == [
+        "TORCH_COMPILE_DISABLE=1 (torch.compile returns the model uncompiled)",
+        "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1 (torch.compile's default and reduce-overhead modes autotune as "
+        "max-autotune does)",
+        "NUMBA_DISABLE_JIT=2 (numba runs its kernels in the interpreter)",
+        "NVIDIA_TF32_OVERRIDE=0 (cuBLAS and cuDNN run fp32 where TF32 is asked for)"]
+    for name, value in (("TORCH_COMPILE_DISABLE", "0"), ("NUMBA_DISABLE_JIT", " 0 "), ("NVIDIA_TF32_OVERRIDE", "1")):
+        monkeypatch.setenv(name, value)  # each as its library reads it: off
+    assert knob_variables() == [
+        "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1 (torch.compile's default and reduce-overhead modes autotune as "
+        "max-autotune does)"]
+
+
 def test_the_fingerprint_records_the_variables_that_change_how_fast_torch_runs(monkeypatch):
     # CUDA_LAUNCH_BLOCKING=1, NVIDIA_TF32_OVERRIDE=0 or ATEN_CPU_CAPABILITY=default change every figure (or what
     # a knob does), and an export said nothing of them: its figures read as the machine's own.
