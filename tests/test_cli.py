@@ -656,17 +656,23 @@ def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
         bar.trial(record, min(index, 2), 2)
     assert bar.bar.n == 2 and (bar.bar.total, bar.bar.unit) == (2, "trial")  # the repeat does not advance the bar
     assert "crash 1" in bar.bar.postfix and "ok 1" in bar.bar.postfix and "best 500 items/s" in bar.bar.postfix
+    bar.stage("re-measuring")  # above the bar, as each trial's line
     bar.close()
+    assert bar.bar.disable  # closed: the terminal's line is left to what comes next
     # On a terminal each trial has its line above the bar too: a failed trial's error was said only when piped.
     err = capsys.readouterr().err
     assert "[1/2] trial #0   baseline ok" in err and "process died from SIGSEGV" in err and "not counted" in err
+    assert "\rautotune: re-measuring\n" in err  # the bar cleared from its line, then the line
     plain = Progress(quiet=False, total=2, bar=False)
     for index, record in enumerate(records, 1):
         plain.trial(record, min(index, 2), 2)
     err = capsys.readouterr().err
     assert "[1/2] trial #0   baseline ok" in err and "process died from SIGSEGV" in err and "not counted" in err
+    plain.stage("re-measuring")
+    assert capsys.readouterr().err == "autotune: re-measuring\n"
     quiet = Progress(quiet=True, total=2)
     quiet.trial(records[0], 1, 2)
+    quiet.stage("re-measuring")
     assert capsys.readouterr().err == ""
     # A knob the others leave inactive is named, not shown with the default it holds.
     Progress(quiet=False, total=2, bar=False).trial(
