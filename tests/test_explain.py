@@ -302,7 +302,10 @@ def test_progress_counts_every_measurement_and_ends_at_the_total(space, capsys):
     slow = [what for _, _, what in calls[:-1] if "kernel=slow" in what]
     assert slow and all(what.endswith("(no effect under these: tile)") and "tile=" not in what for what in slow)
     bar = Progress(quiet=False, total=None, bar=True, unit="config")
-    for call in calls:
+    capsys.readouterr()
+    bar.step(*calls[0])
+    assert calls[0][2] in capsys.readouterr().err  # drawn at once: a round of minutes shows what it measures
+    for call in calls[1:]:
         bar.step(*call)
     assert bar.bar.n == bar.bar.total == len(measured) and "all measured" in bar.bar.postfix
     bar.close()
