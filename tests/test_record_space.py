@@ -288,6 +288,23 @@ def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_
         load_recorded_study(f"sqlite:///{tmp_path / 'none.db'}")
 
 
+def test_simulate_on_a_study_says_how_many_configs_it_replays_beside_its_table(tmp_path):
+    # A partial study is a smaller space than its file's, its best found the optimum: the table is read knowing it.
+    import yaml
+
+    from tests.conftest import run_cli
+
+    space_file = tmp_path / "toy.yaml"
+    space_file.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    _study_of(space_file, [dict(c) for c in _module().configs(SearchSpace.from_dict(SPACE))[1][:5]], _fate, storage)
+    done = run_cli("simulate", "--storage", storage, "--study", "toy-cpu-tiny", "--trials", "3", "--repeats", "2",
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (f"autotune: {storage} study toy-cpu-tiny: 5 configs measured, the space its searches replay\n"
+            in done.stderr), done.stderr[-2000:]
+
+
 def test_a_study_whose_space_file_is_gone_replays_each_knob_s_numbers_by_size(tmp_path):
     # A neighbour move steps between adjacent values: by their text, 100 stood between 1 and 15 (a mutant).
     from autotune.recorded import recorded_study
