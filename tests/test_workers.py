@@ -640,6 +640,9 @@ def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_pass
     assert measured and {t.user_attrs["threads"] for t in measured} == {1}
     assert {t.user_attrs["config"]["mode"] for t in measured} == {"eager"}
     assert text.count("warning: mode=compiled left out of this search: torch.compile needs a C++ compiler") == 1, text
+    # Before its workers start, the driver says which study and budget they share.
+    assert re.search(rf"^autotune: study {STUDY} in {re.escape(storage)} \(.*\): budget 6 trials, 2 worker\(s\) "
+                     "here$", text, flags=re.MULTILINE), text[-3000:]
     # The summary's time is the command's, the workers' trials included (it was the re-measurement's alone: 5 s
     # for a run of 40).
     said = float(re.search(r"measured by its workers; in the study: [^;]*; (\d+) s$", text, flags=re.MULTILINE)[1])
