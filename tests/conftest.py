@@ -41,7 +41,7 @@ def threads_as_the_machine_has() -> Iterator[None]:
 def buffered_as_ci() -> Iterator[None]:
     """No $PYTHONUNBUFFERED from the shell (this machine's sets it; CI's does not): unbuffered, every process this
     run starts writes each line at once, so no test could fail where autotune forgets a flush (a fork-server
-    child's before os._exit, stdout's drop to /dev/null after a failed write): two such mutants passed every test."""
+    child's before os._exit, stdout's drop to /dev/null after a failed write): three such mutants passed every test."""
     asked = os.environ.pop("PYTHONUNBUFFERED", None)
     yield
     if asked is not None:
