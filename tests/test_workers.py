@@ -651,6 +651,40 @@ def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_pass
     assert said >= exported - first - 0.5, (said, exported - first)  # rounded to whole seconds
 
 
+_STOPPED_WORKERS = """
+import subprocess, sys
+import optuna
+from autotune import workers
+from autotune.storage import STORAGE_ENV, open_storage, process_start, worker_identity
+
+def run_workers(settings, budget, plans, on_stage, env):
+    # A worker stopped at an unlucky instant: its trial claimed and RUNNING, the worker gone, then Ctrl-C.
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = process_start(gone.pid)
+    gone.wait(timeout=60)
+    study = optuna.load_study(study_name="steady-cpu-tiny", storage=open_storage(env[STORAGE_ENV]))
+    study.ask().set_user_attr("claimed", {"host": worker_identity()["host"], "pid": gone.pid, "started": started})
+    raise KeyboardInterrupt
+
+workers.run_workers = run_workers
+from autotune.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_shared_search_stopped_fails_the_trials_its_gone_workers_left_running(tmp_path):
+    # Each worker releases its own trial as it stops; the driver's look after them is for one that could not.
+    storage = str(tmp_path / "studies" / "steady.journal")
+    done = subprocess.run([sys.executable, "-c", _STOPPED_WORKERS, "search", "-w", STEADY, "-d", "cpu", "-n", "4",
+                           "--workers", "2", "--storage", storage, "--studies", str(tmp_path / "studies")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130 and "interrupted" in done.stderr, done.stderr[-3000:]
+    trials = optuna.load_study(study_name=STUDY, storage=open_storage(storage)).trials
+    # The baseline the gone worker took is failed as lost, not left RUNNING for a grace period; the defaults wait.
+    assert [(t.user_attrs["role"], t.state.name, t.user_attrs.get("lost")) for t in trials] == [
+        ("baseline", "FAIL", True), ("defaults", "WAITING", None)]
+
+
 def test_a_killed_driver_takes_its_workers_along(tmp_path):
     storage = str(tmp_path / "studies" / "steady.journal")
     tag = f"orphans-{os.getpid()}-{time.time()}"
