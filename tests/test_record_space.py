@@ -107,6 +107,15 @@ def test_a_value_left_out_is_in_no_config():
     assert grids["fast"] == [False] and all(not c["fast"] for c in configs)
 
 
+def _space_file(folder):
+    """SPACE written as a workload's space file, which a study names."""
+    import yaml
+
+    path = folder / "toy.yaml"
+    path.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    return path
+
+
 def _study_of(space_file, configs, fate, storage):
     """A study as `search` leaves it: the workload's space file named, each config's figures in its trial."""
     import optuna
@@ -136,14 +145,11 @@ def _fate(index, config):
 
 def test_a_study_that_measured_every_config_replays_as_the_recorded_file_of_the_same_space(tmp_path):
     # Issue 16: "a study with every config measured is a recorded space too". Both routes give one space.
-    import yaml
-
     from autotune.recorded import recorded_study
     from autotune.simulate import simulate
 
     record, space = _module(), SearchSpace.from_dict(SPACE)
-    space_file = tmp_path / "toy.yaml"
-    space_file.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    space_file = _space_file(tmp_path)
     grids, configs = record.configs(space)
     cache = {",".join(str(c[name]) for name in grids): cache_entry(c, _fate(i, c)) for i, c in enumerate(configs)}
     out = tmp_path / "space.json.gz"
@@ -260,8 +266,7 @@ def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_
     import yaml
 
     space = SearchSpace.from_dict(SPACE)
-    space_file = tmp_path / "toy.yaml"
-    space_file.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    space_file = _space_file(tmp_path)
     configs = [dict(c) for c in _module().configs(space)[1][:7]]
     storage = f"sqlite:///{tmp_path / 'autotune.db'}"
     _study_of(space_file, configs, _fate, storage)
@@ -290,12 +295,9 @@ def test_a_partial_study_replays_over_the_configs_it_measured_and_names_what_is_
 
 def test_simulate_on_a_study_says_how_many_configs_it_replays_beside_its_table(tmp_path):
     # A partial study is a smaller space than its file's, its best found the optimum: the table is read knowing it.
-    import yaml
-
     from tests.conftest import run_cli
 
-    space_file = tmp_path / "toy.yaml"
-    space_file.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    space_file = _space_file(tmp_path)
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
     _study_of(space_file, [dict(c) for c in _module().configs(SearchSpace.from_dict(SPACE))[1][:5]], _fate, storage)
     done = run_cli("simulate", "--storage", storage, "--study", "toy-cpu-tiny", "--trials", "3", "--repeats", "2",
@@ -335,11 +337,8 @@ def test_a_config_measured_again_after_its_file_was_edited_replays_as_measured_l
     # (tests/test_tuner.py), and the first of its two outcomes stood for it.
     from autotune.recorded import recorded_study
 
-    import yaml
-
     space = SearchSpace.from_dict(SPACE)
-    space_file = tmp_path / "toy.yaml"
-    space_file.write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    space_file = _space_file(tmp_path)
     config = dict(_module().configs(space)[1][0])
     recorded = recorded_study(_study_of(space_file, [config, config], _fate_fixed, None), "study")
     assert [entry["time"] for entry in recorded.entries.values()] == [10.0]  # ms per item at 100 a second

@@ -652,18 +652,16 @@ def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_pass
 
 
 _STOPPED_WORKERS = """
-import subprocess, sys
+import sys
 import optuna
 from autotune import workers
-from autotune.storage import STORAGE_ENV, open_storage, process_start, worker_identity
+from autotune.storage import STORAGE_ENV, open_storage
+from tests.test_shared_study import _dead
 
 def run_workers(settings, budget, plans, on_stage, env):
     # A worker stopped at an unlucky instant: its trial claimed and RUNNING, the worker gone, then Ctrl-C.
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    started = process_start(gone.pid)
-    gone.wait(timeout=60)
     study = optuna.load_study(study_name="steady-cpu-tiny", storage=open_storage(env[STORAGE_ENV]))
-    study.ask().set_user_attr("claimed", {"host": worker_identity()["host"], "pid": gone.pid, "started": started})
+    study.ask().set_user_attr("claimed", _dead())
     raise KeyboardInterrupt
 
 workers.run_workers = run_workers
@@ -677,7 +675,8 @@ def test_a_shared_search_stopped_fails_the_trials_its_gone_workers_left_running(
     storage = str(tmp_path / "studies" / "steady.journal")
     done = subprocess.run([sys.executable, "-c", _STOPPED_WORKERS, "search", "-w", STEADY, "-d", "cpu", "-n", "4",
                            "--workers", "2", "--storage", storage, "--studies", str(tmp_path / "studies")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert done.returncode == 130 and "interrupted" in done.stderr, done.stderr[-3000:]
     trials = optuna.load_study(study_name=STUDY, storage=open_storage(storage)).trials
     # The baseline the gone worker took is failed as lost, not left RUNNING for a grace period; the defaults wait.
