@@ -3,8 +3,9 @@
 The planted bugs of ``tests/mutants`` prove the workloads' checks; this proves the tests of autotune's own code.
 Each site of the module (a comparison, an arithmetic operator, ``and``/``or``, ``not``, a number, a bool, an
 ``if``'s test, a returned value, the test of an ``a if c else b`` and of a ``while``, a call's keyword argument, a
-call made for its effect alone) is changed alone (a keyword argument is dropped, leaving the callee's default; a call
-whose value is not used is made ``pass``), the given tests run with ``-x``, and a
+call made for its effect alone, an ``except``'s handler, a ``raise``) is changed alone (a keyword argument is dropped,
+leaving the callee's default; a call whose value is not used is made ``pass``; a handler's body is made ``raise``, so
+the fault it caught goes on up; a ``raise`` is made ``pass``), the given tests run with ``-x``, and a
 change no test fails is a survivor: code whose behaviour no test pins. The tests must pass on the unchanged module
 first, and each change they fail names the test that failed it. Each survivor is listed with the line it changed.
 Some change nothing (``return None`` made ``return None``, which shows no line; ``<`` made ``<=`` on measured
@@ -18,6 +19,7 @@ whose package the tests import (``PYTHONPATH``), removed at the end.
     python benchmarks/mutate_autotune.py autotune/check.py --kinds ifexp,while -- tests/test_check.py
     python benchmarks/mutate_autotune.py autotune/check.py --kinds keyword -- tests/test_check.py
     python benchmarks/mutate_autotune.py autotune/check.py --kinds call -- tests/test_check.py
+    python benchmarks/mutate_autotune.py autotune/check.py --kinds except,raise -- tests/test_check.py
 
 Measured on this 2-core CPU (2026-11-29): 1 to 86 s a mutant with quick tests (one that loops is
 stopped at --timeout); the findings are in the README
@@ -43,7 +45,7 @@ COMPARED = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, 
 ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
               ast.Mod: ast.FloorDiv}
 KINDS = ("compare", "arithmetic", "and/or", "not", "bool", "number", "if", "return", "ifexp", "while", "keyword",
-         "call")
+         "call", "except", "raise")
 
 
 def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
@@ -76,6 +78,10 @@ def sites(tree: ast.AST) -> list[tuple[ast.AST, str, int]]:
     # A call whose value nothing reads is made for what it does (a write, a flush, a lock's release, a warning).
     found += [(node, "call", 0) for node in ast.walk(tree)
               if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)]
+    # A handler is there for a fault, a raise for a refusal: each is code only a test that makes it happen can pin.
+    found += [(node, "except", 0) for node in ast.walk(tree) if isinstance(node, ast.ExceptHandler)  # not `raise`
+              if not (len(node.body) == 1 and isinstance(node.body[0], ast.Raise) and node.body[0].exc is None)]
+    found += [(node, "raise", 0) for node in ast.walk(tree) if isinstance(node, ast.Raise)]
     return found
 
 
@@ -93,6 +99,9 @@ class _DropCall(ast.NodeTransformer):
 
     def visit_Expr(self, node: ast.Expr) -> ast.AST:
         return ast.Pass() if node is self.target else self.generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> ast.AST:
+        return ast.Pass() if node is self.target else node
 
 
 def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
@@ -116,8 +125,10 @@ def mutant(tree: ast.Module, index: int) -> tuple[str, int, str]:
         node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
     elif kind == "keyword":
         del node.keywords[i]
-    elif kind == "call":
+    elif kind in ("call", "raise"):
         tree = _DropCall(node).visit(tree)
+    elif kind == "except":  # the fault it caught goes on up, as if the handler were not there
+        node.body = [ast.Raise()]
     else:
         node.value = ast.Constant(value=None)
     return ast.unparse(ast.fix_missing_locations(tree)), line, kind

@@ -24,6 +24,12 @@ SOURCE = '''def f(a, b):
 
 print(f(1,
         b=2), **{"sep": ""})
+try:
+    f(0, 0)
+except ValueError:
+    raise KeyError("b")
+except KeyError:
+    raise
 '''
 
 
@@ -53,15 +59,23 @@ def test_each_site_is_changed_alone_and_its_change_is_the_line_it_made():
         (13, "keyword", ["-print(f(1, b=2), **{'sep': ''})", "+print(f(1), **{'sep': ''})"]),
         # A call whose value is not used is made `pass`, on the statement's first line.
         (12, "call", ["-print(f(1, b=2), **{'sep': ''})", "+pass"]),
+        (15, "call", ["-    f(0, 0)", "+    pass"]),
+        (15, "number", ["-    f(0, 0)", "+    f(1, 0)"]),
+        (15, "number", ["-    f(0, 0)", "+    f(0, 1)"]),
+        # A handler's body is made a bare `raise` (one that is a bare `raise` already is no site); a `raise`, `pass`.
+        (16, "except", ["-    raise KeyError('b')", "+    raise"]),
+        (17, "raise", ["-    raise KeyError('b')", "+    pass"]),
+        (19, "raise", ["-    raise", "+    pass"]),
     ])
     assert ast.unparse(tree) == ast.unparse(ast.parse(SOURCE))  # the module's own tree is left as it was
     # The kinds added later are numbered last: a site's number from a run before them still names the same site.
-    assert [kind for _, kind, _ in mutate.sites(tree)][-4:] == ["ifexp", "while", "keyword", "call"]
+    assert [kind for _, kind, _ in mutate.sites(tree)][-8:] == ["ifexp", "while", "keyword", "call", "call", "except",
+                                                                 "raise", "raise"]
 
 
 @pytest.mark.parametrize("option, said", [
     (["--kinds", "ifexp,iff"], "--kinds: unknown kind iff; kinds: compare, arithmetic, and/or, not, bool, number, if, "
-                               "return, ifexp, while, keyword, call"),
+                               "return, ifexp, while, keyword, call, except, raise"),
     (["--sites", "0,{count}"], "--sites: autotune/exceptions.py has sites 0 to {last}"),
     (["--sites", "0-3"], "--sites: comma-separated site numbers, not '0-3'"),  # was a ValueError's traceback
 ])
