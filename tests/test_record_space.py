@@ -307,6 +307,17 @@ def test_simulate_on_a_study_says_how_many_configs_it_replays_beside_its_table(t
             in done.stderr), done.stderr[-2000:]
 
 
+def test_simulate_on_a_study_that_measured_nothing_says_so_in_one_line(tmp_path):
+    # A study whose search stopped before its baseline had measured (or failed) a config holds no space to replay.
+    from tests.conftest import run_cli
+
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    _study_of(_space_file(tmp_path), [], _fate, storage)
+    done = run_cli("simulate", "--storage", storage, "--study", "toy-cpu-tiny", cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stderr) == (2, f"autotune: error: {storage} study toy-cpu-tiny: the study has "
+                                                 "measured no config yet\n")
+
+
 def test_a_study_whose_space_file_is_gone_replays_each_knob_s_numbers_by_size(tmp_path):
     # A neighbour move steps between adjacent values: by their text, 100 stood between 1 and 15 (a mutant).
     from autotune.recorded import recorded_study

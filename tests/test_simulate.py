@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from autotune.exceptions import AutotuneError
+from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.recorded import direction_of, load_recorded
 from autotune.samplers import DEFAULT, SAMPLERS
 from autotune.simulate import Repeat, budgets_for, expected_random_best, run_repeats, score, simulate, time_score
@@ -101,6 +101,10 @@ def test_a_cache_that_does_not_name_its_values_is_a_one_line_error(tmp_path, bre
     (lambda data: data["cache"]["1,10"].update(times=["1.0"]), "entry '1,10' has a cost or run time that is not"),
     (lambda data: data["cache"]["1,10"].update(times=3.0), "entry '1,10' has a cost or run time that is not"),
     (lambda data: data.update(objective_higher_is_better="yes"), "objective_higher_is_better must be true or false"),
+    (lambda data: data.update(cache={}), "the cache holds no configurations"),
+    (lambda data: data.update(objective=["time"]),
+     r"the objective must be the name of a recorded figure, not \['time'\]"),
+    (lambda data: data.update(objective="energy"), "no configuration has a recorded 'energy'"),
 ])
 def test_a_cache_of_the_wrong_shapes_is_a_one_line_error_not_a_traceback(tmp_path, break_it, says):
     # Each was Python's words (AttributeError, TypeError, ValueError), a string read letter by letter as the names,
@@ -341,6 +345,13 @@ def test_a_bad_recorded_file_is_one_error(tmp_path, content, fragment):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and fragment in done.stderr
 
 
+@pytest.mark.parametrize("name", ["missing.json", "."])
+def test_a_recorded_file_that_cannot_be_opened_is_one_error(tmp_path, name):
+    # Opened first to tell a study's storage from a cache: a file that is not there, or a folder, is said once.
+    with pytest.raises(AutotuneError, match=r"cannot read a recorded space \((FileNotFoundError|IsADirectoryError)"):
+        load_recorded(tmp_path / name)
+
+
 def test_a_study_file_given_as_a_recorded_space_names_the_storage_that_replays_it(tmp_path):
     import sqlite3
 
@@ -361,7 +372,8 @@ def test_a_study_file_given_as_a_recorded_space_names_the_storage_that_replays_i
 def test_an_unknown_sampler_is_refused(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autotune", "simulate", "--recorded", str(_cache(tmp_path)),
                            "--sampler", "annealing"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "annealing" in done.stderr and "tpe" in done.stderr
+    assert (done.returncode, done.stderr) == (2, "autotune: error: --sampler 'annealing' is not a search strategy; "
+                                                 f"use one of: {', '.join(SAMPLERS)}\n")
 
 
 def test_the_time_score_charges_a_search_for_what_its_configs_cost(tmp_path):
@@ -478,6 +490,8 @@ def test_each_strategy_name_makes_the_sampler_it_names(tmp_path):
     for name in ("tpe", "tpe-multivariate"):
         assert make_sampler(name, 0, space, parallel=True)._constant_liar and not made[name]._constant_liar
     assert made["genetic"]._population_size == 20  # as the README's table of strategies says and measured it
+    with pytest.raises(UnknownNameError, match=f"^unknown sampler 'annealing'; valid: {', '.join(sorted(SAMPLERS))}$"):
+        make_sampler("annealing", 0, space)  # from Python, not through a command or a Tuner, which refuse it first
 
 
 def test_json_takes_one_strategy_and_a_strategy_named_twice_is_one():
