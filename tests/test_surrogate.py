@@ -203,3 +203,20 @@ def test_the_model_waits_for_two_successes_and_a_space_measured_whole_is_still_a
     asked = _asked(sampler, space, len(outcomes), lambda i, config: outcomes[i])
     assert sampler.planned == []  # 6 configs measured, one success among the first 5: nothing for a model to fit
     assert len({c.key for c in asked[:6]}) == 6 and all(space.validate(c.to_dict()) == c for c in asked[6:])
+
+
+def test_a_config_the_space_no_longer_allows_teaches_the_model_nothing():
+    # A study resumed after its space file dropped a value: its configs of that value are not configs of the space
+    # (validating them raises), and the model learns from the others.
+    import optuna
+
+    from autotune.surrogate import _outcomes
+
+    study = optuna.create_study(direction="maximize")
+    for config, throughput in (({"a": 4, "b": 1}, 8.0), ({"a": 2, "b": 1}, 2.0), ({"a": 3, "b": 2}, 4.0)):
+        study.add_trial(optuna.trial.create_trial(value=throughput, user_attrs={
+            "config": config, "status": "ok", "throughput": throughput}))
+    measured, running = _outcomes(study, SearchSpace.from_dict(SMALL), asking=-1)
+    assert [(config.to_dict(), seconds) for config, seconds in measured.values()] == [({"a": 2, "b": 1}, 0.5),
+                                                                                     ({"a": 3, "b": 2}, 0.25)]
+    assert running == set()
