@@ -242,6 +242,45 @@ def test_a_cpu_without_proc_cpuinfo_has_bf16_only_as_an_apple_arm_chip(monkeypat
         assert devices._cpu_hardware_capabilities() == frozenset(found), (system, machine)
 
 
+def test_what_the_machine_cannot_say_is_left_out_and_detection_goes_on(tmp_path, monkeypatch):
+    # No /proc (macOS), no CPU affinity (macOS), no cgroup file, no page count, a GPU's unreadable entry: each is a
+    # fact not found, never an error out of `autotune devices` or a search's detection.
+    import platform
+
+    from autotune import devices
+
+    class Unreadable:
+        def __init__(self, path):
+            pass
+
+        def read_text(self):
+            raise OSError("no /proc here")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(devices, "Path", Unreadable)
+        patched.setattr(platform, "processor", lambda: "")
+        patched.setattr(platform, "machine", lambda: "arm64")
+        assert devices.cpu_name() == "arm64"
+    monkeypatch.delattr(devices.os, "sched_getaffinity")
+    monkeypatch.setattr(devices.os, "cpu_count", lambda: 6)
+    assert devices.cpu_threads() == 6  # no cgroup quota is read either: macOS has none
+    monkeypatch.setattr(devices, "PROC_CGROUP", tmp_path / "no-cgroup")
+    assert devices.cgroup_cpu_quota() is None
+
+    def no_pages(name):
+        raise ValueError(f"unrecognized configuration name {name}")
+
+    monkeypatch.setattr(devices.os, "sysconf", no_pages)
+    assert devices._physical_memory() is None
+    for name, model in (("0000:01:00.0", None), ("0000:02:00.0", "NVIDIA H100 80GB HBM3")):
+        (tmp_path / name).mkdir()
+        if model:
+            (tmp_path / name / "information").write_text(f"Model: \t\t {model}\nGPU UUID: \t GPU-aaaa\n")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    found = devices._cuda_devices_from_driver(tmp_path)
+    assert [(d.profile.name, d.index) for d in found] == [("h100", 1)]  # the index is the driver's order's
+
+
 def test_the_compiler_looked_for_is_cxx_else_g_plus_plus_or_clang_plus_plus_on_macos(monkeypatch):
     import shutil
 
