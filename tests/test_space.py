@@ -55,7 +55,11 @@ def test_baseline_is_defaults_overridden():
     "path, value, fragment",
     [
         (["schema_version"], 2, "schema_version"),
-        (["parameters"], {}, "parameters"),
+        (["parameters"], {}, "parameters: must be a non-empty mapping of parameter names"),
+        (["parameters"], ["kernel"], "parameters: must be a non-empty mapping of parameter names"),
+        (["defaults"], ["float32"], "defaults: must be a mapping of parameter names to values"),
+        (["baseline"], None, "baseline: must be a mapping of parameter names to values"),  # `baseline:` left empty
+        (["reference"], "float64", "reference: must be a mapping of parameter names to values"),
         (["parameters", "kernel", "choices"], [], "parameters.kernel.choices"),
         (["parameters", "kernel", "choices"], ["a", "a"], 'must not repeat a choice: "a" is there twice'),
         # Which two: "1" and 1 read as one to --set and in a config's description (true and "true" too).
@@ -107,6 +111,23 @@ def test_a_space_file_that_cannot_be_read_is_one_error_that_names_it(tmp_path):
             SearchSpace.from_file(tmp_path / f"{name}.yaml")
     with pytest.raises(SearchSpaceError, match="gone.yaml: search-space file not found$"):
         SearchSpace.from_file(tmp_path / "gone.yaml")
+
+
+def test_a_space_file_that_is_no_mapping_says_what_it_must_hold(tmp_path):
+    (tmp_path / "list.yaml").write_text("- kernel\n- chunk\n")
+    with pytest.raises(SearchSpaceError, match="/list.yaml: top level: must be a mapping with 'parameters', "
+                                               "'defaults' and 'baseline'$"):
+        SearchSpace.from_file(tmp_path / "list.yaml")
+
+
+def test_a_knob_none_of_whose_choices_the_device_runs_is_refused_for_it():
+    # A knob of GPU kinds alone (whose own `requires` does not say so) on a CPU: nothing to take there, said.
+    data = {**SPACE, "parameters": {**SPACE["parameters"], "dtype": {
+        "choices": ["bfloat16", "float16"], "requires": {"bfloat16": ["bf16", "cuda"], "float16": ["cuda"]}}},
+        "defaults": {**SPACE["defaults"], "dtype": "float16"}, "baseline": {}}
+    with pytest.raises(SearchSpaceError, match="^test.yaml: parameters.dtype: no choice runs on device 'cpu'$"):
+        space(data).for_device(PROFILES["cpu"])
+    assert space(data).for_device(PROFILES["v100"]).parameters["dtype"].choices == ("float16",)
 
 
 def test_malformed_yaml_file_is_named(tmp_path):
