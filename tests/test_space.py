@@ -65,6 +65,17 @@ def test_baseline_is_defaults_overridden():
         # Which two: "1" and 1 read as one to --set and in a config's description (true and "true" too).
         (["parameters", "kernel", "choices"], ["a", "1", 1], 'must not repeat a choice: "1" and 1 are both written 1'),
         (["parameters", "kernel", "type"], "enum", "parameters.kernel.type"),
+        (["parameters", "kernel"], ["loop", "scan"],
+         "parameters.kernel: must be a mapping with 'choices' or 'low'/'high'"),
+        (["parameters", "kernel", "low"], 1, "parameters.kernel.low: only int and float parameters take a range"),
+        (["parameters", "kernel", "requires"], "cuda", "parameters.kernel.requires: must be a list of capabilities, or "
+                                                       "for choices a mapping choice: [capabilities]"),
+        (["parameters", "kernel", "claims"], ["scan"], "parameters.kernel.claims: must be a mapping of a value to "
+                                                       "{text: ..., gain: [low, high]}"),
+        (["parameters", "kernel", "claims"], {"fft": {"text": "2x"}}, "parameters.kernel.claims.fft: is not a value "
+                                                                      "of kernel; allowed: loop, scan"),
+        (["parameters", "kernel", "claims"], {"scan": "2x"}, "parameters.kernel.claims.scan: must be a mapping with "
+                                                             "'text' (a string) and optionally 'gain'"),
         (["parameters", "kernel", "colour"], "red", "parameters.kernel.colour"),
         (["parameters", "kernel"], {"choices": ["a"], 1: "x", "zz": "y"}, "parameters.kernel.1: unknown key"),  # was
         # a TypeError: 1 < 'zz'
