@@ -199,3 +199,43 @@ def test_a_class_that_sets_no_name_unit_or_sizes_is_refused_in_one_line_not_a_tr
         with pytest.raises(AutotuneError, match=f"^workload {spec}: {cls} sets no {missing}: a workload class states "
                                                 "its name, unit and sizes as class attributes"):
             registry.workload_facts(spec)
+
+
+def test_a_workload_that_cannot_be_found_or_imported_is_one_error_naming_it(tmp_path):
+    import re
+
+    missing = tmp_path / "nothing.py"
+    with pytest.raises(AutotuneError, match=f"^workload file {re.escape(str(missing))} does not exist "
+                                            f"\\(from --workload '{re.escape(str(missing))}:Nope'\\)$"):
+        registry.get_workload_class(f"{missing}:Nope")
+    (tmp_path / "fails.py").write_text("from autotune import Workload\nraise ZeroDivisionError('at import')\n")
+    for _ in range(2):  # and the same again: a failed import leaves no half-made module to be found next time
+        with pytest.raises(AutotuneError, match=f"^workload file {re.escape(str(tmp_path / 'fails.py'))} failed to "
+                                                "import: ZeroDivisionError: at import$"):
+            registry.get_workload_class(f"{tmp_path / 'fails.py'}:W")
+    with pytest.raises(AutotuneError, match="^workload tests.no_such_module:W: cannot import tests.no_such_module: "
+                                            "ModuleNotFoundError: No module named 'tests.no_such_module'$"):
+        registry.get_workload_class("tests.no_such_module:W")  # a package found, its module not
+    with pytest.raises(AutotuneError, match=r"^workload workloads.mine:W: cannot import workloads.mine: .* \(workloads "
+                                            r"is the name of autotune's own package, which autotune's processes "
+                                            r"import: give yours another name"):
+        registry.get_workload_class("workloads.mine:W")
+
+
+def test_a_plug_in_whose_module_is_gone_declares_no_version_and_a_package_not_installed_is_not_recorded(
+        tmp_path, monkeypatch):
+    import importlib.metadata
+
+    monkeypatch.setattr(registry, "_entry_points", lambda: {"gone": types.SimpleNamespace(value="no_such_xyz:Gone")})
+    assert registry.declared_version("gone") is None  # its source cannot be read: nothing is declared
+    installed = importlib.metadata.version
+
+    def version(package):
+        if package == "numba":
+            raise importlib.metadata.PackageNotFoundError(package)
+        return installed(package)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    spec, _ = _file(tmp_path)
+    found = registry.measured_with(spec)
+    assert "numba" not in found and found["torch"] == installed("torch")
