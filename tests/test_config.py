@@ -870,6 +870,21 @@ def test_the_cache_is_marked_as_one_for_git_and_backups(tmp_path):
     assert (tmp_path / "studies" / "cache" / ".gitignore").read_text() == "mine\n"
 
 
+def test_a_cache_whose_marks_cannot_be_written_is_made_without_them(tmp_path, monkeypatch):
+    # The marks are a courtesy to git and backups: a disk that refuses them (full, read-only for them) keeps the cache.
+    from pathlib import Path
+
+    from autotune.config import make_cache
+
+    def refused(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", refused)
+    folder = tmp_path / "studies" / "cache" / "chmm" / "tiny-v1"
+    make_cache(folder)
+    assert folder.is_dir() and not (tmp_path / "studies" / "cache" / "CACHEDIR.TAG").exists()
+
+
 def test_a_workload_file_s_classes_unpickle_in_a_process_started_afresh(tmp_path):
     # A DataLoader's workers under "spawn" (macOS's default) or "forkserver" (Python 3.14's on Linux) unpickle the
     # file's Dataset by its module's name: "No module named 'autotune_user_workload_...'", every such config an error.

@@ -131,6 +131,15 @@ def test_shipped_modules_are_found_beside_autotune():
     assert module_file("workloads.nothing") is None and module_file("torch.nn") is None
 
 
+def test_a_builtin_module_of_autotune_s_own_that_fails_its_import_says_its_own_error(monkeypatch):
+    # Not "hidden by another package named 'workloads'": the package is autotune's, its module's import failed.
+    from autotune.shipped import builtin_module
+
+    monkeypatch.delitem(sys.modules, "workloads.no_such_workload", raising=False)
+    with pytest.raises(ModuleNotFoundError, match="^No module named 'workloads.no_such_workload'$"):
+        builtin_module("workloads.no_such_workload")
+
+
 def test_taking_the_builtin_names_imports_nothing_where_autotunes_are_found_and_keeps_one_imported(tmp_path,
                                                                                                  monkeypatch):
     import types

@@ -428,6 +428,13 @@ def test_a_reference_the_disk_refused_says_how_large_it_was_and_how_much_room_th
                                  f"{tmp_path} (1.50 MiB free there): RuntimeError: unexpected pos 576 vs 534")
     assert list(tmp_path.iterdir()) == []
 
+    def unmeasured(folder):  # a network file system's statvfs can fail as the write did
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(shutil, "disk_usage", unmeasured)
+    with pytest.raises(OSError, match=r"could not be written to .* \(\? MiB free there\): RuntimeError: unexpected"):
+        save(SimpleNamespace(), {"a": torch.zeros(4)}, tmp_path / "reference.pt")
+
 
 def test_a_reference_saved_but_not_loadable_is_its_type_not_the_disk(tmp_path, monkeypatch):
     import torch
