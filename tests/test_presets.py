@@ -54,6 +54,20 @@ def test_load_config_finds_a_preset_on_any_machine(path, tmp_path):
     assert dict(cfg) == json.loads(path.read_text())["config"]
 
 
+def test_an_install_without_the_presets_loads_the_defaults_with_its_warning(tmp_path, monkeypatch):
+    # A layout of another kind where the import system finds no `studies` package: no preset, no ModuleNotFoundError.
+    import autotune.tuned as tuned
+
+    def no_presets(name):
+        raise ModuleNotFoundError(f"No module named {name.partition('/')[0]!r}")
+
+    monkeypatch.setattr(tuned, "folder", no_presets)
+    with pytest.warns(UserWarning, match="^no tuned config for 'chmm' on 'h100' .*; using the search space's "
+                                         "defaults$"):
+        cfg = autotune.load_config("chmm", device="h100", size="small", studies=tmp_path)
+    assert cfg.source == "defaults"
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_readmes_gpu_table_states_each_presets_figures(path):
     # The README's table and the shipped files must not drift apart: the preset's row is its re-measurement,
