@@ -15,7 +15,7 @@ import pytest
 
 from autotune.shared_study import (DONE, EXPORTED, EXPORTER, WAIT, Heartbeat, NoLock, TrialBudget, claim_budget,
                                    elect_exporter, enqueue_first, exported, exporting, fail_abandoned_trials,
-                                   release_dead_owners, release_own_trials)
+                                   release_dead_owners, release_own_trials, release_trial)
 from autotune.storage import worker_identity
 from tests.conftest import until
 
@@ -152,6 +152,49 @@ def test_a_stop_releases_this_processs_trials_and_the_drivers_look_those_of_its_
     release_dead_owners(study)
     assert [(t.state, t.user_attrs.get("lost")) for t in study.trials] == [(FAIL, True), (FAIL, True),
                                                                           (RUNNING, None), (RUNNING, None)]
+
+
+def test_a_trial_that_finished_before_its_release_or_as_its_dead_owner_was_failed_is_left_as_it_ended(monkeypatch):
+    # Two processes at once: a trial may finish between its listing as running and its release, and another worker
+    # may fail a dead one's trial first. Neither is an error of the stop or the look that came second.
+    study = optuna.create_study()
+    done = study.ask()
+    _count(study, done)
+    release_trial(study, done._trial_id)
+    assert (study.trials[0].state, study.trials[0].user_attrs.get("lost")) == (COMPLETE, None)
+    _claimed(study, _dead())
+
+    def first_there(trial_id, state, values=None):
+        raise optuna.exceptions.UpdateFinishedTrialError("another worker got there first")
+
+    monkeypatch.setattr(study._storage, "set_trial_state_values", first_there)
+    fail_abandoned_trials(study, grace_period=60)
+    # Failed and queued again by the other worker, not by this look: no second copy queued.
+    assert [t.state for t in study.get_trials(deepcopy=False)] == [COMPLETE, RUNNING]
+
+
+def test_an_exporter_whose_storage_stops_answering_goes_on_and_keeps_its_own_error(monkeypatch):
+    # Its marks are for the other workers: a storage that fails a write of one (a server restarting) must neither
+    # end the export nor replace the error the export ended with.
+    study = optuna.create_study()
+    recorded, failing = study.set_user_attr, [True]
+
+    def flaky(key, value):
+        if failing[0]:
+            raise OSError("server closed the connection unexpectedly")
+        recorded(key, value)
+
+    assert elect_exporter(study, NoLock(), 4)
+    monkeypatch.setattr(study, "set_user_attr", flaky)
+    with exporting(study, NoLock(), heartbeat=0.01):  # its first beat fails, then the storage is back
+        first = study.user_attrs[EXPORTER]
+        failing[0] = False
+        assert until(lambda: "beat" in study.user_attrs[EXPORTER])
+        failing[0] = True  # and gone again as the export ends: its "finished" mark is not written
+    assert "beat" not in first and "finished" not in study.user_attrs[EXPORTER]
+    with pytest.raises(KeyboardInterrupt), exporting(study, NoLock()):
+        raise KeyboardInterrupt  # the budget's give-back fails: the stop is still the stop
+    assert study.user_attrs[EXPORTED] == 4
 
 
 @pytest.mark.parametrize("owner, one_machine, is_exported", [
