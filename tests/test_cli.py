@@ -639,6 +639,13 @@ def test_the_terminal_width_is_stderr_s_where_it_is_a_terminal_and_0_elsewhere(m
     monkeypatch.setattr(sys, "stderr", SimpleNamespace(isatty=lambda: False, fileno=lambda: 2))  # a pipe, a file
     assert terminal_width() == 0
 
+    def no_size(fd):  # the size cannot be read: os.get_terminal_size raises, as its ioctl failed
+        raise OSError(25, "Inappropriate ioctl for device")
+
+    monkeypatch.setattr(os, "get_terminal_size", no_size)
+    monkeypatch.setattr(sys, "stderr", SimpleNamespace(isatty=lambda: True, fileno=lambda: 2))
+    assert terminal_width() == 0
+
 
 def test_progress_bar_on_a_terminal_and_plain_lines_otherwise(capsys):
     from autotune.progress import Progress
