@@ -520,6 +520,20 @@ def test_only_failed_trials_give_messages_not_crashes():
     assert "id='empty-pareto'" in render_html(info)
 
 
+def test_a_plot_optuna_fails_to_draw_is_a_message_in_its_place_and_the_rest_of_the_report_stands(monkeypatch):
+    import optuna.visualization
+
+    def fails(study, **options):
+        raise ValueError("Cannot evaluate the importance of a constant parameter")
+
+    monkeypatch.setattr(optuna.visualization, "plot_parallel_coordinate", fails)
+    info = build_report(make_study(*KNOWN), DOCUMENT)
+    sections = {section_id: (figure, message) for section_id, _, figure, message in info.sections}
+    assert sections["parallel"] == (None, "The parallel-coordinates plot could not be computed: Cannot evaluate the "
+                                          "importance of a constant parameter")
+    assert sections["pareto"][0] is not None and "could not be computed" in render_html(info)
+
+
 def test_single_trial_gives_a_clear_message_for_the_parallel_plot():
     info = build_report(make_study(("loop", "float32", "ok", 10.0, 300)), None)
     sections = {section_id: (figure, message) for section_id, _, figure, message in info.sections}

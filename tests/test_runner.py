@@ -1140,6 +1140,21 @@ def test_a_process_s_mapped_bytes_are_its_address_space():
     assert 0.9 < _mapped_bytes() / psutil.Process().memory_info().vms < 1.1
 
 
+def test_without_proc_a_process_s_mapped_bytes_are_0_not_an_error(monkeypatch):
+    # Without /proc (macOS), the check of what a trial maps before a memory limit is taken is skipped: 0 mapped.
+    import autotune.runner as runner
+
+    class Unreadable:
+        def __init__(self, path):
+            pass
+
+        def read_text(self):
+            raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(runner, "Path", Unreadable)
+    assert runner._mapped_bytes() == 0
+
+
 def test_the_reference_config_failing_against_what_to_reference_stored_blames_to_reference(in_trial_process, tmp_path):
     # The first output is held to the check's control: there, the reference config's own output failing against
     # its stored form says that to_reference loses what the check compares, not that the config is wrong.
