@@ -741,3 +741,17 @@ def test_a_slow_workloads_figures_and_odd_values_read_as_search_writes_them():
     assert "<td>0.4 timesteps/s</td>" in page and "<td>12,346 timesteps/s</td>" in page
     texts = _get_history_info(study, unit="timesteps")["points"]["ok"]["text"]
     assert [text.rsplit("<br>", 1)[1] for text in texts] == ["0.4 timesteps/s", "12,346 timesteps/s"]
+
+
+def test_a_broken_install_without_plotly_is_told_how_to_mend_it(monkeypatch):
+    # plotly is a dependency, but a broken environment lacks it: one line with the command, not an ImportError.
+    import importlib
+    import sys
+
+    from autotune.exceptions import AutotuneError
+
+    monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)  # as if not installed: its import fails
+    monkeypatch.delitem(sys.modules, "autotune._plotly_imports")
+    with pytest.raises(AutotuneError, match=r"^autotune report needs plotly \(import of plotly.graph_objects halted; "
+                                            r"None in sys.modules\); install it with `pip install plotly`$"):
+        importlib.import_module("autotune._plotly_imports")
