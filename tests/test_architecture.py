@@ -122,6 +122,16 @@ def test_each_module_imports_alone_in_a_fresh_interpreter():
     assert not failed, failed
 
 
+def test_autotune_s_names_are_imported_when_first_read_and_another_is_python_s_attribute_error():
+    # `import autotune` imports no torch (load_config's scripts): each name of the API imports its module when read.
+    import autotune
+
+    assert autotune.Tuner.__module__ == "autotune.tuner"
+    with pytest.raises(AttributeError, match="^module 'autotune' has no attribute 'Tunner'$"):
+        autotune.Tunner  # noqa: B018 - the read is the test
+    assert not hasattr(autotune, "Tunner")
+
+
 def test_no_module_of_the_package_is_over_about_400_lines():
     # The workloads are long by nature; the package's modules each hold one stage.
     sizes = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "autotune").glob("*.py")}
