@@ -564,6 +564,7 @@ def test_the_export_of_a_workload_file_is_explained(tmp_path):
     (["--config", "bad.json"], "not valid JSON"),
     (["--config", "baseline.json"], "is the baseline"),
     (["--config", "wrong.json"], "work=0 is not allowed"),
+    (["--config", "list.json"], "list.json: must hold a JSON object of knob values, or an exported config"),
     (["--rounds", "0", "--config", "target.json"], "--rounds"),
 ])
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, fragment):
@@ -571,6 +572,7 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, f
     (tmp_path / "bad.json").write_text("{work: 250")
     (tmp_path / "baseline.json").write_text(json.dumps({"config": {"work": 1000}}))
     (tmp_path / "wrong.json").write_text(json.dumps({"work": 0}))
+    (tmp_path / "list.json").write_text(json.dumps([{"work": 250}]))  # a list of configs, where one goes
     done = run_cli("explain", "-w", STEADY, "-d", "cpu", "--studies", str(tmp_path / "studies"), *args,
                    cwd=tmp_path, timeout=120)
     assert done.returncode == 2, done.stderr
