@@ -25,8 +25,11 @@ def test_config_is_frozen_hashable_and_round_trips_json():
     with pytest.raises(TypeError):
         config["dtype"] = "float64"  # type: ignore[index]
     assert config.replace(dtype="float64")["dtype"] == "float64" and config["dtype"] == "float32"
-    with pytest.raises(InvalidConfigError):
+    with pytest.raises(InvalidConfigError, match=r"^config value x=\[1, 2\] must be a string, number, boolean or "
+                                                 r"null$"):
         Config({"x": [1, 2]})
+    with pytest.raises(InvalidConfigError, match="^config keys must be strings, got 3$"):
+        Config({3: "float32"})  # a key that is a number, as YAML reads `3:`
 
 
 def _document(**extra):
