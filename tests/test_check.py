@@ -411,6 +411,14 @@ def test_a_reference_config_failing_against_its_own_stored_form_blames_to_refere
     control(lossy, failed, output, lossy.to_reference(output), {})  # another config's failure: its own, as before
     control(honest, Check(1.0, 0.5, False), output, output, {}, is_reference=True)  # unseeded, say: not the storing
 
+    class Strict(Lossy):  # a check that refuses the stored form by raising: it says nothing of what storing lost
+        def check(self, output, reference, config):
+            if reference.dtype != torch.float64:
+                raise TypeError(f"a float64 reference is compared, not {reference.dtype}")
+            return super().check(output, reference, config)
+
+    control(Strict(1e-12), Check(1.0, 0.5, False), output, output, {}, is_reference=True)  # its own failure stands
+
 
 def test_the_warnings_of_a_check_run_on_a_wrong_copy_or_a_stored_reference_are_not_shown():
     # The control's checks are autotune's, not the user's: a wrong copy's overflow would warn once per trial.
