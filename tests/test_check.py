@@ -224,6 +224,11 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
     assert wrong_copy({"ok": True, "seen": [False]}) == {"ok": False, "seen": [True]}
     assert wrong_copy(np.array(["ab", "cd"])).tolist() == ["cd?", "ab?"] and wrong_copy(np.array("ab")) == "ab?"
     assert wrong_copy(torch.full((2,), -1.0).to_sparse()) is None  # a sparse -1 made wrong stays itself: no control
+    # A block-sparse tensor has no such arithmetic, and made dense it cannot be made block-sparse again without its
+    # block size (torch's RuntimeError): it stays as it is, and the rest of the output is made wrong.
+    blocks = torch.arange(16.0).reshape(4, 4).to_sparse_bsr((2, 2))
+    made = wrong_copy({"blocks": blocks, "loss": torch.tensor(2.0)})
+    assert made["blocks"] is blocks and made["loss"].item() == 5.0
 
 
 def test_a_check_that_never_compares_a_part_of_the_output_fails_the_trial():
