@@ -86,6 +86,13 @@ def test_a_complex_output_wrong_only_in_its_imaginary_part_fails(error):
     assert error(torch.tensor([1.0, 3.0]), torch.tensor([1 + 0j, 3 + 0j])) == 0
 
 
+def test_an_output_that_is_no_number_is_numpy_s_error_not_a_distance():
+    # A word where the reference holds a number is the workload's to mend (its check compares the wrong thing):
+    # NumPy's words reach the trial's error, not an error of autotune's own making.
+    with pytest.raises(ValueError, match="could not convert string to float"):
+        relative_error("a", 1.0)
+
+
 def test_a_negative_error_is_refused_as_a_check_that_would_pass_anything():
     # A workload whose check gave a signed difference passed every output below the reference, however far.
     from autotune.check import Check
@@ -93,6 +100,8 @@ def test_a_negative_error_is_refused_as_a_check_that_would_pass_anything():
     with pytest.raises(ValueError, match="the error of 'loss' is -3: an error is a distance, 0 or more"):
         Check.from_metrics({"counts": (0.0, 1e-3), "loss": (-3.0, 1e-3)})
     assert Check.from_metrics({"loss": (0.0, 0.0)}).passed and not Check.from_metrics({"loss": (1.0, 0.5)}).passed
+    with pytest.raises(ValueError, match="^a check needs at least one metric$"):  # a check of nothing
+        Check.from_metrics({})
 
 
 @pytest.mark.parametrize("tolerance, shown", [(math.inf, "inf"), (-1e-3, "-0.001"), (math.nan, "nan")])
