@@ -977,3 +977,11 @@ def test_a_journal_on_a_file_system_that_makes_no_symbolic_link_is_said_in_one_l
     with pytest.raises(StorageError, match=r"cannot lock the journal .*s\.journal: Operation not permitted \(its lock "
                                            r"is a symbolic link beside it, which this file system cannot make"):
         optuna.create_study(study_name="s", storage=open_storage(journal))
+
+    def failing(*args, **kwargs):  # another fault of the disk is its own, not a file system without links
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "symlink", failing)
+    with pytest.raises(OSError, match=r"^\[Errno 5\] Input/output error$") as failed:
+        optuna.create_study(study_name="s", storage=open_storage(journal))
+    assert not isinstance(failed.value, StorageError)
