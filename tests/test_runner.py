@@ -785,6 +785,21 @@ def test_a_fork_server_that_cannot_import_its_preload_is_one_line_naming_the_cau
         server.close()
 
 
+def test_a_fork_server_that_dies_before_it_can_say_why_is_one_line_pointing_at_what_it_printed(tmp_path, monkeypatch):
+    # Killed as it imports (the OOM killer, a segfault in a library): no word comes back, its pipe just closes.
+    from autotune._forkserver import ForkServer, ServerFailed
+
+    (tmp_path / "dying_preload.py").write_text("import os\nos._exit(9)\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    server = ForkServer(["dying_preload"])
+    try:
+        server.start()
+        with pytest.raises(ServerFailed, match=r"failed to start: it exited \(see the error above\); check that "):
+            server.wait_ready()
+    finally:
+        server.close()
+
+
 def test_a_fork_server_slow_to_start_is_said_to_be_starting_and_one_that_hangs_fails_at_the_trial_timeout(
         tmp_path, monkeypatch):
     # An import of torch stuck on a network file system (a sitecustomize that sleeps, this CPU): the search said
