@@ -595,6 +595,19 @@ def test_a_bare_postgresql_url_names_the_installed_driver():
     assert with_installed_driver("sqlite:///x.db") == "sqlite:///x.db"
 
 
+def test_a_postgresql_url_without_a_driver_installed_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    from autotune.exceptions import StorageError
+    from autotune.storage import with_installed_driver
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name.startswith("psycopg") else found(name))
+    with pytest.raises(StorageError, match=r"^no PostgreSQL driver is installed for --storage postgresql://\.\.\.: "
+                                           r"pip install 'autotune\[postgres\]' \(psycopg2\) or psycopg$"):
+        with_installed_driver("postgres://u:pw@h/db")
+
+
 def test_workers_print_their_trials_use_the_threads_given_and_never_see_the_password(tmp_path):
     # --threads reaches every worker's trials, each worker prints its per-trial lines, and the
     # storage comes through the environment (a journal path here, checked on the command lines).
