@@ -1602,6 +1602,8 @@ def test_a_memory_limit_on_a_gpu_is_refused_not_dropped(studies, monkeypatch):
     ({"studies": ""}, "studies '' is refused: it names no folder"),
     ({"studies": "-"}, "studies '-' is refused: it names no folder"),
     ({"studies": 5}, "studies 5 is refused: it is no path (a str or a Path)"),
+    # As the Tuner is made, not once a search opens its study and makes the sampler.
+    ({"sampler": "annealing"}, "unknown sampler 'annealing'; valid: forest, genetic, linear, linear-tpe, random, "),
 ])
 def test_a_tuner_given_what_its_options_would_refuse_says_so_before_anything(studies, given, said):
     # From Python these were taken: remeasure_rounds=0 and a negative budget found no winner, threads=1.5 failed
