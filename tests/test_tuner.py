@@ -2204,3 +2204,35 @@ def test_a_worker_s_progress_line_shows_the_best_of_trials_other_workers_ended_m
     worker.on_trial = lambda record, done, total: shown.append(record.study_best)
     loop.run_trials(worker, study, TrialBudget(study, 3, NoLock(), None, None, None, shared=True))
     assert shown and shown[0] == 1000.0, shown
+
+
+def test_a_storage_that_fails_as_a_tuner_opens_it_or_makes_its_study_is_one_line_without_the_password(studies,
+                                                                                                     monkeypatch):
+    # A server that refuses the connection, a file that is no database, and a server that drops the connection as
+    # the study is made: the driver's first line with the URL masked, not the driver's exception and its traceback.
+    import optuna
+    import sqlalchemy.exc
+
+    from autotune.exceptions import StorageError
+
+    with Tuner("chmm", "cpu", "tiny", storage="postgresql+psycopg2://tuner:hunter2@127.0.0.1:1/autotune") as tuner:
+        with pytest.raises(StorageError, match=r"^cannot open storage postgresql\+psycopg2://tuner:\*\*\*@127\.0\.0"
+                                               r"\.1:1/autotune: .*[Cc]onnection refused") as failed:
+            tuner.open_study()
+    assert "hunter2" not in str(failed.value)
+    studies.mkdir()
+    (studies / "autotune.db").write_text("notes written over the database by mistake\n" * 100)
+    with Tuner("chmm", "cpu", "tiny") as tuner:  # the file opens (its lock is beside it); its tables do not
+        with pytest.raises(StorageError, match=r"^cannot open storage sqlite:///.*autotune\.db: DatabaseError: file is "
+                                               r"not a database$"):
+            tuner.open_study()
+    (studies / "autotune.db").unlink()
+
+    def dropped(**options):
+        raise sqlalchemy.exc.OperationalError("INSERT INTO studies", {}, Exception("server closed the connection"))
+
+    monkeypatch.setattr(optuna, "create_study", dropped)
+    with Tuner("chmm", "cpu", "tiny") as tuner:
+        with pytest.raises(StorageError, match=r"^cannot open storage sqlite:///.*autotune\.db: .*server closed the "
+                                               r"connection"):
+            tuner.open_study()
