@@ -2236,3 +2236,20 @@ def test_a_storage_that_fails_as_a_tuner_opens_it_or_makes_its_study_is_one_line
         with pytest.raises(StorageError, match=r"^cannot open storage sqlite:///.*autotune\.db: .*server closed the "
                                                r"connection"):
             tuner.open_study()
+
+
+def test_a_reference_config_that_fails_is_one_error_saying_how(studies, tmp_path):
+    # Every trial is checked against its output: without one there is nothing to search, and the cause is said.
+    import shutil
+
+    from autotune.exceptions import AutotuneError
+    from tests.conftest import TESTS
+
+    shutil.copy(TESTS / "workloads" / "broken.py", tmp_path / "broken.py")
+    space = (TESTS / "workloads" / "broken.yaml").read_text()
+    (tmp_path / "broken.yaml").write_text(space.replace("reference:\n  behaviour: ok", "reference:\n  behaviour: "
+                                                                                         "raise_build"))
+    with Tuner(f"{tmp_path / 'broken.py'}:BrokenWorkload", "cpu", "tiny") as tuner:
+        with pytest.raises(AutotuneError, match=r"^the reference config of 'broken' failed \(error\): ValueError: "
+                                                r"broken on purpose in build$"):
+            tuner.ensure_reference()
