@@ -755,3 +755,19 @@ def test_a_broken_install_without_plotly_is_told_how_to_mend_it(monkeypatch):
     with pytest.raises(AutotuneError, match=r"^autotune report needs plotly \(import of plotly.graph_objects halted; "
                                             r"None in sys.modules\); install it with `pip install plotly`$"):
         importlib.import_module("autotune._plotly_imports")
+
+
+def test_an_unreadable_export_beside_a_study_of_another_name_is_no_guide_to_which_study(tmp_path):
+    # Without --study, an export names the study whose winner it holds; one that cannot be read names none, and the
+    # report says which studies there are, not the export's JSON error.
+    from autotune.config import config_path
+    from autotune.exceptions import UnknownNameError
+    from autotune.stored import open_stored_study
+
+    storage = f"sqlite:///{tmp_path / 'autotune.db'}"
+    optuna.create_study(storage=storage, study_name="other", directions=["maximize"])
+    export = config_path("chmm", "cpu", "tiny", tmp_path)
+    export.parent.mkdir(parents=True)
+    export.write_text("{half written")
+    with pytest.raises(UnknownNameError, match=r"^unknown study 'chmm-cpu-tiny'; valid: other"):
+        open_stored_study("chmm", "cpu", "tiny", storage=storage, studies=tmp_path)
