@@ -367,6 +367,13 @@ def test_a_build_that_returns_no_run_says_so(tmp_path):
     assert result.status == "error" and result.error.startswith(said), result.error
 
 
+def test_a_run_whose_signature_cannot_be_read_is_called_as_it_is():
+    # Some builtins have none to read (inspect raises ValueError for max): only calling one can tell.
+    from autotune.workload import not_a_run
+
+    assert (not_a_run(max), not_a_run(lambda x: x)) == ("", "a function that takes (x)")
+
+
 @pytest.mark.parametrize("output, held", [
     ("{'x': [numpy.arange(4.0)]}", "a numpy.ndarray"),
     # A generator (a run() that yields) cannot be saved at all: it failed with pickle's words, naming no cause.
