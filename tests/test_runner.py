@@ -435,7 +435,7 @@ def test_a_reference_the_disk_refused_says_how_large_it_was_and_how_much_room_th
                                  f"{tmp_path} (1.50 MiB free there): RuntimeError: unexpected pos 576 vs 534")
     assert list(tmp_path.iterdir()) == []
 
-    def unmeasured(folder):  # a network file system's statvfs can fail as the write did
+    def unmeasured(folder):  # the free space cannot be read either (statvfs failed)
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(shutil, "disk_usage", unmeasured)
