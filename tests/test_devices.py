@@ -220,6 +220,16 @@ def test_a_cpu_has_bf16_only_when_the_processor_says_so():
     assert not PROFILES["cpu"].has("bf16")  # the class of device promises nothing
 
 
+class _Unreadable:
+    """A ``Path`` of a machine without ``/proc`` (macOS): nothing can be read from it."""
+
+    def __init__(self, path):
+        pass
+
+    def read_text(self):
+        raise OSError("no /proc here")
+
+
 def test_a_cpu_without_proc_cpuinfo_has_bf16_only_as_an_apple_arm_chip(monkeypatch):
     # macOS has no /proc/cpuinfo: its Arm chips do bfloat16 arithmetic, and elsewhere nothing is known, so nothing
     # is claimed (a mutant claimed bf16 on every such machine but an Apple chip).
@@ -227,14 +237,7 @@ def test_a_cpu_without_proc_cpuinfo_has_bf16_only_as_an_apple_arm_chip(monkeypat
 
     from autotune import devices
 
-    class Unreadable:
-        def __init__(self, path):
-            pass
-
-        def read_text(self):
-            raise OSError("no /proc here")
-
-    monkeypatch.setattr(devices, "Path", Unreadable)
+    monkeypatch.setattr(devices, "Path", _Unreadable)
     for system, machine, found in (("darwin", "arm64", {"bf16"}), ("darwin", "x86_64", set()),
                                    ("linux", "aarch64", set())):
         monkeypatch.setattr(sys, "platform", system)
@@ -249,15 +252,8 @@ def test_what_the_machine_cannot_say_is_left_out_and_detection_goes_on(tmp_path,
 
     from autotune import devices
 
-    class Unreadable:
-        def __init__(self, path):
-            pass
-
-        def read_text(self):
-            raise OSError("no /proc here")
-
     with monkeypatch.context() as patched:
-        patched.setattr(devices, "Path", Unreadable)
+        patched.setattr(devices, "Path", _Unreadable)
         patched.setattr(platform, "processor", lambda: "")
         patched.setattr(platform, "machine", lambda: "arm64")
         assert devices.cpu_name() == "arm64"

@@ -774,34 +774,25 @@ def test_a_search_starts_its_fork_server_before_it_imports_the_workload_and_kill
     assert process.wait(timeout=30) == -signal.SIGKILL and _servers_of_this_process() == before
 
 
-def test_a_fork_server_that_cannot_import_its_preload_is_one_line_naming_the_cause(tmp_path, monkeypatch):
+@pytest.mark.parametrize("preload, said", [
     # A broken torch install (a shim raising ImportError, this machine): `autotune run` printed the server's
     # traceback and then its own, a RuntimeError "the fork server failed to start (see the error above)", exit 1.
+    ("raise ImportError('libtorch_cpu.so: cannot open shared object')\n",
+     r"the fork server, which every trial forks from, failed to start: importing broken_preload: ImportError: "
+     r"libtorch_cpu.so: cannot open shared object; check that `.*python.* -c 'import torch'` works"),
+    # Killed as it imports (the OOM killer, a segfault in a library): no word comes back, its pipe just closes.
+    ("import os\nos._exit(9)\n", r"failed to start: it exited \(see the error above\); check that "),
+], ids=["cannot import", "dies unheard"])
+def test_a_fork_server_that_fails_to_import_its_preload_is_one_line_naming_the_cause(tmp_path, monkeypatch, preload,
+                                                                                     said):
     from autotune._forkserver import ForkServer, ServerFailed
 
-    (tmp_path / "broken_preload.py").write_text("raise ImportError('libtorch_cpu.so: cannot open shared object')\n")
+    (tmp_path / "broken_preload.py").write_text(preload)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     server = ForkServer(["broken_preload"])
     try:
         server.start()
-        with pytest.raises(ServerFailed, match=r"the fork server, which every trial forks from, failed to start: "
-                                               r"importing broken_preload: ImportError: libtorch_cpu.so: cannot open "
-                                               r"shared object; check that `.*python.* -c 'import torch'` works"):
-            server.wait_ready()
-    finally:
-        server.close()
-
-
-def test_a_fork_server_that_dies_before_it_can_say_why_is_one_line_pointing_at_what_it_printed(tmp_path, monkeypatch):
-    # Killed as it imports (the OOM killer, a segfault in a library): no word comes back, its pipe just closes.
-    from autotune._forkserver import ForkServer, ServerFailed
-
-    (tmp_path / "dying_preload.py").write_text("import os\nos._exit(9)\n")
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    server = ForkServer(["dying_preload"])
-    try:
-        server.start()
-        with pytest.raises(ServerFailed, match=r"failed to start: it exited \(see the error above\); check that "):
+        with pytest.raises(ServerFailed, match=said):
             server.wait_ready()
     finally:
         server.close()
