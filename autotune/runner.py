@@ -43,6 +43,7 @@ from autotune.check import Check, control, differs, share_of_tolerance
 from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
+from autotune.reference import save as save_reference
 from autotune.workload import not_a_run, synchronizer
 
 __all__ = ["STATUSES", "TRIAL_TIMEOUT", "Runner", "TrialRequest", "TrialResult"]
@@ -291,14 +292,13 @@ def _died(config: dict[str, Any], error: str, signum: int, kills: int | None, st
 
 def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -> None:
     """One run of the reference config, its output saved as the reference file (:func:`autotune.reference.save`)."""
-    from autotune.reference import save
-
-    workload.synchronize()
+    sync = synchronizer(workload)  # as a timed run's: a workload's own wait alone could leave the device's work going
+    sync()
     start = time.perf_counter()
     output = run()
-    workload.synchronize()
+    sync()
     result.times, result.status = [time.perf_counter() - start], "ok"
-    save(workload, workload.to_reference(output), path)
+    save_reference(workload, workload.to_reference(output), path)
 
 
 def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialRequest, result: TrialResult) -> None:

@@ -328,6 +328,28 @@ def test_the_reference_is_saved_once_the_workload_s_own_synchronize_has_run(tmp_
     assert trial.status == "ok", trial.error
 
 
+def test_the_reference_waits_for_the_device_as_a_timed_run_does_not_for_the_workload_s_own_wait_alone(tmp_path,
+                                                                                                     monkeypatch):
+    # A workload's own synchronize that waits for its stream alone (here for nothing), its work landing only at the
+    # device's wait (patched in: a CPU has none to wait for). The reference was saved before that work landed, and
+    # every trial, whose timed runs wait for both (workload.synchronizer), failed against it.
+    import torch
+
+    from autotune.workload import Workload
+
+    def device_wait(self):
+        if getattr(self, "pending", None) is not None:
+            self.pending.copy_(torch.arange(4, dtype=torch.float64))
+
+    monkeypatch.setattr(Workload, "synchronize", device_wait)
+    pending = "            self.pending = torch.zeros(4, dtype=torch.float64)\n            return self.pending"
+    workload = _steady_variant(tmp_path, RETURNED, pending,
+                               (METHODS, f"    def synchronize(self):\n        pass\n\n{METHODS}"))
+    request, trial = _reference_then_trial(workload, tmp_path)
+    assert torch.equal(torch.load(request.reference_path, weights_only=True), torch.arange(4, dtype=torch.float64))
+    assert trial.status == "ok", trial.error
+
+
 @pytest.mark.parametrize("drawn", ["torch.rand(4, dtype=torch.float64)", "torch.from_numpy(numpy.random.rand(4))"])
 def test_each_trial_starts_from_the_same_seeds_so_a_workload_s_random_data_is_the_reference_s(tmp_path, drawn):
     # Data drawn from torch's or numpy's global generator (a model initialised, inputs made up) is the same in the
