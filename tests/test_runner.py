@@ -311,40 +311,24 @@ def test_an_output_wrong_after_the_last_timed_run_fails_the_trial(runner, tmp_pa
     assert result.error.startswith("output differs from the reference at a later run"), result.error
 
 
-def test_the_reference_is_saved_once_the_workload_s_own_synchronize_has_run(tmp_path):
-    # A run that returns before its work is done (a GPU's queued kernels; here the work lands at the workload's own
-    # synchronize): a reference saved without waiting for it would hold what the output was before, and every
-    # trial, timed and checked as the measurer waits for its work, would fail against it.
-    import torch
-
-    pending = "            self.pending = torch.zeros(4, dtype=torch.float64)\n            return self.pending"
-    workload = _steady_variant(
-        tmp_path, RETURNED, pending,
-        (METHODS, "    def synchronize(self):\n        import torch\n\n"
-                  "        if getattr(self, 'pending', None) is not None:\n"
-                  f"            self.pending.copy_(torch.arange(4, dtype=torch.float64))\n\n{METHODS}"))
-    request, trial = _reference_then_trial(workload, tmp_path)
-    assert torch.equal(torch.load(request.reference_path, weights_only=True), torch.arange(4, dtype=torch.float64))
-    assert trial.status == "ok", trial.error
-
-
-def test_the_reference_waits_for_the_device_as_a_timed_run_does_not_for_the_workload_s_own_wait_alone(tmp_path,
-                                                                                                     monkeypatch):
-    # A workload's own synchronize that waits for its stream alone (here for nothing), its work landing only at the
-    # device's wait (patched in: a CPU has none to wait for). The reference was saved before that work landed, and
-    # every trial, whose timed runs wait for both (workload.synchronizer), failed against it.
+@pytest.mark.parametrize("lands_at", ["its own synchronize", "the device's wait"])
+def test_the_reference_is_saved_once_the_wait_its_work_lands_at_has_run(tmp_path, monkeypatch, lands_at):
+    # A run that returns before its work is done (a GPU's queued kernels). Here the work lands at the workload's own
+    # synchronize, or at the device's wait alone (patched in: a CPU has none), the workload's own waiting for its
+    # stream alone (here for nothing). A reference saved before it landed held what the output was before, and
+    # every trial, timed and checked as the measurer waits for both (workload.synchronizer), failed against it.
     import torch
 
     from autotune.workload import Workload
 
-    def device_wait(self):
-        if getattr(self, "pending", None) is not None:
-            self.pending.copy_(torch.arange(4, dtype=torch.float64))
-
-    monkeypatch.setattr(Workload, "synchronize", device_wait)
+    if lands_at == "the device's wait":
+        monkeypatch.setattr(Workload, "synchronize", lambda self: self.land())
+    own = "self.land()" if lands_at == "its own synchronize" else "pass"
+    land = ("    def land(self):\n        import torch\n\n        if getattr(self, 'pending', None) is not None:\n"
+            "            self.pending.copy_(torch.arange(4, dtype=torch.float64))\n\n")
     pending = "            self.pending = torch.zeros(4, dtype=torch.float64)\n            return self.pending"
     workload = _steady_variant(tmp_path, RETURNED, pending,
-                               (METHODS, f"    def synchronize(self):\n        pass\n\n{METHODS}"))
+                               (METHODS, f"{land}    def synchronize(self):\n        {own}\n\n{METHODS}"))
     request, trial = _reference_then_trial(workload, tmp_path)
     assert torch.equal(torch.load(request.reference_path, weights_only=True), torch.arange(4, dtype=torch.float64))
     assert trial.status == "ok", trial.error
