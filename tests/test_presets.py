@@ -68,22 +68,34 @@ def test_an_install_without_the_presets_loads_the_defaults_with_its_warning(tmp_
     assert cfg.source == "defaults"
 
 
+def shipped_table_rows() -> list[str]:
+    """The rows of the README's table of the shipped presets, one a preset."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = readme.index("### The shipped presets\n")
+    section = readme[start:readme.index("\n### ", start + 1)]
+    return [line for line in section.splitlines() if line.startswith("| H")]
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_readmes_gpu_table_states_each_presets_figures(path):
-    # The README's table and the shipped files must not drift apart: the preset's row is its re-measurement,
-    # in the newest section measured on the preset's device that has a row of its workload and size (the
-    # sections run newest first; a session that shipped no new preset of a workload gives it no row).
+    # The README's table and the shipped files must not drift apart: the preset's row is its re-measurement.
     document = json.loads(path.read_text())
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    heading = f"### Measured on an {document['device'].upper()} ("
-    rows = []
-    start = readme.find(heading)
-    while start >= 0 and not rows:
-        section = readme[start:readme.index("\n### ", start + 1)]
-        rows = [line for line in section.splitlines()
-                if line.startswith(f"| {document['workload']} | {document['size']} ")]
-        start = readme.find(heading, start + 1)
-    assert rows, f"no README row of {document['workload']} at {document['size']} on the {document['device']}"
+    rows = [line for line in shipped_table_rows()
+            if line.startswith(f"| {document['device'].upper()} | {document['workload']} | {document['size']} ")]
+    assert len(rows) == 1, f"{len(rows)} README rows of {document['workload']} at {document['size']} on the " \
+                           f"{document['device']}"
     row = rows[0]
     assert f"| {document['speedup']:.1f}x |" in row, row
     assert f"| {document['measured']['peak_memory_bytes'] / 2**30:.2f} GiB |" in row, row
+
+
+def test_the_readmes_gpu_table_has_a_row_for_shipped_presets_alone():
+    # A preset removed (or never committed) must not keep a row that tells users it exists.
+    named = [tuple(cell.split()[0] for cell in row.strip("|").split("|")[:3]) for row in shipped_table_rows()]
+    shipped = [(path.stem.rsplit("-", 1)[0].upper(), path.parent.name, path.stem.rsplit("-", 1)[1]) for path in FILES]
+    assert sorted(named) == sorted(shipped)
+    named = set()
+    for row in shipped_table_rows():
+        device, workload, size = (cell.strip() for cell in row.strip("|").split("|")[:3])
+        named.add((device.lower(), workload, size.split()[0]))
+    assert named == {(path.stem.split("-", 1)[0], path.parent.name, path.stem.split("-", 1)[1]) for path in FILES}
