@@ -279,7 +279,7 @@ def numba_folder(cache_dir: str | Path) -> Path:
 
 
 #: What a workload's name and sizes may be: they name its folder of the studies and its exports' files.
-_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -295,7 +295,7 @@ class WorkloadFacts:
     def __post_init__(self) -> None:
         # The name is a folder of the studies (the exports, the cached reference) and starts the study's name:
         # "../x" wrote outside them, "" into the studies folder itself.
-        if not isinstance(self.name, str) or not _FILE_NAME.fullmatch(self.name):
+        if not isinstance(self.name, str) or not FILE_NAME.fullmatch(self.name):
             raise AutotuneError(f"workload name {self.name!r} cannot name a folder: use letters, digits, '_', '-' "
                                 "and '.', starting with a letter or digit")
         # What every command reads of them: a unit to show, each size's parameters, a version that names a folder of
@@ -309,7 +309,7 @@ class WorkloadFacts:
         if type(self.version) is not int:
             raise AutotuneError(f"workload {self.name!r}: version must be a whole number, not {self.version!r}")
         # A size names the export's file (<device>-<size>.json): the same rule.
-        odd = [s for s in self.sizes if not isinstance(s, str) or not _FILE_NAME.fullmatch(s)]  # a size None too
+        odd = [s for s in self.sizes if not isinstance(s, str) or not FILE_NAME.fullmatch(s)]  # a size None too
         if odd or not isinstance(self.default_size, str) or self.default_size not in self.sizes:
             raise AutotuneError(f"workload {self.name!r}: size {odd[0] if odd else self.default_size!r} "
                                 + ("cannot name a file: use letters, digits, '_', '-' and '.'" if odd

@@ -17,11 +17,11 @@ from typing import Any, Collection, Iterator, Mapping
 
 from autotune.config import Config, studies_dir
 from autotune.devices import cpu_name, cpu_threads, filed_under
-from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError
+from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfigError, UnknownNameError
 from autotune.export import ExportDocument, read_document
 from autotune.limits import check_numbers
 from autotune.parameters import canonical_values
-from autotune.registry import declared_version, space_path, workload_code, workload_facts
+from autotune.registry import FILE_NAME, declared_version, space_path, workload_code, workload_facts
 from autotune.shipped import folder
 from autotune.space import SearchSpace
 
@@ -199,6 +199,28 @@ def _warn_if_tuned_on_another_cpu(document: ExportDocument, workload: str, devic
                   stacklevel=3)
 
 
+def _space_named(workload: str, studies: str | os.PathLike | None) -> SearchSpace:
+    """The space of ``workload``. A name known to no registry whose folder of studies holds a file workload's export
+    says how that search named it: ``load_config("mine")`` after ``search -w mine.py:MineWorkload`` said only
+    "unknown workload 'mine'", though the export lay in studies/mine/."""
+    try:
+        return SearchSpace.from_file(space_path(workload))
+    except UnknownNameError as error:
+        folder = (Path(studies) if studies is not None else studies_dir()) / workload
+        if error.kind != "workload" or not FILE_NAME.fullmatch(workload) or not folder.is_dir():
+            raise  # a workload's name alone: never ".." nor a path
+        for path in sorted(folder.glob("*.json")):
+            try:
+                code = str(read_document(path).environment.get("workload_code") or "")
+            except (AutotuneError, AttributeError):  # not an export, or one without an environment
+                continue
+            if code.partition(" ")[0].endswith(".py"):
+                raise UnknownNameError("workload", workload, error.valid, hint=(
+                    f"{path} was tuned on the workload in the file {code.partition(' ')[0]}: name it as its search "
+                    f"did: path/to/{code.partition(' ')[0]}:ClassName")) from None
+        raise
+
+
 def load_config(
     workload: str,
     device: str = "auto",
@@ -228,7 +250,7 @@ def load_config(
     # A name that is no device ("h10") is an error, not the space's defaults with a warning.
     device = filed_under(device, use_torch=False)
     # Its space first: an unknown name ("chmn") is that error, not "no tuned config" and a search to run.
-    space = SearchSpace.from_file(space_path(workload))
+    space = _space_named(workload, studies)
     facts = workload_facts(workload)
     if size is not None:  # a size it lacks ("huge", "") is that error, not "no tuned config" nor another file
         facts.size_named(size)

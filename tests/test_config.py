@@ -227,6 +227,33 @@ def test_an_unknown_workload_is_that_error_strict_or_not(tmp_path):
             load_config("chmn", device="cpu", studies=tmp_path, strict=strict)
 
 
+def test_a_file_workloads_name_alone_says_how_its_search_named_it(tmp_path):
+    # `load_config("mine")` after `search -w mine.py:MineWorkload` said only "unknown workload 'mine'", though its
+    # export lay in studies/mine/: the README's "Adding a workload" example met it.
+    plain = "A workload may also be given as path/to/file.py:ClassName"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.json").write_text("[]")  # not an export: passed over
+    with pytest.raises(UnknownNameError, match=f"unknown workload 'mine'; valid: chmm, .*{re.escape(plain)}$"):
+        load_config("mine", device="cpu", studies=tmp_path)
+    write_tuned_config(_document(workload="mine", environment={"workload_code": "mine.py 0123456789ab"}),
+                       tmp_path / "mine" / "cpu-small.json")
+    said = (f"unknown workload 'mine'; valid: chmm, latentwire, lsd, ten, vlm_mc. {tmp_path / 'mine' / 'cpu-small.json'} "
+            "was tuned on the workload in the file mine.py: name it as its search did: path/to/mine.py:ClassName")
+    for strict in (False, True):
+        with pytest.raises(UnknownNameError) as raised:
+            load_config("mine", device="cpu", studies=tmp_path, strict=strict)
+        assert str(raised.value) == said
+    # A name that is a path is looked up nowhere (here "deeper/.." is that folder), and a built-in's export names
+    # no file (autotune's version).
+    (tmp_path / "mine" / "deeper").mkdir()
+    with pytest.raises(UnknownNameError, match=f"unknown workload '..'; .*{re.escape(plain)}$"):
+        load_config("..", device="cpu", studies=tmp_path / "mine" / "deeper")
+    write_tuned_config(_document(workload="mine", environment={"workload_code": "autotune 0.1.0"}),
+                       tmp_path / "mine" / "cpu-small.json")
+    with pytest.raises(UnknownNameError, match=f"{re.escape(plain)}$"):
+        load_config("mine", device="cpu", studies=tmp_path)
+
+
 def test_old_schema_is_refused(tmp_path):
     write_tuned_config(_document(schema_version=0), config_path("chmm", "cpu", "small", tmp_path))
     with pytest.raises(InvalidConfigError, match="schema_version must be 1"):
