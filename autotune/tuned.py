@@ -210,14 +210,14 @@ def _space_named(workload: str, studies: str | os.PathLike | None) -> SearchSpac
         if error.kind != "workload" or not FILE_NAME.fullmatch(workload) or not folder.is_dir():
             raise  # a workload's name alone: never ".." nor a path
         for path in sorted(folder.glob("*.json")):
-            try:
-                code = str(read_document(path).environment.get("workload_code") or "")
+            try:  # "mine.py 63feeb532f56" (registry.workload_code): the file's name, then its digest
+                file = str(read_document(path).environment.get("workload_code") or "").partition(" ")[0]
             except (AutotuneError, AttributeError):  # not an export, or one without an environment
                 continue
-            if code.partition(" ")[0].endswith(".py"):
+            if file.endswith(".py"):
                 raise UnknownNameError("workload", workload, error.valid, hint=(
-                    f"{path} was tuned on the workload in the file {code.partition(' ')[0]}: name it as its search "
-                    f"did: path/to/{code.partition(' ')[0]}:ClassName")) from None
+                    f"{path} was tuned on the workload in the file {file}: name it as its search did: "
+                    f"path/to/{file}:ClassName")) from None
         raise
 
 
