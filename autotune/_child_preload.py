@@ -1,4 +1,5 @@
-"""Imported once by the fork server so every trial's child starts with torch loaded.
+"""Imported once by the fork server so every trial's child starts with torch loaded, and with the C allocator
+settled as a running program's is (every trial's child is forked from this state).
 
 Nothing here may touch CUDA: a CUDA context does not survive fork.
 """
@@ -8,3 +9,6 @@ import torch  # noqa: F401
 
 import autotune.runner  # noqa: F401
 import workloads.chmm, workloads.latentwire, workloads.lsd, workloads.ten, workloads.vlm_mc  # noqa: F401, E401  (the built-ins)
+from autotune.environment import settle_allocator
+
+settle_allocator()

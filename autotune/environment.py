@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BUSY_CORES", "OWN_CORES_MARGIN", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work",
-           "beyond_threads", "busy_cores", "fingerprint", "knob_variables", "oom_kills", "thread_pools",
-           "threads_asked"]
+           "beyond_threads", "busy_cores", "fingerprint", "knob_variables", "oom_kills", "settle_allocator",
+           "thread_pools", "threads_asked"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
@@ -115,6 +115,32 @@ def thread_pools(threads: int, user_api: str | None = None) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return threadpool_limits(threads, user_api=user_api)
+
+
+#: Just under glibc's ceiling for its mmap threshold (32 MiB on 64-bit): a block this size, freed, lifts it there.
+SETTLING_BYTES = 32 * 2**20 - 2 * 4096
+
+
+def settle_allocator() -> None:
+    """Free one large block, as a program that has loaded data or built a model has, so that glibc keeps a run's
+    buffers of up to 32 MiB in its heap for reuse rather than handing them back and faulting them in anew.
+
+    glibc maps a block over its mmap threshold afresh, and gives the free top of its heap back to the kernel past
+    its trim threshold; it lifts the first to the largest mapped block it has freed (32 MiB at most) and the second
+    to twice that. So whether a run's buffers were reused or faulted in anew (a page fault every 4 KiB, every run)
+    depended on what the process had freed before: the README's distances example ran at 0.18 or 0.95 billion
+    pairs/s by trial, each trial with a tight spread (`benchmarks/allocator_regimes.py`). Nothing to do on another
+    C library, or where MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ fixes them (glibc then never moves them).
+    """
+    if platform.libc_ver()[0] != "glibc":
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    malloc, free = libc.malloc, libc.free
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    free.restype, free.argtypes = None, [ctypes.c_void_p]
+    free(malloc(SETTLING_BYTES))
 
 
 def _numba_threads(threads: int) -> None:
