@@ -20,7 +20,7 @@ import click
 
 from autotune.console import tell, to_devnull
 from autotune.devices import cpu_threads
-from autotune.exceptions import AutotuneError
+from autotune.exceptions import AutotuneError, UnknownNameError
 from autotune.limits import MAX_SECONDS, WHOLE, names_nothing, study_name_problem
 from autotune.runner import TRIAL_TIMEOUT
 from autotune.storage import STORAGE_ENV
@@ -289,6 +289,10 @@ def writable_studies(studies: Path | None, advice: str | None = None, workload: 
 def library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*args, **kwargs)
+    except UnknownNameError as exc:  # a file workload by its name alone: say how its search named it
+        from autotune.tuned import named_by_its_file
+
+        fail(str(named_by_its_file(exc, kwargs.get("studies"))))
     except AutotuneError as exc:
         fail(str(exc))
 

@@ -199,26 +199,36 @@ def _warn_if_tuned_on_another_cpu(document: ExportDocument, workload: str, devic
                   stacklevel=3)
 
 
+def named_by_its_file(error: UnknownNameError, studies: str | os.PathLike | None = None) -> UnknownNameError:
+    """``error``, an unknown workload's, saying how its search named it where the workload's folder of ``studies``
+    (else the default folder) holds an export of a workload in a file: ``load_config("mine")`` or ``autotune report
+    -w mine`` after ``search -w mine.py:MineWorkload`` said only "unknown workload 'mine'", though the export lay in
+    studies/mine/. Any other error is returned as it is."""
+    workload = error.name
+    if error.kind != "workload" or not isinstance(workload, str) or not FILE_NAME.fullmatch(workload):
+        return error  # a workload's name alone: never ".." nor a path
+    folder = (Path(studies) if studies is not None else studies_dir()) / workload
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:  # "mine.py 63feeb532f56" (registry.workload_code): the file's name, then its digest
+            file = str(read_document(path).environment.get("workload_code") or "").partition(" ")[0]
+        except (AutotuneError, AttributeError):  # not an export, or one without an environment
+            continue
+        if file.endswith(".py"):
+            return UnknownNameError("workload", workload, error.valid, hint=(
+                f"{path} was tuned on the workload in the file {file}: name it as its search did: "
+                f"path/to/{file}:ClassName"))
+    return error
+
+
 def _space_named(workload: str, studies: str | os.PathLike | None) -> SearchSpace:
-    """The space of ``workload``. A name known to no registry whose folder of studies holds a file workload's export
-    says how that search named it: ``load_config("mine")`` after ``search -w mine.py:MineWorkload`` said only
-    "unknown workload 'mine'", though the export lay in studies/mine/."""
+    """The space of ``workload``; an unknown name's error says how a file workload's search named it."""
     try:
         return SearchSpace.from_file(space_path(workload))
     except UnknownNameError as error:
-        folder = (Path(studies) if studies is not None else studies_dir()) / workload
-        if error.kind != "workload" or not FILE_NAME.fullmatch(workload) or not folder.is_dir():
-            raise  # a workload's name alone: never ".." nor a path
-        for path in sorted(folder.glob("*.json")):
-            try:  # "mine.py 63feeb532f56" (registry.workload_code): the file's name, then its digest
-                file = str(read_document(path).environment.get("workload_code") or "").partition(" ")[0]
-            except (AutotuneError, AttributeError):  # not an export, or one without an environment
-                continue
-            if file.endswith(".py"):
-                raise UnknownNameError("workload", workload, error.valid, hint=(
-                    f"{path} was tuned on the workload in the file {file}: name it as its search did: "
-                    f"path/to/{file}:ClassName")) from None
-        raise
+        said = named_by_its_file(error, studies)
+        if said is error:
+            raise
+        raise said from None
 
 
 def load_config(

@@ -254,6 +254,23 @@ def test_a_file_workloads_name_alone_says_how_its_search_named_it(tmp_path):
         load_config("mine", device="cpu", studies=tmp_path)
 
 
+def test_every_command_given_a_file_workloads_name_alone_says_how_its_search_named_it(tmp_path):
+    # `autotune report -w mine` (and search, run, explain, best, list) said only "unknown workload 'mine'" too.
+    write_tuned_config(_document(workload="mine", environment={"workload_code": "mine.py 0123456789ab"}),
+                       tmp_path / "studies" / "mine" / "cpu-small.json")
+    hint = "was tuned on the workload in the file mine.py: name it as its search did: path/to/mine.py:ClassName"
+    done = run_cli("search", "-w", "mine", "-d", "cpu", "-n", "1", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
+        f"autotune: error: unknown workload 'mine'; valid: chmm, latentwire, lsd, ten, vlm_mc. "
+        f"studies/mine/cpu-small.json {hint}"), done.stderr
+    assert sorted(p.name for p in (tmp_path / "studies").rglob("*")) == ["cpu-small.json", "mine"]  # nothing written
+    elsewhere = tmp_path / "elsewhere"
+    (tmp_path / "studies").rename(elsewhere)
+    done = run_cli("report", "-w", "mine", "-d", "cpu", "--studies", str(elsewhere), cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(
+        f"{elsewhere / 'mine' / 'cpu-small.json'} {hint}"), done.stderr
+
+
 def test_old_schema_is_refused(tmp_path):
     write_tuned_config(_document(schema_version=0), config_path("chmm", "cpu", "small", tmp_path))
     with pytest.raises(InvalidConfigError, match="schema_version must be 1"):
