@@ -207,7 +207,10 @@ def named_by_its_file(error: UnknownNameError, studies: str | os.PathLike | None
     workload = error.name
     if error.kind != "workload" or not isinstance(workload, str) or not FILE_NAME.fullmatch(workload):
         return error  # a workload's name alone: never ".." nor a path
-    folder = (Path(studies) if studies is not None else studies_dir()) / workload
+    try:
+        folder = (Path(studies) if studies is not None else studies_dir()) / workload
+    except AutotuneError:  # $AUTOTUNE_STUDIES names no folder: the command that reads it says so, not this hint
+        return error
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:  # "mine.py 63feeb532f56" (registry.workload_code): the file's name, then its digest
             file = str(read_document(path).environment.get("workload_code") or "").partition(" ")[0]

@@ -269,6 +269,11 @@ def test_every_command_given_a_file_workloads_name_alone_says_how_its_search_nam
     done = run_cli("report", "-w", "mine", "-d", "cpu", "--studies", str(elsewhere), cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(
         f"{elsewhere / 'mine' / 'cpu-small.json'} {hint}"), done.stderr
+    # A command that reads no studies folder says what it meets, not that $AUTOTUNE_STUDIES names none.
+    done = run_cli("list", "-w", "mine", cwd=tmp_path, env={"AUTOTUNE_STUDIES": " "}, timeout=120)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
+        "autotune: error: unknown workload 'mine'; valid: chmm, latentwire, lsd, ten, vlm_mc. A workload may also be "
+        "given as path/to/file.py:ClassName"), done.stderr
 
 
 def test_old_schema_is_refused(tmp_path):
