@@ -45,13 +45,14 @@ def test_the_readmes_workload_searches_and_its_export_loads(example: Path, monke
     assert tuned.source != "defaults" and dict(tuned) == exported["config"]
 
 
-def test_the_readmes_workload_check_fails_the_mistake_its_comment_names(example: Path) -> None:
+@pytest.mark.parametrize("dtype", ["float32", "float64"])  # every precision its space offers
+def test_the_readmes_workload_check_fails_the_mistake_its_comment_names(example: Path, dtype: str) -> None:
     # The comment says the bound sits far below the expansion without its 2; at tiny as at small, it must fail.
     source = (example / "distances.py").read_text()
     assert source.count(" - 2 * a @ b.T") == 1
     (example / "distances.py").write_text(source.replace(" - 2 * a @ b.T", " - a @ b.T"))
     done = run_cli("run", "-w", WORKLOAD, "-d", "cpu", "-s", "tiny", "--set", "method=expand", "--set",
-                   "dtype=float32", "--min-time", "0.05", "--json", cwd=example, timeout=300)
+                   f"dtype={dtype}", "--min-time", "0.05", "--json", cwd=example, timeout=300)
     result = json.loads(done.stdout)
     assert result["status"] == "incorrect", result
     assert result["check"]["error"] > 100 * result["check"]["tolerance"], result["check"]
