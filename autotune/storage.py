@@ -111,7 +111,11 @@ def storage_failure(storage: str, exc: BaseException) -> StorageError:
     if isinstance(exc, StorageError):
         return exc
     exc = _driver_error(exc)
-    return StorageError(f"cannot open storage {redact_storage(storage)}: {type(exc).__name__}: {_words(exc)}"[:400])
+    said = f"{type(exc).__name__}: {_words(exc)}"
+    if type(exc).__name__ == "NoSuchModuleError":  # journal://, redis://: "Can't load plugin: sqlalchemy.dialects:..."
+        said = (f"'{storage.partition('://')[0]}' is no database SQLAlchemy knows; give a journal file's path "
+                "(studies/chmm.journal), sqlite:///studies/autotune.db, or postgresql://USER@HOST/DATABASE")
+    return StorageError(f"cannot open storage {redact_storage(storage)}: {said}"[:400])
 
 
 def _driver_error(exc: BaseException) -> BaseException:

@@ -80,6 +80,18 @@ def test_a_storage_that_cannot_be_opened_says_the_driver_s_error_once_in_at_most
     assert len(str(long)) == 400 and str(long).startswith("cannot open storage s.journal: RuntimeError: xxx")
 
 
+@pytest.mark.parametrize("url", ["journal:///tmp/j.log", "redis://localhost:6379", "postgresql+nodriver://u@h/d"])
+def test_a_url_of_no_database_sqlalchemy_knows_says_which_storages_there_are(url):
+    # A user who guessed `journal://` for a journal read "NoSuchModuleError: Can't load plugin:
+    # sqlalchemy.dialects:journal", which names neither the mistake nor what to write.
+    with pytest.raises(sqlalchemy.exc.NoSuchModuleError) as raised:
+        open_storage(url)
+    scheme = url.partition("://")[0]
+    assert str(storage_failure(url, raised.value)) == (
+        f"cannot open storage {url}: '{scheme}' is no database SQLAlchemy knows; give a journal file's path "
+        "(studies/chmm.journal), sqlite:///studies/autotune.db, or postgresql://USER@HOST/DATABASE")
+
+
 @pytest.mark.parametrize("line, words", [
     ("(psycopg2.OperationalError) could not connect", "could not connect"),
     ("(driver) said a) b", "said a) b"),  # the driver's words from the first ") " on
