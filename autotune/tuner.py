@@ -271,9 +271,8 @@ class Tuner:
                                                 "is this process's, and what one compiled is warm for the next "
                                                 "(debugging only; its export says so)"] * inprocess:
             self.on_stage(f"warning: {warning}")
-        warm = self.runner.warm_up()
-        if warm:
-            self.on_stage(f"fork server ready in {warm:.1f} s (torch imported once; each trial forks from it)")
+        if warm := self.runner.warm_up():  # the wait: the server started with the command ("ready in 0.0 s" misread)
+            self.on_stage(f"fork server ready (waited {warm:.1f} s; torch imported once, each trial forks from it)")
         self.ensure_reference()
         lock = NoLock()
         with lock.held():

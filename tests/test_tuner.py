@@ -1858,7 +1858,7 @@ def test_a_search_s_speedup_is_its_winner_s_median_over_the_baseline_s_re_measur
     stored = optuna.load_study(study_name=tuner.study_name, storage=tuner.storage).user_attrs
     assert (stored["speedup"], stored["winner_trial"]) == (4.0, result.winner.trial)
     assert stored["environment"] == {"torch": "made up"}  # the report shows it, an export or none
-    assert "fork server ready in 2.5 s (torch imported once; each trial forks from it)" in said
+    assert "fork server ready (waited 2.5 s; torch imported once, each trial forks from it)" in said
     with Tuner("chmm", "cpu", "tiny", runner=_Answering(_slow_baseline(space, wrong_at=3)),
                studies=studies / "failed") as tuner:
         result = tuner.search(3)
