@@ -54,11 +54,22 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     study_name = study_name or f"{facts.name}-{device}-{size}"
     try:
         study = open_study(storage or default_storage(root), study_name)
+    except StorageError as exc:  # none there: its export may say where its study is
+        elsewhere = None if named else _elsewhere(config_path(facts.name, device, size, root),
+                                                  storage or default_storage(root))
+        if elsewhere is None:
+            raise
+        said = str(exc).partition(";")[0] if str(exc).startswith("no ") else str(exc)  # not "pass --storage" twice
+        raise StorageError(f"{said}; {elsewhere}") from None
     except UnknownNameError as exc:  # searched at another size ("tiny"): say which, as load_config does
         exporter = None if named else _exporter(config_path(facts.name, device, size, root), exc.valid,
                                                 storage or default_storage(root))
         if exporter is not None:  # searched as `--study other`: the study whose winner the export holds
             return open_stored_study(workload, device, size, storage=storage, study_name=exporter, studies=studies)
+        elsewhere = None if named else _elsewhere(config_path(facts.name, device, size, root),
+                                                  storage or default_storage(root))
+        if elsewhere is not None:
+            raise UnknownNameError("study", study_name, exc.valid, hint="T" + elsewhere[1:]) from None
         sizes = [name for name in facts.sizes if f"{facts.name}-{device}-{name}" in exc.valid]
         if named or not sizes:
             raise
@@ -143,6 +154,20 @@ def _exporter(path: Path, studies: list[str], storage: str) -> str | None:
     except InvalidConfigError:
         return None
     return study.get("name") if study.get("name") in studies and same_storage(study.get("storage"), storage) else None
+
+
+def _elsewhere(path: Path, storage: str) -> str | None:
+    """Where the export in ``path`` says its study is, as a hint, where that is not ``storage``: `report` after a
+    search with `--storage studies/mlp.journal` said only "no study storage at sqlite:///studies/autotune.db"."""
+    try:
+        study = (read_document(path).study or {}) if path.is_file() else {}
+    except InvalidConfigError:
+        return None
+    where = study.get("storage")
+    if not where or same_storage(where, storage):
+        return None
+    password = " (its password for ***)" if ":***@" in where else ""  # an export masks it
+    return f"the export {path} is of study {study.get('name')} in {where}: pass --storage {where}{password}"
 
 
 def _export_of(path: Path, study_name: str, storage: str) -> tuple[dict[str, Any] | None, str | None]:

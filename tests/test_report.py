@@ -710,6 +710,41 @@ def test_without_study_the_report_draws_the_study_whose_winner_the_export_holds(
     assert stored.study.study_name == "trial-run" and stored.document is not None
 
 
+def test_a_study_not_in_the_storage_read_says_where_its_export_says_it_is(tmp_path):
+    # `search --workers 2 --storage /tmp/j.journal`, then `report` without --storage: "no study storage at
+    # sqlite:///studies/autotune.db; run `autotune search` first", though the export beside it named the journal.
+    import json
+
+    from autotune.exceptions import StorageError, UnknownNameError
+    from autotune.stored import open_stored_study
+
+    (tmp_path / "chmm").mkdir()
+    export = tmp_path / "chmm" / "cpu-tiny.json"
+    journal = str(tmp_path / "j.journal")
+    export.write_text(json.dumps({**DOCUMENT, "study": {"name": "chmm-cpu-tiny", "storage": journal}}))
+    said = f"the export {export} is of study chmm-cpu-tiny in {journal}: pass --storage {journal}"
+    with pytest.raises(StorageError) as raised:
+        open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+    assert str(raised.value) == f"no study storage at sqlite:///{tmp_path / 'autotune.db'}; {said}"
+    optuna.create_study(storage=f"sqlite:///{tmp_path / 'autotune.db'}", study_name="other")
+    with pytest.raises(UnknownNameError) as raised:
+        open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+    assert str(raised.value) == "unknown study 'chmm-cpu-tiny'; valid: other. T" + said[1:]
+    masked = "postgresql://u:***@db/autotune"  # as an export keeps it
+    export.write_text(json.dumps({**DOCUMENT, "study": {"name": "chmm-cpu-tiny", "storage": masked}}))
+    with pytest.raises(UnknownNameError, match=r"pass --storage postgresql://u:\*\*\*@db/autotune \(its password"):
+        open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+    # A study named with --study, or an export of the storage read, gives no such hint.
+    with pytest.raises(UnknownNameError) as raised:
+        open_stored_study("chmm", "cpu", "tiny", studies=tmp_path, study_name="chmm-cpu-tiny")
+    assert "export" not in str(raised.value)
+    export.write_text(json.dumps({**DOCUMENT, "study": {"name": "chmm-cpu-tiny",
+                                                        "storage": f"sqlite:///{tmp_path / 'autotune.db'}"}}))
+    with pytest.raises(UnknownNameError) as raised:
+        open_stored_study("chmm", "cpu", "tiny", studies=tmp_path)
+    assert "export" not in str(raised.value)
+
+
 def test_a_storage_of_several_studies_opens_the_one_named_and_refuses_to_guess(tmp_path):
     import json
 
