@@ -131,9 +131,10 @@ def check_made_for(study: "optuna.Study", where: str, hint: str = "name another 
                            f"{', '.join(f'{said[k]} {asked[k]}' for k in other)}{why}; {hint}")
 
 
-def check_measured(storage: str, study_name: str) -> None:
+def check_measured(storage: str, study_name: str, export: Path | None = None) -> None:
     """Refuse ``--trials 0`` (re-measure and export, no new trial) for a study that has measured nothing, or is not
-    there: it would have made the study and exported nothing. Read-only."""
+    there: it would have made the study and exported nothing; where ``export`` says its study is in another
+    storage, say which. Read-only."""
     from autotune.trials import counted
 
     try:
@@ -142,7 +143,8 @@ def check_measured(storage: str, study_name: str) -> None:
         measured = 0
     if not measured:
         raise AutotuneError(f"--trials 0 re-measures and exports the configs study {study_name} measured, and it has "
-                            f"measured none in {redact_storage(storage)}: give --trials 1 or more")
+                            f"measured none in {redact_storage(storage)}: "
+                            f"{export and _elsewhere(export, storage) or 'give --trials 1 or more'}")
 
 
 def _exporter(path: Path, studies: list[str], storage: str) -> str | None:

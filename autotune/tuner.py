@@ -254,7 +254,7 @@ class Tuner:
         check_numbers(n_trials=n_trials)  # as --trials: -1 and 2.5 ran, "3" was a TypeError from inside
         writable_file(self.export_path, "the export")  # refused now, not after every trial and the re-measurement
         if n_trials == 0:  # re-measure and export alone: a study with nothing measured is refused, nothing written
-            check_measured(self.storage, self.study_name)
+            check_measured(self.storage, self.study_name, self.export_path)
         try:
             with self._lock().searching():  # another search of the study now: refused before anything is written
                 return self._search(n_trials, time.perf_counter())

@@ -745,6 +745,27 @@ def test_a_study_not_in_the_storage_read_says_where_its_export_says_it_is(tmp_pa
     assert "export" not in str(raised.value)
 
 
+def test_a_search_of_no_new_trial_of_a_study_elsewhere_says_where_its_export_says_it_is(tmp_path):
+    # `search -n 0` after workers searched into a journal said "it has measured none in sqlite:///...: give
+    # --trials 1 or more", which would have measured the study's configs again in the wrong storage.
+    import json
+
+    from autotune.exceptions import AutotuneError
+    from autotune.stored import check_measured
+
+    export = tmp_path / "chmm" / "cpu-tiny.json"
+    export.parent.mkdir()
+    journal = str(tmp_path / "j.journal")
+    export.write_text(json.dumps({**DOCUMENT, "study": {"name": "chmm-cpu-tiny", "storage": journal}}))
+    storage = f"sqlite:///{tmp_path / 'autotune.db'}"
+    with pytest.raises(AutotuneError) as raised:
+        check_measured(storage, "chmm-cpu-tiny", export)
+    assert str(raised.value).endswith(f"measured none in {storage}: the export {export} is of study chmm-cpu-tiny "
+                                      f"in {journal}: pass --storage {journal}")
+    with pytest.raises(AutotuneError, match="measured none in .*: give --trials 1 or more$"):
+        check_measured(storage, "chmm-cpu-tiny")
+
+
 def test_a_storage_of_several_studies_opens_the_one_named_and_refuses_to_guess(tmp_path):
     import json
 
