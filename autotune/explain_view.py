@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 from autotune.config import show
 from autotune.console import ONE_OFF_SAID, one_off_words, plural, rate, seconds
-from autotune.explain import NEGLIGIBLE
+from autotune.explain import NEGLIGIBLE, verdict
 
 __all__ = ["beaten_by", "claims_html", "draw_waterfall", "explain_section", "explain_text", "get_explain_info",
            "interval_text"]
@@ -75,6 +75,13 @@ def _note(fix: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
         notes.append(f"alone with {', '.join(fix['alone_with'])}")
     if fix.get("alone_not_allowed"):
         notes.append(f"alone: {fix['alone_not_allowed']}")
+    directions = (verdict(fix.get("alone"), None), verdict(fix.get("in_winner"), None))
+    if fix.get("verdict_from", "alone") == "alone" and set(directions) == {"faster", "slower"}:
+        # mlp's bfloat16 on this CPU: 0.78x alone, 2.17x in the winner (large batches), and its verdict "slower"
+        # stood beside a winner that holds it, without a word.
+        notes.append(f"{directions[0]} alone, {directions[1]} in the winner: "
+                     + ("it pays beside the winner's other fixes" if directions[1] == "faster" else
+                        "beside the winner's other fixes it costs"))
     if fix.get("removed_with"):
         notes.append(f"removed with {', '.join(fix['removed_with'])}")
     if fix.get("removed_not_allowed"):

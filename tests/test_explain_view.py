@@ -77,6 +77,27 @@ def test_a_fix_s_note_says_what_else_each_of_its_moves_took_and_why_one_could_no
     assert _row(_fix(**figures))["note"] == note
 
 
+SLOWER, FASTER = {"value": 0.8, "low": 0.78, "high": 0.86}, {"value": 2.13, "low": 2.11, "high": 2.22}
+NONE = {"value": 1.01, "low": 0.99, "high": 1.04}
+
+
+@pytest.mark.parametrize("figures, note", [
+    ({"alone": SLOWER, "in_winner": FASTER}, "slower alone, faster in the winner: it pays beside the winner's other "
+                                             "fixes"),
+    ({"alone": FASTER, "in_winner": SLOWER}, "faster alone, slower in the winner: beside the winner's other fixes it "
+                                             "costs"),
+    ({"alone": SLOWER, "in_winner": SLOWER}, ""),
+    ({"alone": SLOWER, "in_winner": NONE}, ""),  # no effect in the winner: nothing the verdict hides
+    ({"alone": SLOWER, "in_winner": None}, ""),  # the winner without it failed
+    ({"alone": SLOWER, "in_winner": FASTER, "alone_with": ["dtype"], "verdict_from": "in_winner"},
+     "alone with dtype, so the verdict is from in the winner"),  # the verdict reads the winner's already
+])
+def test_a_fix_whose_two_figures_point_opposite_ways_says_so_beside_the_verdict_from_one(figures, note):
+    # An MLP's bfloat16 on this CPU: 0.81x alone, 2.13x in the winner (large batches); its verdict, "slower",
+    # stood beside a winner that holds it, with no word that it pays there.
+    assert _row(_fix(**figures))["note"] == note
+
+
 def test_the_steps_keep_a_path_step_without_a_figure_which_the_waterfall_leaves_out():
     pytest.importorskip("plotly")
     from autotune.explain_view import draw_waterfall
