@@ -19,6 +19,7 @@ from autotune.environment import beside_other_work
 from autotune.measure import IN_A_ROW_NOISE, Measurement, ratio_interval
 from autotune.runner import TrialResult
 from autotune.trials import counted, ended, feasible, latest_by_config, outcomes, under_a_tighter_limit
+from autotune.twins import Twins
 
 if TYPE_CHECKING:
     import optuna
@@ -60,6 +61,7 @@ class Candidate:
     warm_seconds: float | None = None  # its median run in the search: a round's first run that agrees needs no warm-up
     search_status: str | None = None  # how its trial in the search ended (None: it had none)
     search_one_off: float | None = None  # its build and first run in the search, compile caches as they were then
+    twin: Config | None = None  # measured once before its rounds: the same config at the reference's tolerance
 
     @property
     def name(self) -> str:
@@ -126,11 +128,13 @@ class Candidate:
 
 def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_budget_bytes: int | None = None,
                allows: Callable[[Mapping[str, Any]], bool] = lambda config: True,
-               on_stage: Callable[[str], None] = lambda message: None, timeout: float | None = None) -> list[Candidate]:
+               on_stage: Callable[[str], None] = lambda message: None, timeout: float | None = None,
+               reference: Mapping[str, Any] | None = None) -> list[Candidate]:
     """The baseline, then the ``top`` fastest configs of a study (each config once, by its latest outcome)
     :func:`feasible` under ``memory_budget_bytes`` that the space ``allows``: a study resumed after its space
     file changed holds configs the space no longer has, and the export of one would be refused by
-    ``load_config``. Then up to ``top`` more whose trials were timed beside other work."""
+    ``load_config``. Then up to ``top`` more whose trials were timed beside other work. None that passed only
+    under a looser tolerance than a twin nearer the ``reference`` config failed (:func:`passed_only_loosely`)."""
     # A config measured again (its workload file edited, torch upgraded: trials.measured_here) stands by its latest
     # outcome: its old figure is no reason to re-measure it, and its old pass none where it fails now.
     latest = latest_by_config(counted(trials))
@@ -144,13 +148,16 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
                   key=lambda t: (-(t.user_attrs.get("throughput") or 0.0), t.number))
     chosen: list[Candidate] = []
     seen: set[str] = set()
+    twins = Twins(latest.values(), reference, allows, on_stage)  # a pass a looser tolerance alone allowed
     for t in best:
         key = t.user_attrs["config_key"]
         if key in seen or key == baseline.key:
             continue
         seen.add(key)
-        chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate",
-                                warm_seconds=t.user_attrs.get("median_seconds"), search_one_off=one_off(t.user_attrs)))
+        if twins.hidden(t):
+            continue
+        chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate", twin=twins.of(t.user_attrs[
+            "config"]), warm_seconds=t.user_attrs.get("median_seconds"), search_one_off=one_off(t.user_attrs)))
         if len(chosen) >= top:
             break
     # A trial timed beside other work may have read far too slow (numba's probe at chmm's tiny, 74x under a busy
@@ -163,8 +170,10 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
         if len(chosen) < wanted and key not in seen and key != baseline.key and \
                 beside_other_work(t.user_attrs.get("busy_elsewhere")):
             seen.add(key)
+            if twins.hidden(t):
+                continue
             chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate",
-                                    search_one_off=one_off(t.user_attrs)))
+                                    twin=twins.of(t.user_attrs["config"]), search_one_off=one_off(t.user_attrs)))
     first = latest.get(baseline.key) or next((t for t in trials if t.user_attrs.get("config_key") == baseline.key),
                                              None)
     # A baseline that timed out under a shorter trial timeout than now's may finish now: re-measured, not skipped.

@@ -41,6 +41,7 @@ from autotune.storage import (BudgetLock, check_heartbeat, open_storage, redact_
                               storage_kind, user_storage)
 from autotune.stored import check_made_for, check_measured
 from autotune.trials import TrialRecord, counted, feasible, so_far, status_counts
+from autotune.twins import checked
 from autotune.registry import (BUILTINS, WorkloadFacts, cache_folder, earlier_versions, measured_with,
                                numba_folder, trial_spec, workload_facts)
 
@@ -249,8 +250,7 @@ class Tuner:
     def search(self, n_trials: int = 20) -> SearchResult:
         """Measure ``n_trials`` more configs (resuming the study), re-measure the best and export.
 
-        A config the study has measured already is a trial that reuses the earlier figures (``duplicate_of``)
-        and does not count."""
+        A config the study has measured is a trial that reuses the earlier figures (``duplicate_of``), uncounted."""
         check_numbers(n_trials=n_trials)  # as --trials: -1 and 2.5 ran, "3" was a TypeError from inside
         writable_file(self.export_path, "the export")  # refused now, not after every trial and the re-measurement
         if n_trials == 0:  # re-measure and export alone: a study with nothing measured is refused, nothing written
@@ -366,12 +366,13 @@ class Tuner:
                 request.measurer["min_runs"] = baseline_runs
             return unless_lost(self.runner.run(request))  # a full disk's failure is no candidate's
 
-        remeasure(candidates, run, self.remeasure_rounds, self.on_stage)
+        remeasure(candidates, checked(run, self.on_stage), self.remeasure_rounds, self.on_stage)  # a twin first
 
     def finish(self, study: "optuna.Study", records: list[TrialRecord], started: float) -> SearchResult:
         trials = study.get_trials(deepcopy=False)
         candidates = select(trials, self.space.baseline, self.remeasure_top, self.memory_budget_bytes,
-                            allows=self.space.admits, on_stage=self.on_stage, timeout=self.runner.timeout)
+                            allows=self.space.admits, on_stage=self.on_stage, timeout=self.runner.timeout,
+                            reference=self.reference_config)
         winner = baseline = speedup = document = export_path = None
         # Re-measure when something may win: a baseline alone only if its trial was feasible (not wrong, not over budget).
         if len(candidates) > 1 or any(feasible(t, self.memory_budget_bytes) for t in trials if t.number == candidates[0].trial):

@@ -105,7 +105,7 @@ MODULES = [
     "autotune._worker", "autotune.cli_options", "autotune.stored", "autotune.registry", "autotune.tuned", "autotune.parameters", "workloads.chmm",
     "workloads.lsd", "workloads._torch", "autotune.simulate", "autotune.recorded", "autotune.samplers",
     "autotune.forest", "autotune.linear", "autotune.surrogate", "autotune.portfolio", "autotune.limits",
-    "autotune.progress",
+    "autotune.progress", "autotune.twins",
 ]
 
 

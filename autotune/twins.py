@@ -1,0 +1,158 @@
+"""A config's twin: the same config with the knobs that set its check's tolerance at the reference config's values.
+
+A looser tolerance (a lower precision's) passes any other mistake below it. A training step of mine whose batch size
+changed its SGD steps failed in float32 (parameters 8.3e-4 against 1e-4) and passed under bfloat16 autocast's 2e-2,
+and the search exported such a config at 1.54x (this CPU). Its twin, the same config without autocast, is judged by
+the tighter bound: where the twin fails, the knobs the two share are wrong beyond it, and the config may not win.
+
+Which knobs set the tolerance is read off the study: a knob does where two trials that differ in it alone were judged
+by other tolerances. A knob no such pair shows is left as the config has it, so a twin is only as good as the study's
+pairs; the search's neighbour moves and probes make such pairs, not every study holds them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+from autotune.config import Config, show
+from autotune.runner import TrialResult
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+    from autotune.selection import Candidate
+
+__all__ = ["Twins", "checked", "passed_only_loosely", "tolerance_knobs"]
+
+Run = Callable[["Candidate"], TrialResult]  # one round of one candidate's re-measurement
+
+
+def _bounds(trial: "FrozenTrial") -> dict[str, list[Any]]:
+    return (trial.user_attrs.get("check") or {}).get("metrics") or {}
+
+
+def tolerance_knobs(trials: Iterable["FrozenTrial"]) -> tuple[str, ...]:
+    """The knobs that set the check's tolerances, as ``trials`` show them: for each metric, the knobs in which
+    alone two trials differ that were judged by other bounds of it, where those knobs determine its bound over
+    every trial (one bound for each of their values, one of them shared by two configs). A bound that is a
+    statistic of the output (vlm_mc's, 7-18x apart at one precision) is set so by every knob that moves the
+    output's random stream (its batch size, its compile mode): its twins hold those at the reference's too."""
+    judged = [(t.user_attrs["config"], _bounds(t)) for t in trials if _bounds(t) and t.user_attrs.get("config")]
+    knobs: set[str] = set()
+    for metric in sorted({m for _, bounds in judged for m in bounds}):
+        rows = [(config, bounds[metric][1]) for config, bounds in judged if metric in bounds]
+        shown = {knob for knob in sorted({k for config, _ in rows for k in config}) if _differ(rows, knob)}
+        if shown and _determined(rows, sorted(shown)):
+            knobs |= shown
+    return tuple(sorted(knobs))
+
+
+def _key(config: Mapping[str, Any], knobs: Iterable[str]) -> str:
+    return json.dumps({k: config.get(k) for k in knobs}, sort_keys=True, default=str)
+
+
+def _differ(rows: list[tuple[Mapping[str, Any], Any]], knob: str) -> bool:
+    """Whether two configs that differ in ``knob`` alone were judged by other bounds."""
+    seen: dict[str, Any] = {}
+    for config, bound in rows:
+        if seen.setdefault(_key(config, sorted(k for k in config if k != knob)), bound) != bound:
+            return True
+    return False
+
+
+def _determined(rows: list[tuple[Mapping[str, Any], Any]], knobs: list[str]) -> bool:
+    """Whether ``knobs`` give every row's bound (one for each of their values), one bound shared by two configs."""
+    bounds: dict[str, set[Any]] = {}
+    configs: dict[str, set[str]] = {}
+    for config, bound in rows:
+        bounds.setdefault(_key(config, knobs), set()).add(bound)
+        configs.setdefault(_key(config, knobs), set()).add(_key(config, sorted(config)))
+    return all(len(b) == 1 for b in bounds.values()) and any(len(c) > 1 for c in configs.values())
+
+
+def passed_only_loosely(trial: "FrozenTrial", others: Iterable["FrozenTrial"],
+                        reference: Mapping[str, Any]) -> str | None:
+    """Why a trial that passed its check passed only under a looser tolerance than its knobs earn, or None.
+
+    One of ``others`` is its twin where it is this config with some knobs at the ``reference`` config's values
+    (a precision, say), was judged by a tighter tolerance of every metric, and failed one: the knobs the two
+    share are then wrong beyond the tighter bound, and the looser one let them through.
+    """
+    config, bounds = trial.user_attrs.get("config") or {}, _bounds(trial)
+    for other in others:
+        twin, tight = other.user_attrs.get("config") or {}, _bounds(other)
+        if other.user_attrs.get("status") != "incorrect" or twin == config or set(twin) != set(config) or not \
+                bounds or set(tight) != set(bounds) or any(twin[k] not in (config[k], reference.get(k)) for k in twin):
+            continue
+        failed = [m for m in tight if not (isinstance(tight[m][0], (int, float)) and tight[m][0] <= tight[m][1])]
+        if failed and all(tight[m][1] <= bounds[m][1] for m in bounds) and \
+                any(tight[m][1] < bounds[m][1] for m in bounds):
+            moved = " ".join(f"{k}={show(twin[k])}" for k in sorted(twin) if twin[k] != config[k])
+            error, tolerance = tight[failed[0]]
+            return (f"#{other.number}, the same config with {moved}, fails its check ({failed[0]} error "
+                    f"{error if error is None else format(error, '.3g')} > tolerance {tolerance:.3g}), which this "
+                    f"one's tolerance of {bounds[failed[0]][1]:.3g} lets through")
+    return None
+
+
+class Twins:
+    """The twins of a study's configs (``latest``: each config's latest counted trial) for choosing the candidates:
+    one whose measured twin failed is no candidate (:meth:`hidden`), and one whose twin was never measured has it
+    measured once before it is re-measured (:meth:`checked`)."""
+
+    def __init__(self, latest: Iterable["FrozenTrial"], reference: Mapping[str, Any] | None,
+                 admits: Callable[[Mapping[str, Any]], bool], on_stage: Callable[[str], None]) -> None:
+        self.latest = list(latest)
+        self.reference, self.admits, self.on_stage = reference, admits, on_stage
+        self.wrong = [t for t in self.latest if t.user_attrs.get("status") == "incorrect"]
+        self.knobs = tolerance_knobs(self.latest) if reference is not None else ()
+        self.measured = {t.user_attrs.get("config_key") for t in self.latest}
+
+    def hidden(self, trial: "FrozenTrial") -> bool:
+        """Whether ``trial`` passed only under a looser tolerance than its measured twin's, which failed (said)."""
+        if self.reference is not None and (why := passed_only_loosely(trial, self.wrong, self.reference)):
+            self.on_stage(f"warning: trial #{trial.number} passed its check only under a looser tolerance: {why}; "
+                          "it cannot win")
+            return True
+        return False
+
+    def of(self, config: Mapping[str, Any]) -> Config | None:
+        """The twin to measure before ``config`` may win: None where the study measured it (:meth:`hidden` read
+        it), where the space does not allow it, or where no knob of the config sets a looser tolerance."""
+        reference = self.reference or {}
+        moved = {k: reference[k] for k in self.knobs if k in reference and config.get(k) != reference[k]}
+        twin = Config({**config, **moved})
+        return twin if moved and twin.key not in self.measured and self.admits(twin.to_dict()) else None
+
+
+def checked(run: "Run", on_stage: Callable[[str], None]) -> "Run":
+    """``run`` for the re-measurement, where a candidate with a twin (``Candidate.twin``) has it measured once
+    first, by ``run`` as a candidate of its own: a twin that fails its check fails each of the candidate's rounds,
+    unrun, with why."""
+    twins: dict[str, TrialResult] = {}
+    warned: set[int | None] = set()
+
+    def each_round(candidate: "Candidate") -> TrialResult:
+        twin = candidate.twin
+        if twin is None:
+            return run(candidate)
+        moved = " ".join(f"{k}={show(v)}" for k, v in sorted(twin.to_dict().items()) if candidate.config.get(k) != v)
+        if twin.key not in twins:  # candidates that share a twin share its one measurement
+            on_stage(f"checking candidate #{candidate.trial}'s twin ({moved}: the knobs that set its tolerance at "
+                     "the reference's)")
+            twins[twin.key] = run(replace(candidate, config=twin, role="twin", results=[], warm_seconds=None,
+                                          twin=None))
+        measured = twins[twin.key]
+        if measured.status != "incorrect":
+            return run(candidate)
+        if candidate.trial not in warned:
+            warned.add(candidate.trial)
+            on_stage(f"warning: candidate #{candidate.trial} passed its check only under a looser tolerance: its "
+                     f"twin with {moved} fails its check ({measured.error}); it cannot win")
+        return TrialResult("incorrect", candidate.config.to_dict(), error=(
+            f"its twin ({twin.describe()}) fails its check ({measured.error}): it passed only under a looser "
+            "tolerance"))
+
+    return each_round

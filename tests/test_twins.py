@@ -1,0 +1,142 @@
+"""A config's twin (:mod:`autotune.twins`): the same config with the knobs that set its check's tolerance at the
+reference config's values, judged by the tighter bound. A training step of mine whose batch size changed its SGD
+steps failed in float32 (parameters 8.3e-4 against 1e-4), passed under bfloat16 autocast's 2e-2, and was exported at
+1.54x; these tests hold the twins to that case, on made-up trials."""
+
+import optuna
+import pytest
+
+from autotune.config import Config
+from autotune.runner import TrialResult
+from autotune.selection import Candidate, candidates
+from autotune.twins import Twins, checked, passed_only_loosely, tolerance_knobs
+
+REFERENCE = Config({"autocast": "none", "batch": 16, "layout": "plain"})
+
+
+def trial(number, status, error, tolerance, **knobs):
+    config = {**REFERENCE.to_dict(), **knobs}
+    attrs = {"config": config, "config_key": Config(config).key, "status": status, "throughput": 10.0 - number,
+             "check": {"metrics": {"parameters": [error, tolerance]}}}
+    frozen = optuna.trial.create_trial(value=10.0 - number, user_attrs=attrs,
+                                       system_attrs={"constraints": {"correct": 0.0 if status == "ok" else 1.0}})
+    frozen.number = number
+    return frozen
+
+
+BASELINE = trial(9, "ok", 0.0, 1e-4)
+HIDDEN = trial(1, "ok", 5.5e-4, 2e-2, autocast="bfloat16", batch=32, layout="last")
+TWIN = trial(5, "incorrect", 5.5e-4, 1e-4, batch=32, layout="last")  # autocast at the reference's
+LOOSE_TWIN = trial(6, "incorrect", 5.5e-4, 2e-2, batch=32)  # not judged tighter: no twin of it
+HONEST = trial(2, "ok", 4e-3, 2e-2, autocast="bfloat16", layout="last")  # its float32 twin passes
+OTHER = trial(3, "incorrect", 5.5e-4, 1e-4, batch=32, layout="odd")  # a value neither holds: no twin
+SAID = ("#5, the same config with autocast=none, fails its check (parameters error 0.00055 > tolerance 0.0001), "
+        "which this one's tolerance of 0.02 lets through")
+
+
+def test_a_pass_is_loose_only_where_a_twin_nearer_the_reference_was_judged_tighter_and_failed():
+    wrong = [TWIN, LOOSE_TWIN, OTHER]
+    assert passed_only_loosely(HIDDEN, wrong, REFERENCE) == SAID
+    assert passed_only_loosely(HIDDEN, [LOOSE_TWIN, OTHER], REFERENCE) is None
+    assert passed_only_loosely(HONEST, wrong, REFERENCE) is None
+    # Every tolerance tighter, one strictly: a twin judged by no tighter bound, or by another metric, is none.
+    assert passed_only_loosely(HIDDEN, [trial(5, "incorrect", None, 2e-2, batch=32, layout="last")], REFERENCE) is None
+    renamed = trial(5, "incorrect", 5.5e-4, 1e-4, batch=32, layout="last")
+    renamed.user_attrs["check"] = {"metrics": {"loss": [5.5e-4, 1e-4]}}
+    assert passed_only_loosely(HIDDEN, [renamed], REFERENCE) is None
+    # A twin whose error is no number (NaN stored as None) failed too.
+    assert passed_only_loosely(HIDDEN, [trial(5, "incorrect", None, 1e-4, batch=32, layout="last")], REFERENCE) == (
+        SAID.replace("error 0.00055", "error None"))
+
+
+def test_a_candidate_whose_measured_twin_failed_is_left_out_and_said():
+    trials = [BASELINE, HIDDEN, TWIN, LOOSE_TWIN, HONEST, OTHER, trial(7, "ok", 0.0, 1e-4, layout="last")]
+    said = []
+    chosen = candidates(trials, Config(BASELINE.user_attrs["config"]), top=2, reference=REFERENCE,
+                        on_stage=said.append)
+    assert [c.trial for c in chosen] == [9, 2, 7]
+    assert said == [f"warning: trial #1 passed its check only under a looser tolerance: {SAID}; it cannot win"]
+    assert [c.trial for c in candidates(trials, Config(BASELINE.user_attrs["config"]), top=2)] == [9, 1, 2]
+
+
+def test_the_knobs_that_set_the_tolerance_are_those_two_trials_differing_in_them_alone_show():
+    pair = [trial(0, "ok", 0.0, 1e-4, batch=64), trial(1, "ok", 1e-3, 2e-2, batch=64, autocast="bfloat16")]
+    assert tolerance_knobs(pair) == ()  # nothing yet shows that the batch and the layout leave the bound as it is
+    pair.append(trial(2, "ok", 0.0, 1e-4, batch=8, layout="last"))  # another config, the same bound as #0
+    assert tolerance_knobs(pair) == ("autocast",)
+    # A bound the knobs shown do not determine (a statistic of the output) sets none through them alone.
+    assert tolerance_knobs([*pair, trial(3, "ok", 0.0, 3e-4, batch=16, layout="odd")]) == ()
+    # Two that differ in two knobs show neither: the batch could have set it as well as the autocast.
+    assert tolerance_knobs([trial(0, "ok", 0.0, 1e-4), trial(1, "ok", 1e-3, 2e-2, batch=64, autocast="bfloat16")]) \
+        == ()
+    assert tolerance_knobs([trial(0, "ok", 0.0, 1e-4), trial(1, "ok", 0.0, 1e-4, batch=64)]) == ()  # the same bound
+    unchecked = trial(1, "error", None, None, batch=64, autocast="bfloat16")
+    unchecked.user_attrs.pop("check")
+    assert tolerance_knobs([pair[0], unchecked]) == ()
+
+
+def test_a_candidate_s_twin_is_the_config_with_those_knobs_at_the_reference_s_unless_measured_or_not_allowed():
+    winner = {**REFERENCE.to_dict(), "autocast": "bfloat16", "batch": 64, "layout": "last"}
+    pair = [trial(0, "ok", 0.0, 1e-4, batch=8), trial(1, "ok", 1e-3, 2e-2, batch=8, autocast="bfloat16"),
+            trial(2, "ok", 0.0, 1e-4, batch=32)]
+    twins = Twins(pair, REFERENCE, lambda config: True, lambda message: None)
+    assert twins.of(winner) == Config({**winner, "autocast": "none"})
+    assert twins.of({**winner, "autocast": "none"}) is None  # its knobs at the reference's already: no twin
+    assert Twins(pair, REFERENCE, lambda config: config["layout"] != "last", print).of(winner) is None
+    measured = Twins([*pair, trial(2, "ok", 0.0, 1e-4, batch=64, layout="last")], REFERENCE, lambda c: True, print)
+    assert measured.of(winner) is None  # the study measured it: `hidden` judged it
+    assert Twins(pair, None, lambda config: True, print).of(winner) is None  # no reference: no twin
+
+
+@pytest.mark.parametrize("status, rounds", [("incorrect", 0), ("ok", 2), ("error", 2)])
+def test_a_twin_is_measured_once_before_the_candidate_s_rounds_and_one_that_fails_fails_them(status, rounds):
+    winner = Config({**REFERENCE.to_dict(), "autocast": "bfloat16", "batch": 64})
+    twin = Config({**winner.to_dict(), "autocast": "none"})
+    ran, said = [], []
+
+    def run(candidate):
+        ran.append((candidate.role, candidate.config))
+        if candidate.role == "twin":
+            return TrialResult(status, candidate.config.to_dict(), error="output differs from the reference: "
+                               "parameters error 0.000832 > tolerance 0.0001" if status == "incorrect" else None)
+        return TrialResult("ok", candidate.config.to_dict())
+
+    each_round = checked(run, said.append)
+    candidate = Candidate(winner, 39, "candidate", twin=twin)
+    results = [each_round(candidate), each_round(candidate)]
+    assert ran == [("twin", twin)] + [("candidate", winner)] * rounds
+    assert [r.status for r in results] == (["incorrect"] * 2 if status == "incorrect" else ["ok"] * 2)
+    assert said[0] == ("checking candidate #39's twin (autocast=none: the knobs that set its tolerance at the "
+                       "reference's)")
+    if status == "incorrect":
+        assert said[1:] == ["warning: candidate #39 passed its check only under a looser tolerance: its twin with "
+                            "autocast=none fails its check (output differs from the reference: parameters error "
+                            "0.000832 > tolerance 0.0001); it cannot win"]
+        assert results[0].error.startswith(f"its twin ({twin.describe()}) fails its check (output differs")
+    else:
+        assert said[1:] == []
+    baseline = Candidate(REFERENCE, 0, "baseline")
+    assert each_round(baseline).status == "ok" and ran[-1] == ("baseline", REFERENCE)  # no twin: run as it is
+
+
+def test_candidates_that_share_a_twin_share_its_one_measurement_and_each_is_said():
+    twin = Config({**REFERENCE.to_dict(), "batch": 64})
+    ran, said = [], []
+
+    def run(candidate):
+        ran.append(candidate.role)
+        return TrialResult("incorrect" if candidate.role == "twin" else "ok", candidate.config.to_dict(), error="off")
+
+    each_round = checked(run, said.append)
+    for number, layout in ((39, "last"), (43, "plain")):
+        config = Config({**twin.to_dict(), "autocast": "bfloat16", "layout": layout})
+        candidate = Candidate(config, number, "candidate", twin=Config({**config.to_dict(), "autocast": "none"}))
+        assert each_round(candidate).status == "incorrect"
+    assert ran == ["twin", "twin"]  # the two twins differ in their layout: each measured
+    shared = Candidate(Config({**twin.to_dict(), "autocast": "bfloat16"}), 50, "candidate", twin=twin)
+    again = Candidate(Config({**twin.to_dict(), "autocast": "bfloat16", "layout": "plain"}), 51, "candidate",
+                      twin=twin)
+    assert [each_round(c).status for c in (shared, again, again)] == ["incorrect"] * 3
+    assert ran == ["twin", "twin"]  # #43's twin is #50's and #51's: measured once
+    assert [line.split(":")[0] for line in said if line.startswith("warning")] == [
+        "warning"] * 4 and sum("#51" in line for line in said if line.startswith("warning")) == 1
