@@ -44,6 +44,17 @@ def test_a_pass_is_loose_only_where_a_twin_nearer_the_reference_was_judged_tight
     renamed = trial(5, "incorrect", 5.5e-4, 1e-4, batch=32, layout="last")
     renamed.user_attrs["check"] = {"metrics": {"loss": [5.5e-4, 1e-4]}}
     assert passed_only_loosely(HIDDEN, [renamed], REFERENCE) is None
+    # Two metrics: one bound the same, the other tighter, is a tighter twin; an error at its bound passed it.
+    def two(number, status, bounds, **knobs):
+        made = trial(number, status, 0.0, 0.0, **knobs)
+        made.user_attrs["check"] = {"metrics": bounds}
+        return made
+
+    loose = two(1, "ok", {"loss": [1e-5, 1e-4], "parameters": [5.5e-4, 2e-2]}, autocast="bfloat16", batch=32)
+    assert passed_only_loosely(loose, [two(5, "incorrect", {"loss": [1e-5, 1e-4], "parameters": [5.5e-4, 1e-4]},
+                                           batch=32)], REFERENCE).startswith("#5, the same config with autocast=none")
+    at_bound = two(5, "incorrect", {"loss": [1e-5, 1e-4], "parameters": [1e-4, 1e-4]}, batch=32)
+    assert passed_only_loosely(loose, [at_bound], REFERENCE) is None  # incorrect by another cause: no bound broken
     # A twin whose error is no number (NaN stored as None) failed too.
     assert passed_only_loosely(HIDDEN, [trial(5, "incorrect", None, 1e-4, batch=32, layout="last")], REFERENCE) == (
         SAID.replace("error 0.00055", "error None"))
@@ -97,12 +108,16 @@ def test_a_twin_is_measured_once_before_the_candidate_s_rounds_and_one_that_fail
     def run(candidate):
         ran.append((candidate.role, candidate.config))
         if candidate.role == "twin":
+            # Measured as a config of its own: not the candidate's rounds, warm time or twin.
+            assert (candidate.results, candidate.warm_seconds, candidate.twin) == ([], None, None)
+            assert candidate.results is not own_rounds
             return TrialResult(status, candidate.config.to_dict(), error="output differs from the reference: "
                                "parameters error 0.000832 > tolerance 0.0001" if status == "incorrect" else None)
         return TrialResult("ok", candidate.config.to_dict())
 
     each_round = checked(run, said.append)
-    candidate = Candidate(winner, 39, "candidate", twin=twin)
+    own_rounds = [TrialResult("ok", winner.to_dict())]
+    candidate = Candidate(winner, 39, "candidate", results=own_rounds, warm_seconds=0.5, twin=twin)
     results = [each_round(candidate), each_round(candidate)]
     assert ran == [("twin", twin)] + [("candidate", winner)] * rounds
     assert [r.status for r in results] == (["incorrect"] * 2 if status == "incorrect" else ["ok"] * 2)
