@@ -1835,6 +1835,48 @@ class _Answering:
         pass
 
 
+def test_a_winner_whose_twin_fails_at_the_reference_s_tolerance_is_not_exported(studies, made_up_figures):
+    # The study's fastest config passed in bfloat16 with a count update that is wrong in float32 and float64, below
+    # bfloat16's bound: its twin, the same config at the reference's float64, is measured before its rounds and
+    # fails, so the honest second config is exported (twins.py's own tests leave the search's wiring untested).
+    from autotune.trials import to_attrs
+
+    space = Tuner("chmm", "cpu", "tiny").space
+    baseline = space.baseline
+
+    def wrong(config):
+        return config["update_c"] == "grouped" and config["dtype"] in ("float32", "float64")
+
+    times: dict[str, float] = {}  # each config's run, as its trial measured it
+    runner = _Answering(lambda config, runs: None if wrong(config) else times.get(Config(config).key, 2.0))
+    with Tuner("chmm", "cpu", "tiny", runner=runner, seed=0, remeasure_rounds=2) as tuner:
+        study = tuner.open_study()
+        made = {}
+        for name, knobs, seconds, bound in (("baseline", {}, 4.0, 1e-6), ("bf16", {"dtype": "bfloat16"}, 3.0, 1e-2),
+                                            ("quiet", {"debug_asserts": False}, 3.5, 1e-6),
+                                            ("hidden", {"dtype": "bfloat16", "update_c": "grouped"}, 1.0, 1e-2),
+                                            ("honest", {"update_c": "batched"}, 2.0, 1e-6)):
+            config = space.complete({**baseline.to_dict(), **knobs})
+            times[config.key] = seconds
+            result = TrialResult("ok", config.to_dict(), unit="items", items_per_run=1, times=[seconds] * 5,
+                                 throughput=1 / seconds, median_seconds=seconds, peak_memory_bytes=2**20,
+                                 check={"passed": True, "error": 0.0, "tolerance": bound,
+                                        "metrics": {"counts": [bound / 10, bound]}})
+            attrs = to_attrs(result, config, "baseline" if name == "baseline" else "sampled", None)
+            study.add_trial(optuna.trial.create_trial(value=1 / seconds, user_attrs=attrs))
+            made[name] = len(study.trials) - 1
+        said = []
+        tuner.on_stage = said.append
+        result = tuner.finish(study, [], time.perf_counter())
+    twin = space.complete({**baseline.to_dict(), "dtype": "float64", "update_c": "grouped"})
+    assert runner.seen.count(twin.to_dict()) == 1  # once, before the candidate's rounds
+    assert result.winner is not None and result.winner.trial == made["honest"]
+    hidden = next(c for c in result.candidates if c.trial == made["hidden"])
+    assert [r.status for r in hidden.results] == ["incorrect"]  # a candidate that fails a round is not run again
+    assert f"warning: candidate #{made['hidden']} passed its check only under a looser tolerance: its twin with " \
+           "dtype=float64 fails its check (wrong); it cannot win" in said
+
+
 def _slow_baseline(space, wrong_at=None):
     """The baseline's runs take 4 s, any other config's 1 s; the baseline is wrong when measured the
     ``wrong_at``-th time (3: its second round of re-measurement, its first right)."""
