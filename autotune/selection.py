@@ -133,8 +133,8 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
     """The baseline, then the ``top`` fastest configs of a study (each config once, by its latest outcome)
     :func:`feasible` under ``memory_budget_bytes`` that the space ``allows``: a study resumed after its space
     file changed holds configs the space no longer has, and the export of one would be refused by
-    ``load_config``. Then up to ``top`` more whose trials were timed beside other work. None that passed only
-    under a looser tolerance than a twin nearer the ``reference`` config failed (:func:`passed_only_loosely`)."""
+    ``load_config``. Then up to ``top`` more whose trials were timed beside other work. None whose measured twin
+    failed a tighter bound (:mod:`autotune.twins`); each with the twin to measure first where the study has none."""
     # A config measured again (its workload file edited, torch upgraded: trials.measured_here) stands by its latest
     # outcome: its old figure is no reason to re-measure it, and its old pass none where it fails now.
     latest = latest_by_config(counted(trials))

@@ -5,9 +5,10 @@ changed its SGD steps failed in float32 (parameters 8.3e-4 against 1e-4) and pas
 and the search exported such a config at 1.54x (this CPU). Its twin, the same config without autocast, is judged by
 the tighter bound: where the twin fails, the knobs the two share are wrong beyond it, and the config may not win.
 
-Which knobs set the tolerance is read off the study: a knob does where two trials that differ in it alone were judged
-by other tolerances. A knob no such pair shows is left as the config has it, so a twin is only as good as the study's
-pairs; the search's neighbour moves and probes make such pairs, not every study holds them.
+Which knobs set the tolerance is read off the study (:func:`tolerance_knobs`): a knob does where two trials that
+differ in it alone were judged by other bounds, and the knobs so shown give each trial's bound. A knob no such pair
+shows is left as the config has it, so a twin is only as good as the study's pairs; the search's neighbour moves
+and probes make such pairs, but not every study holds them.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def passed_only_loosely(trial: "FrozenTrial", others: Iterable["FrozenTrial"],
 class Twins:
     """The twins of a study's configs (``latest``: each config's latest counted trial) for choosing the candidates:
     one whose measured twin failed is no candidate (:meth:`hidden`), and one whose twin was never measured has it
-    measured once before it is re-measured (:meth:`checked`)."""
+    measured once before it is re-measured (:func:`checked`)."""
 
     def __init__(self, latest: Iterable["FrozenTrial"], reference: Mapping[str, Any] | None,
                  admits: Callable[[Mapping[str, Any]], bool], on_stage: Callable[[str], None]) -> None:
