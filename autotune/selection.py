@@ -372,6 +372,7 @@ class ChoiceOutcome:
     in_winner: bool
     over_budget: bool = False  # it passed its check, but only over the memory budget
     lost_remeasure: bool = False  # its best trial beat the winner's in the search, then lost to it side by side
+    failed_remeasure: bool = False  # its best trial was a candidate that failed a round, or whose twin failed
     ruled_out: str | None = None  # the constraint no config with this value keeps here (batch 16 of a batch of 8)
 
     @property
@@ -383,6 +384,8 @@ class ChoiceOutcome:
             return "ruled out"
         if self.over_budget:
             return "over budget"
+        if self.failed_remeasure:
+            return "failed re-measure"
         if self.lost_remeasure:
             return "lost re-measure"
         if self.best_throughput is not None:
@@ -392,14 +395,15 @@ class ChoiceOutcome:
 
 
 def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config | None,
-                    memory_budget_bytes: int | None = None, lost: frozenset[int] = frozenset()) -> list[ChoiceOutcome]:
+                    memory_budget_bytes: int | None = None, lost: Mapping[int, bool] | None = None,
+                    ) -> list[ChoiceOutcome]:
     """For each tunable categorical knob and each of its values: how its trials ended.
 
-    This is how a search says which kernels lost and why: slower than the
-    winner, incorrect, failed (error, crash, timeout, oom), over the memory
-    budget, or faster in the search than the winner but slower when
-    re-measured beside it (its best trial among the ``lost`` candidates).
+    This is how a search says which kernels lost and why: slower than the winner, incorrect, failed (error, crash,
+    timeout, oom), over the memory budget, faster in the search than the winner but slower when re-measured beside
+    it, or failed there (its best trial among the ``lost`` candidates, each mapped to whether it passed its rounds).
     """
+    lost = lost or {}
     # Each config by its latest outcome, as the candidates are: a kernel that passed against a reference since found
     # wrong read "slower" at its old figure beside its new "incorrect" (registry.measured_with).
     measured = [t for t in outcomes(study.get_trials(deepcopy=False)) if "config" in t.user_attrs]
@@ -428,6 +432,7 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
                     bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
                     over_budget=bool(correct) and not fits,
                     lost_remeasure=best is not None and best.number in lost and best.user_attrs["throughput"] > beaten,
+                    failed_remeasure=best is not None and lost.get(best.number) is False,
                     ruled_out=_ruled_out(space, param.name, value),
                 )
             )

@@ -411,7 +411,7 @@ class Tuner:
             winner=winner, baseline=baseline, speedup=speedup, export_path=export_path, document=document,
             seconds=time.perf_counter() - started, restricted=sum("restricted" in t.user_attrs for t in trials),
             choices=choice_outcomes(study, self.space, winner.config if winner else None, self.memory_budget_bytes,
-                                    frozenset(c.trial for c in candidates if c.results and c is not winner)),
+                                    {c.trial: c.passed for c in candidates if c.results and c is not winner}),
             unused=self.space.unused(winner.config) if winner else (),
             only_baseline=sum(counts.values()) == 1 and winner is baseline and winner is not None
             and winner.config.key != self.space.defaults.key,  # a one-config space's defaults are its baseline

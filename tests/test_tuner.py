@@ -981,9 +981,12 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     assert outcomes[("messages", "loop")].verdict == "slower" and outcomes[("messages", "loop")].best_throughput == 20.0
     assert outcomes[("messages", "scan")].verdict == "not tried"
     # Faster in the search than the winner, yet not its value: the row says why, not "slower".
-    again = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[0][0], lost=frozenset({1}))}
+    again = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[0][0], lost={1: True})}
     assert again[("overlap_passes", True)].verdict == "lost re-measure"  # 90 in the search against the winner's 20
-    beat = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[1][0], lost=frozenset({0}))}
+    # A candidate that failed a round (or its twin) was not beaten side by side: it failed there.
+    failed = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[0][0], lost={1: False})}
+    assert failed[("overlap_passes", True)].verdict == "failed re-measure"
+    beat = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[1][0], lost={0: True})}
     assert beat[("messages", "loop")].verdict == "slower"  # a candidate that lost, but slower in the search too
     budget = {(o.parameter, o.value): o for o in choice_outcomes(study, space, space.baseline, 10 ** 6)}
     assert budget[("overlap_passes", True)].verdict == "over budget"  # its correct trial (numba) peaked at 2 MB
@@ -1875,6 +1878,8 @@ def test_a_winner_whose_twin_fails_at_the_reference_s_tolerance_is_not_exported(
     assert [r.status for r in hidden.results] == ["incorrect"]  # a candidate that fails a round is not run again
     assert f"warning: candidate #{made['hidden']} passed its check only under a looser tolerance: its twin with " \
            "dtype=float64 fails its check (wrong); it cannot win" in said
+    verdicts = {(o.parameter, o.value): o.verdict for o in result.choices}
+    assert verdicts[("update_c", "grouped")] == "failed re-measure"  # not "lost re-measure": it was never beaten
 
 
 def _slow_baseline(space, wrong_at=None):
