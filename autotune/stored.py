@@ -52,22 +52,20 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     root = Path(studies) if studies is not None else studies_dir()
     named = study_name is not None  # by --study: another size is no hint to give
     study_name = study_name or f"{facts.name}-{device}-{size}"
+    export, where = config_path(facts.name, device, size, root), storage or default_storage(root)
     try:
-        study = open_study(storage or default_storage(root), study_name)
+        study = open_study(where, study_name)
     except StorageError as exc:  # none there: its export may say where its study is
-        elsewhere = None if named else _elsewhere(config_path(facts.name, device, size, root),
-                                                  storage or default_storage(root))
+        elsewhere = None if named else _elsewhere(export, where)
         if elsewhere is None:
             raise
         said = str(exc).partition(";")[0] if str(exc).startswith("no ") else str(exc)  # not "pass --storage" twice
         raise StorageError(f"{said}; {elsewhere}") from None
     except UnknownNameError as exc:  # searched at another size ("tiny"): say which, as load_config does
-        exporter = None if named else _exporter(config_path(facts.name, device, size, root), exc.valid,
-                                                storage or default_storage(root))
+        exporter = None if named else _exporter(export, exc.valid, where)
         if exporter is not None:  # searched as `--study other`: the study whose winner the export holds
             return open_stored_study(workload, device, size, storage=storage, study_name=exporter, studies=studies)
-        elsewhere = None if named else _elsewhere(config_path(facts.name, device, size, root),
-                                                  storage or default_storage(root))
+        elsewhere = None if named else _elsewhere(export, where)
         if elsewhere is not None:
             raise UnknownNameError("study", study_name, exc.valid, hint="T" + elsewhere[1:]) from None
         sizes = [name for name in facts.sizes if f"{facts.name}-{device}-{name}" in exc.valid]

@@ -105,11 +105,11 @@ class Twins:
 
     def __init__(self, latest: Iterable["FrozenTrial"], reference: Mapping[str, Any] | None,
                  admits: Callable[[Mapping[str, Any]], bool], on_stage: Callable[[str], None]) -> None:
-        self.latest = list(latest)
+        latest = list(latest)
         self.reference, self.admits, self.on_stage = reference, admits, on_stage
-        self.wrong = [t for t in self.latest if t.user_attrs.get("status") == "incorrect"]
-        self.knobs = tolerance_knobs(self.latest) if reference is not None else ()
-        self.measured = {t.user_attrs.get("config_key") for t in self.latest}
+        self.wrong = [t for t in latest if t.user_attrs.get("status") == "incorrect"]
+        self.knobs = tolerance_knobs(latest) if reference is not None else ()
+        self.measured = {t.user_attrs.get("config_key") for t in latest}
 
     def hidden(self, trial: "FrozenTrial") -> bool:
         """Whether ``trial`` passed only under a looser tolerance than its measured twin's, which failed (said)."""
