@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune._forkserver import ForkServer, ServerDied, signal_name
-from autotune.check import Check, control, differs, share_of_tolerance
+from autotune.check import Check, differs, share_of_tolerance
+from autotune.control import control
 from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
@@ -409,8 +410,7 @@ class Runner:
             self._server.wait_ready()
 
     def warm_up(self) -> float:
-        """Start the fork server now, or wait for the one :meth:`start` started (it imports torch once); returns
-        the seconds waited."""
+        """Start the fork server now, or wait for the one :meth:`start` started (it imports torch); seconds waited."""
         if self.isolation == "inprocess":
             return 0.0
         started = time.perf_counter()

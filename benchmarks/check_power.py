@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from autotune.check import share_of_tolerance, wrong_copy, wrong_parts  # noqa: E402
+from autotune.check import share_of_tolerance  # noqa: E402
+from autotune.control import wrong_copy, wrong_parts  # noqa: E402
 from tests.mutants import WORKLOADS, mutants_of  # noqa: E402
 from tests.mutants.harness import Bench, knob_values, precision_knob  # noqa: E402
 

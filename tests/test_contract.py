@@ -14,7 +14,7 @@ import io
 import pytest
 import torch
 
-from autotune.check import control
+from autotune.control import control
 from autotune.registry import workload_names
 from tests.mutants import WORKLOADS, mutants_of
 from tests.mutants.harness import Bench, knob_values, precision_knob

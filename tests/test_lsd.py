@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autotune.check import control
+from autotune.control import control
 from autotune.devices import PROFILES
 from autotune.space import load_space
 from tests.conftest import cpu_with_bf16

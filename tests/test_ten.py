@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from autotune.check import control
+from autotune.control import control
 from autotune.space import load_space
 from workloads import ten
 from workloads.ten import TOLERANCES, TenWorkload, markov_sequences
