@@ -45,10 +45,12 @@ def _whole(output: Any) -> "tuple[Any, list[str], str | None, list[str]]":
     return None, [], None, opaque
 
 
-def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[Any, list[str], list[str]]":
+def _wrong(output: Any, only: int | None = None, kind: str = "float",
+           arrays: bool = False) -> "tuple[Any, list[str], list[str]]":
     """:func:`wrong_copy`, made wrong in its ``only``-th part alone where given (from 0), where each part of
-    ``kind`` (see ``KINDS``) lies in ``output`` (``['grads']``, ``[1]``, ``.loss``), in the order they are counted,
-    and the values it could not reach (an object that will not copy, an array of another library)."""
+    ``kind`` (see ``KINDS``; tensors and arrays alone where ``arrays``) lies in ``output`` (``['grads']``, ``[1]``,
+    ``.loss``), in the order they are counted, and the values it could not reach (an object that will not copy, an
+    array of another library)."""
     import copy as copying
     import types
 
@@ -61,6 +63,8 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[
     within: set[int] = set()  # the objects being copied: one that holds itself is not walked again
 
     def is_part(value: Any) -> bool:
+        if arrays and not isinstance(value, (torch.Tensor, np.ndarray)):
+            return False
         if isinstance(value, torch.Tensor):
             dtype = value.dtype
             found = ("float" if dtype.is_floating_point or dtype.is_complex else "bool" if dtype == torch.bool
@@ -162,20 +166,28 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float") -> "tuple[
 MAX_PARTS = 32
 
 
-def wrong_parts(output: Any, floats: "list[str] | None" = None) -> "list[tuple[str, Any]]":
-    """Where ``output`` has several floating parts (``floats``, where known): each made wrong alone as
-    :func:`wrong_copy` makes them (``MAX_PARTS`` of them at most), with where it lies (``['grads']``); none that no
-    doubling changes."""
-    parts = _wrong(output)[1] if floats is None else floats
-    picked = sorted({round(k * (len(parts) - 1) / (MAX_PARTS - 1)) for k in range(MAX_PARTS)}) \
-        if len(parts) > MAX_PARTS else range(len(parts) if len(parts) > 1 else 0)
-    copies = [(parts[i], _wrong(output, only=i)[0]) for i in picked]
+def wrong_parts(output: Any, made: "tuple[list[str], str | None] | None" = None) -> "list[tuple[str, Any]]":
+    """Each part of ``output`` made wrong alone as :func:`wrong_copy` makes them (``MAX_PARTS`` of them at most),
+    with where it lies (``['grads']``); none that no change moves. The parts of the kind a wrong copy makes wrong
+    (``made``: their places and kind, where known), where there are several, and each tensor or array of integers
+    or bools beside them, which the copy keeps as a check may index with them: a top-k split over the corpus that
+    lost each block's offset had every index wrong beside right scores, and a check of the scores alone passed it."""
+    parts, kind = made if made is not None else _whole(output)[1:3]
+    if kind is None:
+        return []
+    alone = [(kind, i, part) for i, part in enumerate(parts)] if len(parts) > 1 else []
+    for kept in KINDS[KINDS.index(kind) + 1:KINDS.index("text")]:  # integers and bools; text may be a label
+        alone += [(kept, i, part) for i, part in enumerate(_wrong(output, kind=kept, arrays=True)[1])]
+    picked = sorted({round(k * (len(alone) - 1) / (MAX_PARTS - 1)) for k in range(MAX_PARTS)}) \
+        if len(alone) > MAX_PARTS else range(len(alone))
+    copies = [(alone[j][2], _wrong(output, only=alone[j][1], kind=alone[j][0], arrays=alone[j][0] != kind)[0])
+              for j in picked]
     return [(part, copy) for part, copy in copies if copy is not None]
 
 
 def control(workload: Any, check: Check, output: Any, reference: Any, config: Any, is_reference: bool = False) -> None:
     """Hold a ``check`` that passed ``output`` to a negative control: it must fail :func:`wrong_copy` of it (or raise),
-    and, where the output has several floating parts, each of them made wrong alone.
+    and each of its parts made wrong alone (see :func:`wrong_parts`).
 
     A tuner is an optimiser pointed at its check: a check that cannot fail under a config (an output compared
     with itself, a tolerance past any error, one for bfloat16 that a typo made 1e3) passes that config's every
@@ -193,7 +205,7 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
              "objects of the workload's own), which a wrong copy can be made of")
     try:
         wrong, floats, kind, opaque = _whole(output)
-        parts = wrong_parts(output, floats) if kind == "float" else []
+        parts = wrong_parts(output, (floats, kind))
     except Exception as exc:  # noqa: BLE001 - a class that will not copy, say: named below
         raise ValueError(f"{name} passed this config's output, and no plainly wrong copy of it could be made to "
                          f"hold the check to a control ({type(exc).__name__}: {exc}), so its pass says nothing: "
@@ -215,9 +227,10 @@ def control(workload: Any, check: Check, output: Any, reference: Any, config: An
     for part, wrong in parts:
         if _passes(workload, wrong, reference, config) is not None:
             raise ValueError(f"{name} passed this config's first output with its {part} alone made plainly wrong "
-                             "(doubled plus one and reversed): it never compares that part, or one norm over every "
-                             "part weighs it too little (give it a metric of its own, or use worst_error), and a "
-                             "config wrong there alone passes: compare it with the reference, or leave it out")
+                             "(a number doubled plus one and reversed, a bool negated): it never compares that part, "
+                             "or one norm over every part weighs it too little (give it a metric of its own, or use "
+                             "worst_error), and a config wrong there alone passes: compare it with the reference, or "
+                             "leave it out")
 
 
 def _stored_loses(workload: Any, output: Any, config: Any) -> None:

@@ -74,7 +74,7 @@ def test_a_wrong_copy_changes_every_float_and_keeps_the_shape_integers_and_bools
 
 def test_a_check_that_never_compares_a_part_of_the_output_fails_the_trial():
     # A workload whose output gained its gradients after its check was written: a config wrong in them alone passed.
-    reference = {"loss": torch.tensor(2.0), "grads": torch.arange(4.0), "steps": torch.tensor(3)}
+    reference = {"loss": torch.tensor(2.0), "grads": torch.arange(4.0), "steps": 3}  # a Python number: no part
 
     class LossOnly:
         def check(self, output, reference, config):
@@ -91,8 +91,8 @@ def test_a_check_that_never_compares_a_part_of_the_output_fails_the_trial():
         control(partial, partial.check(reference, reference, {}), reference, reference, {})
     whole = Both()
     control(whole, whole.check(reference, reference, {}), reference, reference, {})  # every float part compared
-    assert [part for part, _ in wrong_parts(reference)] == ["['loss']", "['grads']"]  # integers are no part
-    assert wrong_parts(torch.arange(4.0)) == [] and wrong_parts({"x": torch.ones(2), "n": torch.arange(3)}) == []  # one part
+    assert [part for part, _ in wrong_parts(reference)] == ["['loss']", "['grads']"]
+    assert wrong_parts(torch.arange(4.0)) == [] and wrong_parts({"x": torch.ones(2), "n": 3}) == []  # one part
     # Each part alone is a check of the whole output: 1,000 per-sample tensors took 15.6 s a trial, checked alike.
     many = [part for part, _ in wrong_parts([torch.ones(2)] * 1000)]
     assert len(many) == MAX_PARTS and many[0] == "[0]" and many[-1] == "[999]"
@@ -264,3 +264,33 @@ def test_the_warnings_of_a_check_run_on_a_wrong_copy_or_a_stored_reference_are_n
         control(workload, Check(0.0, 1e-6, True), output, output, {})  # its wrong copy checked, failed
         control(workload, Check(1.0, 1e-6, False), output, output, {}, is_reference=True)  # its stored form checked
     assert shown == []
+
+
+def test_integers_and_bools_beside_floats_are_each_made_wrong_alone():
+    # A top-k split over the corpus forgot each block's offset: every index wrong, every score right. The whole
+    # wrong copy keeps integers (a check may index with them), so a check of the scores alone passed it unseen.
+    scores, indices = torch.tensor([[0.9, 0.8]]), torch.tensor([[4, 7]])
+    reference = {"scores": scores, "indices": indices, "found": torch.tensor([True, False]), "k": 2}
+
+    def checked(*names):
+        workload = _Workload(1e-6)
+        workload.check = lambda output, reference, config: Check.from_metrics(
+            {name: (relative_error(output[name].double(), reference[name].double()), 1e-6) for name in names})
+        return workload
+
+    assert [part for part, _ in wrong_parts(reference)] == ["['indices']", "['found']"]  # not k, a Python number
+    only = dict(wrong_parts(reference))
+    assert torch.equal(only["['indices']"]["indices"], torch.tensor([[15, 9]])) and only["['indices']"]["scores"] is scores
+    assert torch.equal(only["['found']"]["found"], torch.tensor([False, True]))
+    for names, unread in ((("scores",), "indices"), (("scores", "indices"), "found")):
+        with pytest.raises(ValueError, match=rf"its \['{unread}'\] alone made plainly wrong .*: it never compares"):
+            control(checked(*names), Check(0.0, 1e-6, True), reference, reference, {})
+    control(checked("scores", "indices", "found"), Check(0.0, 1e-6, True), reference, reference, {})
+    gathers = _Workload(1e-6)  # a check that indexes with them raises on a wrong copy: it failed it
+    gathers.check = lambda output, reference, config: Check.from_metrics(
+        {"scores": (relative_error(output["scores"], reference["scores"]), 1e-6),
+         "picked": (relative_error(torch.arange(8.0)[output["indices"]], torch.arange(8.0)[reference["indices"]]), 1e-6),
+         "found": (relative_error(output["found"].double(), reference["found"].double()), 1e-6)})
+    control(gathers, Check(0.0, 1e-6, True), reference, reference, {})
+    ids = {"tokens": torch.tensor([3, 4]), "mask": torch.tensor([True, True])}  # no floats: the integers as a whole
+    assert [part for part, _ in wrong_parts(ids)] == ["['mask']"]
