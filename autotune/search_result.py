@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from autotune.export import ExportDocument
-    from autotune.selection import Candidate, ChoiceOutcome
+    from autotune.choices import ChoiceOutcome
+    from autotune.selection import Candidate
     from autotune.trials import TrialRecord
 
 __all__ = ["SearchResult"]

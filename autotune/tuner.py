@@ -31,8 +31,9 @@ from autotune.runner import Runner, TrialRequest, TrialResult, unless_lost
 from autotune.search_result import SearchResult
 from autotune.samplers import OBJECTIVES, SAMPLERS, make_sampler
 from autotune.measure import Measurer
-from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, ChoiceOutcome, candidates as select, choice_outcomes,
-                                loaded_rounds, pick_winner, remeasure, runs_per_round, speedup_interval)
+from autotune.choices import choice_outcomes
+from autotune.selection import (REMEASURE_MIN_RUNS, Candidate, candidates as select, loaded_rounds, pick_winner,
+                                remeasure, runs_per_round, speedup_interval)
 from autotune.limits import check_limits, check_numbers
 from autotune.shared_study import (FIRST_ROLES, NoLock, TrialBudget, claim_budget, elect_exporter, enqueue_first,
                                    exporting)
@@ -48,7 +49,7 @@ from autotune.registry import (BUILTINS, WorkloadFacts, cache_folder, earlier_ve
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["Candidate", "ChoiceOutcome", "SearchResult", "TrialRecord", "Tuner", "choice_outcomes", "redact_storage"]
+__all__ = ["Candidate", "SearchResult", "TrialRecord", "Tuner", "redact_storage"]
 
 # A config this many times slower than the study's best, on its first run and its first warm run, stops
 # there (cut_short): a 100x slower config needs no median of five runs to lose (on a CPU, minutes a run).
@@ -400,8 +401,7 @@ class Tuner:
                 figure = f", {speedup:.2f}x the baseline" if speedup else ""  # none: a baseline failed or unmeasured
                 raise AutotuneError(
                     f"cannot write the export {path}: {exc.strerror or exc}; the winner was trial #{winner.trial} "
-                    f"({winner.config.describe()}{figure}); fix the path and run `autotune search` again"
-                ) from None
+                    f"({winner.config.describe()}{figure}); fix the path and run `autotune search` again") from None
             note("winner_trial", winner.trial)
             note("speedup", speedup)
         return SearchResult(

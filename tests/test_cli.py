@@ -894,7 +894,7 @@ def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
     table.candidates[1].results[0].times = [0.001] * 40  # runs in a row agree with the median run: no such line
     assert "over runs in a row" not in result_table(table)
     # Values as the space file and --set write them: "None" and "True" read as Python's, and --set refuses "None".
-    from autotune.selection import ChoiceOutcome
+    from autotune.choices import ChoiceOutcome
     table.winner = Candidate(Config(x=None, fast=True), 1, "candidate", rounds([0.5, 0.5, 0.5]))
     table.choices, table.unit = [ChoiceOutcome("x", None, 1, 2.0, {"ok": 1}, True)], "items"
     assert "Best config (trial #1): fast=true x=null\n" in result_table(table)

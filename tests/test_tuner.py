@@ -904,7 +904,7 @@ def test_choice_outcomes_say_which_values_a_constraint_rules_out_at_this_size():
     # ten at `tiny` trains a global batch of 8: a micro-batch of 16 is never measured there, so its row must not
     # read "not tried", as if a longer search might try it.
     from autotune.devices import PROFILES
-    from autotune.tuner import choice_outcomes
+    from autotune.choices import choice_outcomes
     from workloads.ten import TenWorkload
 
     space = autotune.load_space("ten").for_device(PROFILES["cpu"]).for_size(TenWorkload.sizes["tiny"], "tiny")
@@ -939,7 +939,7 @@ def test_a_value_whose_only_trial_a_stop_cut_short_is_not_tried_not_failed():
     from optuna.trial import TrialState
 
     from autotune.devices import PROFILES
-    from autotune.tuner import choice_outcomes
+    from autotune.choices import choice_outcomes
 
     space = autotune.load_space("chmm").for_device(PROFILES["cpu"])
     study = optuna.create_study(directions=["maximize", "minimize"])
@@ -956,7 +956,7 @@ def test_a_value_whose_only_trial_a_stop_cut_short_is_not_tried_not_failed():
 
 def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     from autotune.devices import PROFILES
-    from autotune.tuner import choice_outcomes
+    from autotune.choices import choice_outcomes
 
     space = autotune.load_space("chmm").for_device(PROFILES["cpu"])
     study = optuna.create_study(directions=["maximize", "minimize"])
