@@ -294,3 +294,9 @@ def test_integers_and_bools_beside_floats_are_each_made_wrong_alone():
     control(gathers, Check(0.0, 1e-6, True), reference, reference, {})
     ids = {"tokens": torch.tensor([3, 4]), "mask": torch.tensor([True, True])}  # no floats: the integers as a whole
     assert [part for part, _ in wrong_parts(ids)] == ["['mask']"]
+    # Each copy is wrong where its name says: a Python number before a part is counted as a part of neither list.
+    noted = {"k": 2, "indices": indices, "loss": 2.0, "grads": torch.ones(2)}
+    made = dict(wrong_parts(noted))
+    assert list(made) == ["['loss']", "['grads']", "['indices']"]
+    assert made["['loss']"]["loss"] == 5.0 and made["['loss']"]["grads"] is noted["grads"]
+    assert torch.equal(made["['indices']"]["indices"], torch.tensor([[15, 9]])) and made["['indices']"]["k"] == 2
