@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from autotune.conditions import size_read
 from autotune.config import Config
 from autotune.trials import ended, feasible, latest_by_config, outcomes
+from autotune.twins import passed_only_loosely
 
 if TYPE_CHECKING:
     import optuna
@@ -30,7 +31,7 @@ class ChoiceOutcome:
     value: Any
     measured: int  # configs (each by its latest trial; repeats not counted) that ran with this value
     best_throughput: float | None  # best among those that passed their check (that may win, where one may)
-    statuses: dict[str, int]  # how those trials ended
+    statuses: dict[str, int]  # how those trials ended ("passed loosely": see choice_outcomes)
     in_winner: bool
     over_budget: bool = False  # it passed its check, but only over the memory budget
     lost_remeasure: bool = False  # its best trial beat the winner's in the search, then lost to it side by side
@@ -53,7 +54,9 @@ class ChoiceOutcome:
         if self.best_throughput is not None:
             return "slower"
         failed = {k: v for k, v in self.statuses.items() if k not in ("ok", "lost")}
-        return ("incorrect" if set(failed) == {"incorrect"} else "failed") if failed else "not tried"
+        if failed and set(failed) <= {"incorrect", "passed loosely"}:
+            return "incorrect" if "incorrect" in failed else "passed loosely"
+        return "failed" if failed else "not tried"
 
 
 def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config | None,
@@ -64,12 +67,18 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
     This is how a search says which kernels lost and why: slower than the winner, incorrect, failed (error, crash,
     timeout, oom), over the memory budget, faster in the search than the winner but slower when re-measured beside
     it, or failed there (its best trial among the ``lost`` candidates, each mapped to whether it passed its rounds).
+    A trial that passed only under a looser tolerance than its twin's, which failed (:mod:`autotune.twins`), is
+    "passed loosely", no figure of its values: a block of mine with tanh's GELU, wrong in float64 and passed in
+    bfloat16, read "gelu tanh slower 163,543 tokens/s" beside the winner's "none" at 56,472.
     """
     lost = lost or {}
     # Each config by its latest outcome, as the candidates are: a kernel that passed against a reference since found
     # wrong read "slower" at its old figure beside its new "incorrect" (registry.measured_with).
     measured = [t for t in outcomes(study.get_trials(deepcopy=False)) if "config" in t.user_attrs]
     trials = list(latest_by_config(measured).values())
+    wrong = [t for t in trials if t.user_attrs.get("status") == "incorrect"]
+    loose = {t.number for t in trials if t.user_attrs.get("status") == "ok" and wrong
+             and passed_only_loosely(t, wrong, space.reference)}
     found = []
     # A conditional knob counts only where it was active (an inactive one holds its default).
     active = {t.number: space.active(t.user_attrs["config"]) for t in trials if set(space.parameters) <= set(t.user_attrs["config"])}
@@ -84,13 +93,14 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
                 t for t in trials
                 if active.get(t.number, {}).get(param.name) and t.user_attrs["config"].get(param.name) == value
             ]
-            correct = [t for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")]
+            correct = [t for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")
+                       and t.number not in loose]
             fits = [t for t in correct if feasible(t, memory_budget_bytes)]
             best = max(fits or correct, key=lambda t: (t.user_attrs["throughput"], -t.number), default=None)
             found.append(
                 ChoiceOutcome(
                     param.name, value, len(mine), best.user_attrs["throughput"] if best else None,
-                    dict(Counter(ended(t) for t in mine)),  # a lost trial is no outcome of the value
+                    dict(Counter("passed loosely" if t.number in loose else ended(t) for t in mine)),  # lost: none
                     bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
                     over_budget=bool(correct) and not fits,
                     lost_remeasure=best is not None and best.number in lost and best.user_attrs["throughput"] > beaten,

@@ -992,6 +992,33 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     assert budget[("overlap_passes", True)].verdict == "over budget"  # its correct trial (numba) peaked at 2 MB
 
 
+def test_a_value_whose_trials_passed_only_under_a_looser_tolerance_reads_incorrect_not_faster():
+    # A block of mine with tanh's GELU failed in float64 (3.95e-5 against 1e-12) and passed in bfloat16 (3e-2); the
+    # twins kept it from winning, yet the table read "gelu tanh slower 163,543 tokens/s" beside "none winner 56,472".
+    from autotune.devices import PROFILES
+    from autotune.choices import ChoiceOutcome, choice_outcomes
+
+    space = autotune.load_space("chmm").for_device(PROFILES["cpu"])
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    scan = space.defaults.replace(messages="scan")
+    runs = [(space.defaults, "ok", 20.0, [1e-7, 1e-5]), (scan.replace(dtype="float16"), "ok", 90.0, [1e-3, 2e-2]),
+            (scan.replace(dtype="float64"), "incorrect", 9.0, [3e-4, 1e-9]), (space.defaults.replace(dtype="float16"),
+                                                                             "ok", 30.0, [1e-3, 2e-2])]
+    for config, status, throughput, bound in runs:
+        trial = study.ask()
+        for key, value in {"config": config.to_dict(), "config_key": config.key, "status": status,
+                           "throughput": throughput, "check": {"metrics": {"ll": bound}}}.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, [throughput, 1.0])
+    outcomes = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[3][0])}
+    assert outcomes[("messages", "scan")].verdict == "incorrect"
+    assert outcomes[("messages", "scan")].statuses == {"incorrect": 1, "passed loosely": 1}
+    assert outcomes[("messages", "scan")].best_throughput is None
+    assert outcomes[("dtype", "float16")].best_throughput == 30.0  # its loose pass is no figure of the value's
+    assert outcomes[("dtype", "float16")].statuses == {"ok": 1, "passed loosely": 1}
+    assert ChoiceOutcome("x", 1, 1, None, {"passed loosely": 1}, False).verdict == "passed loosely"  # none failed
+
+
 @pytest.mark.slow  # 12 s; test_the_time_budget_starts_once_the_baseline_and_defaults_are_measured keeps --timeout
 def test_a_time_budget_stops_taking_trials_and_still_exports(tmp_path):
     from tests.conftest import run_cli
