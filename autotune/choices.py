@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from autotune.conditions import size_read
 from autotune.config import Config
 from autotune.trials import ended, feasible, latest_by_config, outcomes
-from autotune.twins import passed_only_loosely
+from autotune.twins import loose_passes
 
 if TYPE_CHECKING:
     import optuna
@@ -76,9 +76,7 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
     # wrong read "slower" at its old figure beside its new "incorrect" (registry.measured_with).
     measured = [t for t in outcomes(study.get_trials(deepcopy=False)) if "config" in t.user_attrs]
     trials = list(latest_by_config(measured).values())
-    wrong = [t for t in trials if t.user_attrs.get("status") == "incorrect"]
-    loose = {t.number for t in trials if t.user_attrs.get("status") == "ok" and wrong
-             and passed_only_loosely(t, wrong, space.reference)}
+    loose = loose_passes(trials, space.reference)
     found = []
     # A conditional knob counts only where it was active (an inactive one holds its default).
     active = {t.number: space.active(t.user_attrs["config"]) for t in trials if set(space.parameters) <= set(t.user_attrs["config"])}

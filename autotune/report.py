@@ -30,6 +30,7 @@ from autotune.export import write_atomically
 from autotune.knob_worth import worth_section
 from autotune.stored import open_stored_study
 from autotune.trials import ended, feasible, measured_here, never_measured, other_setups, outcomes, status_counts
+from autotune.twins import loose_passes
 
 if TYPE_CHECKING:
     import optuna
@@ -238,6 +239,7 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
     rows, trials = [], sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     # A trial measured with another workload file, torch or numba than the latest (trials.measured_here) is marked.
     latest = next((t.user_attrs["measured_with"] for t in reversed(trials) if "measured_with" in t.user_attrs), None)
+    loose = loose_passes(trials, space.reference) if space is not None else {}  # as the search said: it cannot win
     for t in trials:
         if not t.state.is_finished():
             continue
@@ -253,7 +255,7 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
             "throughput": t.user_attrs.get("throughput"), "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
             "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
-            "error": t.user_attrs.get("error", f"{why}: never measured" if why else None),
+            "error": t.user_attrs.get("error", f"{why}: never measured" if why else loose.get(t.number)),
             "busy_elsewhere": t.user_attrs.get("busy_elsewhere"), "one_off": one_off(t.user_attrs),  # build, first run
             "borrowed": borrowed_cores(t.user_attrs.get("cores_used"), t.user_attrs.get("threads")),  # as the search's
         })

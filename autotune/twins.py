@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from autotune.selection import Candidate
 
-__all__ = ["Twins", "checked", "passed_only_loosely", "tolerance_knobs"]
+__all__ = ["Twins", "checked", "loose_passes", "passed_only_loosely", "tolerance_knobs"]
 
 Run = Callable[["Candidate"], TrialResult]  # one round of one candidate's re-measurement
 
@@ -96,6 +96,15 @@ def passed_only_loosely(trial: "FrozenTrial", others: Iterable["FrozenTrial"],
                     f"{error if error is None else format(error, '.3g')} > tolerance {tolerance:.3g}), which this "
                     f"one's tolerance of {bounds[failed[0]][1]:.3g} lets through")
     return None
+
+
+def loose_passes(trials: Iterable["FrozenTrial"], reference: Mapping[str, Any]) -> dict[int, str]:
+    """The trials of ``trials`` that passed only under a looser tolerance than a twin among them that failed, by
+    number, each with why (:func:`passed_only_loosely`): none of them may win, nor stand for its values."""
+    trials = list(trials)
+    wrong = [t for t in trials if t.user_attrs.get("status") == "incorrect"]
+    found = {t.number: passed_only_loosely(t, wrong, reference) for t in trials if t.user_attrs.get("status") == "ok"}
+    return {n: f"passed only under a looser tolerance: {why}; it cannot win" for n, why in found.items() if why}
 
 
 class Twins:
