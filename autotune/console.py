@@ -370,13 +370,15 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
     """`autotune run`: one config's measurement and check; ``unused`` are the knobs with no effect under it."""
     lines = [f"{workload} ({size}) on {device}: {result.status}", f"  config       {config.describe(unused)}"]
     if result.throughput is not None:
+        ran = result.environment.get("cpu_threads") or result.threads  # after its run: a workload may set its own
+        own = f" (the workload's own; autotune gave it {result.threads})" if result.threads not in (None, ran) else ""
         lines += [
             f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
             f"over {plural(len(result.times), 'run')}, spread ±{100 * (result.relative_spread or 0):.1f}%"
             f"{', noisy' if result.noisy else ''}); first run {seconds(result.warmup_seconds)}"
             f"{f', after a build of {seconds(result.build_seconds)}' if result.build_seconds else ''}",
             f"  peak memory  {format_bytes(result.peak_memory_bytes)}{first_run_peak(result)}, "
-            f"{plural(result.threads, 'thread')}",
+            f"{plural(ran, 'thread')}{own}",
             f"  check        {check_line(result.check)}",
         ]
         if result.beside_other_work:

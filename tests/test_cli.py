@@ -773,6 +773,9 @@ def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     assert "over 1 run, spread" in run_text(one, Config(x=1), "w", "cpu", "tiny")
     assert ", 1 thread\n" in run_text(one, Config(x=1), "w", "cpu", "tiny")
     assert ", 2 threads\n" in run_text(dataclasses.replace(one, threads=2), Config(x=1), "w", "cpu", "tiny")
+    # A workload that sets its own count in build (a knob of mine, 1, 2 or 4) read "2 threads", autotune's, each time.
+    own = dataclasses.replace(one, threads=2, environment={"cpu_threads": 4})
+    assert ", 4 threads (the workload's own; autotune gave it 2)\n" in run_text(own, Config(x=1), "w", "cpu", "tiny")
 
     baseline = Candidate(Config(x=0), 0, "baseline", [result(0.1), result(1.1), result(0.1)])
     best = Candidate(Config(x=1), 1, "candidate", [result(0.1), result(0.1), result(1.9)])

@@ -985,6 +985,31 @@ def test_torchs_thread_count_is_set_only_where_it_differs(in_trial_process, cach
     assert execute(dataclasses.replace(_request(cache, "ok"), threads=1))["status"] == "ok" and calls == [1]
 
 
+def test_a_trial_keeps_the_thread_count_it_was_given_and_the_one_its_workload_ran_with(in_trial_process, cache, monkeypatch):
+    # A workload of mine offered torch.set_num_threads as a knob (1, 2, 4, set in build): `run` said "2 threads",
+    # the count autotune gave, whatever the knob's value (this 2-core CPU). Both are kept: the count given (a
+    # budget: what it ran beyond it is said), and the count it ran with, in its environment, which `run` shows.
+    import torch
+
+    from autotune.registry import get_workload_class
+    from autotune.runner import execute
+
+    workload = get_workload_class(BROKEN)
+    build = workload.build
+
+    def own_count(self, config):
+        torch.set_num_threads(1)
+        return build(self, config)
+
+    monkeypatch.setattr(workload, "build", own_count)
+    before = torch.get_num_threads()
+    try:
+        result = execute(dataclasses.replace(_request(cache, "ok"), threads=2))
+        assert (result["threads"], result["environment"]["cpu_threads"]) == (2, 1)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_trial_caches_numba_s_kernels_beside_the_workloads_caches_unless_told_where(in_trial_process, cache,
                                                                                       monkeypatch, tmp_path):
     # In the one folder the search checked it can write (Tuner.ensure_reference), shared by every trial; unset,
