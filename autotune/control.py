@@ -29,7 +29,8 @@ def wrong_copy(output: Any) -> Any:
 
 
 #: The kinds of part a wrong copy makes wrong: the first kind the output holds. A check may index with integers
-#: and select with bools, so they are made wrong only where the output has no floating part.
+#: and select with bools, so the whole copy makes them wrong only where the output has no floating part; beside
+#: floats, each tensor or array of them is made wrong alone (:func:`wrong_parts`).
 KINDS = ("float", "integer", "bool", "text")
 _NUMPY_KINDS = {"float": "fc", "integer": "iu", "bool": "b", "text": "U"}  # NumPy's dtype.kind of each
 _PYTHON_KINDS: dict[str, tuple] = {"float": (float, complex), "integer": (int,), "bool": (), "text": (str, bytes)}

@@ -18,7 +18,8 @@ from autotune.console import (best_text, borrowed_cores, candidate_json, check_l
                               one_off_words, plural, rate, result_json, result_table, run_text, seconds, speedup_text,
                               three_figures, tuned_with, warnings_only)
 from autotune.runner import TrialResult
-from autotune.selection import Candidate, ChoiceOutcome
+from autotune.choices import ChoiceOutcome
+from autotune.selection import Candidate
 from autotune.devices import DetectedDevice, DeviceProfile
 
 
