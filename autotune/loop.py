@@ -19,6 +19,7 @@ from autotune.config import Config
 from autotune.environment import thread_pools
 from autotune.exceptions import DiskFullError
 from autotune.runner import TrialResult
+from autotune.twins import loose_pass
 from autotune.shared_study import DONE, FIRST_ROLES, WAIT, Heartbeat, TrialBudget, release_own_trials
 from autotune.trials import (TrialRecord, best_throughput, in_flight, measured_configs, measured_here, never_measured,
                              result_of, to_attrs)
@@ -161,13 +162,18 @@ def run_trial(tuner: "Tuner", study: "optuna.Study", trial: "optuna.Trial", tria
             raise
         known[config.key] = trial.number
     attrs = to_attrs(result, config, role, duplicate_of, tuner.measured_with, tuner.memory_limit_bytes)
+    reference = getattr(tuner, "reference_config", None) if result.status == "ok" else None  # none in a replay
+    here = [t for t in trials if measured_here(t, tuner.measured_with)] if reference is not None else []
+    if loose := loose_pass(attrs, here, reference):  # its twin measured as the code is now
+        attrs["loose"] = loose
     guard(lambda: _record(trial, attrs), "recording a trial")
-    fits = guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes), "finishing a trial")
+    fits = guard(lambda: tell(study, trial, result, tuner.memory_budget_bytes, tuner.memory_bytes, "loose" in attrs),
+                 "finishing a trial")
     if result.lost:  # every next trial would fail as this one did, and be recorded as its config's error
         raise DiskFullError(f"trial #{trial.number} could not write to a disk ({result.error}); it is kept as lost, "
                             "not as its config's error: free space, then run the same command again to resume")
     return TrialRecord(trial.number, config, result, role, duplicate_of, fits_memory=fits,
-                       unused=tuner.space.unused(config))
+                       unused=tuner.space.unused(config), loose=attrs.get("loose"))
 
 
 def _skip(study: "optuna.Study", trial: "optuna.Trial", attrs: dict[str, Any], guard: Retry) -> None:
@@ -185,8 +191,9 @@ def _record(trial: "optuna.Trial", attrs: dict[str, Any]) -> None:
 
 
 def tell(study: "optuna.Study", trial: "optuna.Trial", result: TrialResult, memory_budget_bytes: int | None,
-         memory_bytes: int) -> bool:
-    """Finish a trial in the study: its objectives, and constraints that make wrong or oversized configs infeasible.
+         memory_bytes: int, loose: bool = False) -> bool:
+    """Finish a trial in the study: its objectives, and constraints that make wrong or oversized configs infeasible
+    (a pass only a looser tolerance than its failed twin's allowed, ``loose``, is wrong: see twins.loose_pass).
 
     Returns whether it fits ``--memory-budget`` (the rule the progress line shows, kept in one place)."""
     from optuna.trial import TrialState
@@ -196,7 +203,7 @@ def tell(study: "optuna.Study", trial: "optuna.Trial", result: TrialResult, memo
         return True
     check = result.check or {}
     if result.status == "ok":
-        correct = 0.0
+        correct = 1.0 if loose else 0.0
     elif result.status == "incorrect" and check.get("error") is not None:
         correct = max(check["error"] / check["tolerance"] - 1.0, 1e-9) if check["tolerance"] else 1.0
     else:

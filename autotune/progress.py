@@ -75,7 +75,7 @@ class Progress:
         if record.study_best:  # trials of earlier runs of the study, or of other workers
             self.best = max(self.best or 0.0, record.study_best)
         over = result.status == "ok" and not record.fits_memory
-        if result.status == "ok" and result.throughput is not None and not over:
+        if result.status == "ok" and result.throughput is not None and not over and not record.loose:
             self.best = max(self.best or 0.0, result.throughput)
         if record.duplicate_of is None:
             self.counts[result.status] = self.counts.get(result.status, 0) + 1
@@ -94,6 +94,7 @@ class Progress:
         figures = f"{rate(result.throughput, result.unit):>22}  {format_bytes(result.peak_memory_bytes):>10}"
         note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
         note += f"  (over --memory-budget {format_bytes(self.memory_budget_bytes)}: it cannot win)" if over else ""
+        note += f"  ({record.loose})" if record.loose else ""
         if result.cut_short:
             note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"
                      else "  (cut short once warm: over 3x slower than the best)")

@@ -46,6 +46,7 @@ class TrialRecord:
     study_best: float = 0.0  # the best that may win among the study's other trials as this one ended (workers')
     fits_memory: bool = True  # within --memory-budget (see loop.tell); one over it can never win
     unused: tuple[str, ...] = ()  # knobs with no effect under the others (SearchSpace.unused): progress names them
+    loose: str | None = None  # passed only under a looser tolerance than its failed twin's (twins.loose_pass): why
 
 
 def to_attrs(result: TrialResult, config: Config, role: str, duplicate_of: int | None,
@@ -151,7 +152,8 @@ def best_throughput(trials: Iterable["FrozenTrial"], memory_budget_bytes: int | 
     The progress line shows it, and a config is cut short against it: a
     config 3x slower than one over the budget may still be the best that fits.
     """
-    return max((t.user_attrs.get("throughput") or 0.0 for t in trials if feasible(t, memory_budget_bytes)), default=0.0)
+    return max((t.user_attrs.get("throughput") or 0.0 for t in trials
+                if feasible(t, memory_budget_bytes) and "loose" not in t.user_attrs), default=0.0)  # twins.loose_pass
 
 
 #: What a trial's ``measured_with`` holds since 2026-11-28: one recorded before says nothing of them, and is taken

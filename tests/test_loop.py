@@ -45,6 +45,13 @@ def test_a_trial_is_told_its_throughput_and_how_far_it_is_from_correct_and_withi
     assert fits == (fits_memory <= 0)
 
 
+def test_a_pass_only_a_looser_tolerance_allowed_is_told_as_wrong():
+    # Its twin (the same config at the reference's precision) failed: the sampler asked for it again and again.
+    study = optuna.create_study(directions=["maximize"])
+    tell(study, study.ask(), _result("ok"), None, 4000, loose=True)
+    assert study.get_trials(deepcopy=False)[0].system_attrs["constraints:correct"] == 1.0
+
+
 @pytest.mark.parametrize("status", ["timeout", "crash", "error"])
 def test_a_trial_that_gave_no_output_fails_with_no_objective(status):
     fits, trial = _told(TrialResult(status=status, config={}))
