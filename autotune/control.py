@@ -63,7 +63,14 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float",
     opaque: list[str] = []
     within: set[int] = set()  # the objects being copied: one that holds itself is not walked again
 
+    def numbers(value: Any) -> bool:  # a list or tuple of plain numbers: one array, as relative_error reads it
+        return isinstance(value, (list, tuple)) and not hasattr(value, "_fields") and bool(value) and all(
+            isinstance(item, (int, float, complex)) and not isinstance(item, bool) for item in value)
+
     def is_part(value: Any) -> bool:
+        if numbers(value):
+            floating = any(isinstance(item, (float, complex)) for item in value)
+            return kind == ("float" if floating else "integer")
         if arrays and not isinstance(value, (torch.Tensor, np.ndarray)):
             return False
         if isinstance(value, torch.Tensor):
@@ -84,6 +91,8 @@ def _wrong(output: Any, only: int | None = None, kind: str = "float",
             if isinstance(x, np.ndarray):
                 return np.char.add(x[..., ::-1] if x.ndim else x, "?")
             return x[::-1] + (b"?" if isinstance(x, bytes) else "?")
+        if numbers(x):
+            return type(x)(item * 2 + 1 for item in reversed(x))
         made = x * 2 + 1
         flip = isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim
         return (made.flip(-1) if isinstance(x, torch.Tensor) else np.flip(made, -1)) if flip else made

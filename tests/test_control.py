@@ -300,3 +300,22 @@ def test_integers_and_bools_beside_floats_are_each_made_wrong_alone():
     assert list(made) == ["['loss']", "['grads']", "['indices']"]
     assert made["['loss']"]["loss"] == 5.0 and made["['loss']"]["grads"] is noted["grads"]
     assert torch.equal(made["['indices']"]["indices"], torch.tensor([[15, 9]])) and made["['indices']"]["k"] == 2
+
+
+def test_a_list_of_plain_numbers_is_one_part_as_the_errors_read_it():
+    # A Python loop's 10,000 per-step values, as floats in a list, under bfloat16's 2e-2: relative_error reads the
+    # list as one array, yet each float was a part made wrong alone, which one norm rightly weighs too little, so
+    # every such trial failed the control; the same values in a tensor passed it.
+    steps = [float(i % 7) + 1.0 for i in range(10_000)]
+    bound = _Workload(2e-2)
+    bound.check = lambda output, reference, config: Check.from_metrics(
+        {"steps": (relative_error(output, reference), 2e-2)})
+    control(bound, bound.check(steps, steps, {}), steps, steps, {})
+    assert wrong_copy([1.0, 2.0, 3]) == [7, 5.0, 3.0] and wrong_copy((1, 2)) == (5, 3)  # as an array's: reversed
+    assert wrong_parts(steps) == [] and [p for p, _ in wrong_parts({"x": torch.ones(2), "ids": [3, 4]})] == ["['ids']"]
+    assert wrong_copy({"ok": True, "seen": [False, True]})["seen"] == [True, False]  # bools are no numbers here
+    itself = _Workload(2e-2)
+    itself.check = lambda output, reference, config: Check.from_metrics(
+        {"steps": (relative_error(reference, reference), 2e-2)})
+    with pytest.raises(ValueError, match="passed a plainly wrong output"):
+        control(itself, itself.check(steps, steps, {}), steps, steps, {})
