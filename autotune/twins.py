@@ -114,8 +114,8 @@ def loose_passes(trials: Iterable["FrozenTrial"], reference: Mapping[str, Any]) 
     """The trials of ``trials`` that passed only under a looser tolerance than a twin among them that failed, by
     number, each with why (:func:`loose_pass`): none of them may win, nor stand for its values."""
     trials = list(trials)
-    found = {t.number: loose_pass(t.user_attrs, trials, reference) for t in trials
-             if t.user_attrs.get("status") == "ok"}
+    wrong = [t for t in trials if t.user_attrs.get("status") == "incorrect"]  # once: each pass is read against them
+    found = {t.number: loose_pass(t.user_attrs, wrong, reference) for t in trials if t.user_attrs.get("status") == "ok"}
     return {number: why for number, why in found.items() if why}
 
 
