@@ -18,6 +18,11 @@ For every workload and every precision the CPU space offers, on `tiny` (or ``--s
     python benchmarks/check_power.py --workloads chmm ten --seeds 1
     python benchmarks/check_power.py --markdown           # the README's table
     python benchmarks/check_power.py --workloads ten --size small --precisions fp32 --seeds 1
+    python benchmarks/check_power.py --workloads mine.py:MineWorkload   # a workload of one's own
+
+A workload of one's own (``path/to/file.py:Class``) is swept and held to the control the same way, over its
+precision knob (``precision``, or else ``dtype``), with one data seed unless its size has a ``seed`` parameter;
+it has no planted bugs here (plant them as ``tests/mutants`` does).
 
 torch.compile values are left out of the sweep (minutes of compilation on
 this CPU); the workloads' tests check compiled runs separately.
@@ -40,7 +45,7 @@ import torch  # noqa: E402
 from autotune.check import share_of_tolerance  # noqa: E402
 from autotune.control import wrong_copy, wrong_parts  # noqa: E402
 from tests.mutants import WORKLOADS, mutants_of  # noqa: E402
-from tests.mutants.harness import Bench, knob_values, precision_knob  # noqa: E402
+from tests.mutants.harness import Bench, knob_values  # noqa: E402
 
 
 def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[str, float],
@@ -51,7 +56,7 @@ def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[st
     runs = 0
     for values in knob_values(bench):
         try:
-            config = bench.config({**values, precision_knob(bench.workload.name): precision})
+            config = bench.config({**values, bench.precision_knob: precision})
             run = bench.workload.build(config)
         except ValueError:
             continue  # refused as named (a micro-batch the size cannot honour): not an honest run
@@ -74,8 +79,10 @@ def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[st
 def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     benches = [Bench.open(name, size)]
-    base_seed = benches[0].workload.params["seed"]
-    benches += [Bench.open(name, size, params={"seed": base_seed + i}) for i in range(1, seeds)]
+    if benches[0].precision_knob not in benches[0].space.parameters:
+        raise SystemExit(f"check_power.py: {name} has no precision knob (precision or dtype) in its space")
+    base_seed = benches[0].workload.params.get("seed")  # none: one data seed (a workload of one's own, say)
+    benches += [Bench.open(name, size, params={"seed": base_seed + i}) for i in range(1, seeds if base_seed else 1)]
     for precision in benches[0].precisions:
         if precisions and str(precision) not in precisions:
             continue
@@ -86,7 +93,7 @@ def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | N
         runs = sum(honest(bench, precision, worst, honest_ratio, control) for bench in benches)
         bench = benches[0]
         caught, weakest = 0, (math.inf, "", "")
-        mutants = mutants_of(name)
+        mutants = mutants_of(name) if name in WORKLOADS else []  # a workload of one's own: none planted here
         for mutant in mutants:
             # Planted under every data seed, as the honest sweep runs: a bug caught at one seed can pass at the
             # next (vlm_mc's wrong attention scale was caught at `tiny`'s seed and missed at the five after it).
@@ -102,7 +109,7 @@ def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | N
                                            mutant.missed_in.get(str(precision), "undocumented"))
                 print(f"    MISSED {mutant.name!r} at {precision}, data seed {', '.join(map(str, missed))}: {why}",
                       file=sys.stderr)
-        config = bench.config({precision_knob(name): precision})
+        config = bench.config({bench.precision_knob: precision})
         reference_check = bench.workload.check(bench.workload.build(config)(), bench.reference, config)
         tolerance_of = {k: t for k, (_, t) in reference_check.metrics.items()}
         binding = max(honest_ratio, key=honest_ratio.get)
@@ -116,9 +123,10 @@ def measure(name: str, seeds: int, size: str = "tiny", precisions: list[str] | N
             "caught": caught, "planted": len(mutants), "wrong_copy_ratio": min(control),
             "seconds": time.perf_counter() - started,
         })
+        planted = (f"caught {caught}/{len(mutants)}; weakest {weakest[1]!r} at {weakest[0]:.3g}x ({weakest[2]})"
+                   if mutants else "no bugs planted")
         print(f"{name} {size} {precision}: honest worst {binding} {worst[binding]:.2g} ({honest_ratio[binding]:.2f} of its "
-              f"bound; {runs} runs); caught {caught}/{len(mutants)}; weakest {weakest[1]!r} at {weakest[0]:.3g}x "
-              f"({weakest[2]}); wrong copy at {min(control):.3g}x at least", file=sys.stderr)
+              f"bound; {runs} runs); {planted}; wrong copy at {min(control):.3g}x at least", file=sys.stderr)
     return rows
 
 
@@ -128,16 +136,17 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         weakest = "crashes (error)" if math.isinf(r["weakest_ratio"]) else f"{r['weakest_ratio']:.3g}x"
+        weakest = f"{r['weakest_mutant']}: {weakest} ({r['weakest_metric']})" if r["planted"] else "none planted"
         lines.append(f"| {r['workload']} | {r['precision']} | {r['honest_binding_error']:.2g} "
-                     f"({r['honest_binding_ratio']:.2f}), {r['honest_binding']} | {r['weakest_mutant']}: "
-                     f"{weakest} ({r['weakest_metric']}) | {r['caught']} / {r['planted']} | "
-                     f"{r['wrong_copy_ratio']:.3g}x |")
+                     f"({r['honest_binding_ratio']:.2f}), {r['honest_binding']} | {weakest} | {r['caught']} / "
+                     f"{r['planted']} | {r['wrong_copy_ratio']:.3g}x |")
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS),
+                        help=f"built-ins ({', '.join(WORKLOADS)}) or path/to/file.py:Class (default: the built-ins)")
     parser.add_argument("--seeds", type=int, default=3,
                         help="data seeds of the honest sweep and of every planted bug (default 3)")
     parser.add_argument("--size", default="tiny", help="workload size (default tiny; the tolerances were set there)")
@@ -145,6 +154,9 @@ def main() -> int:
     parser.add_argument("--markdown", action="store_true", help="print the README's table")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     args = parser.parse_args()
+    for name in args.workloads:
+        if name not in WORKLOADS and ":" not in name:
+            parser.error(f"--workloads: {name!r} is no built-in ({', '.join(WORKLOADS)}) nor a path/to/file.py:Class")
     torch.set_num_threads(2)
     rows = [row for name in args.workloads for row in measure(name, args.seeds, args.size, args.precisions)]
     if args.json:

@@ -1,8 +1,10 @@
-"""Run a built-in workload in this process under a config, with or without a planted bug, and check it."""
+"""Run a workload (a built-in, or one of a file) in this process under a config, with or without a planted bug,
+and check it."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,8 +23,12 @@ from tests.mutants import Mutant
 PRECISION_KNOB = {"chmm": "dtype"}
 
 
-def precision_knob(workload: str) -> str:
-    return PRECISION_KNOB.get(workload, "precision")
+def precision_knob(workload: str, space: SearchSpace | None = None) -> str:
+    """A built-in's precision knob; for another workload, ``precision`` or else ``dtype``, where its ``space`` has
+    one (a workload of one's own: the README's `distances` names it ``dtype``)."""
+    if workload in PRECISION_KNOB or space is None:
+        return PRECISION_KNOB.get(workload, "precision")
+    return next((k for k in ("precision", "dtype") if k in space.parameters), "precision")
 
 
 @dataclass
@@ -37,7 +43,8 @@ class Bench:
     def open(cls, name: str, size: str = "tiny", cache_dir: str | Path | None = None,
              params: Mapping[str, Any] | None = None) -> "Bench":
         """``params`` overrides the size's parameters (another data seed, say)."""
-        cache = Path(cache_dir) if cache_dir is not None else Path(tempfile.mkdtemp(prefix=f"mutants-{name}-"))
+        safe = re.sub(r"[^\w.-]", "_", name)  # a file's workload: path/to/mine.py:Mine
+        cache = Path(cache_dir) if cache_dir is not None else Path(tempfile.mkdtemp(prefix=f"mutants-{safe}-"))
         workload = get_workload_class(name)(size, "cpu", cache)
         if params:
             workload.params = {**workload.params, **params}
@@ -50,9 +57,13 @@ class Bench:
         return cls(workload, space, reference)
 
     @property
+    def precision_knob(self) -> str:
+        return precision_knob(self.workload.name, self.space)
+
+    @property
     def precisions(self) -> list[Any]:
         """Every precision the CPU space offers."""
-        knob = precision_knob(self.workload.name)
+        knob = self.precision_knob
         return list(self.space.parameters[knob].choices)
 
     def config(self, values: Mapping[str, Any]) -> Config:
@@ -76,7 +87,7 @@ class Bench:
             return Check(float("inf"), 0.0, False, f"raised {type(exc).__name__}", {})
 
     def mutant_config(self, mutant: Mutant, precision: Any) -> Config:
-        return self.config({**mutant.config, precision_knob(self.workload.name): precision})
+        return self.config({**mutant.config, self.precision_knob: precision})
 
 
 def knob_values(bench: Bench) -> list[dict[str, Any]]:
@@ -88,12 +99,12 @@ def knob_values(bench: Bench) -> list[dict[str, Any]]:
             bases += [{**space.baseline, other.name: c} for c in other.choices]
     found = []
     for param in space.parameters.values():
-        if param.name in (precision_knob(bench.workload.name), "compile"):
+        if param.name in (bench.precision_knob, "compile"):
             continue  # precision is swept apart; compile takes minutes a value on this CPU
         values = list(param.choices) if param.type == "categorical" else sorted({param.low, param.high})
         for value in values:
             base = next((b for b in bases if space.is_active(param.name, {**b, param.name: value})), None)
             if base is not None:
-                found.append({**{k: v for k, v in base.items() if k != precision_knob(bench.workload.name)},
+                found.append({**{k: v for k, v in base.items() if k != bench.precision_knob},
                               param.name: value})
     return found
