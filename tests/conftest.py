@@ -60,6 +60,20 @@ def load_benchmark(name: str):
 
 
 @pytest.fixture
+def readme_example(tmp_path: Path) -> Path:
+    """The README's `distances.py` and `distances.yaml` ("Adding a workload"), written as a user would save them."""
+    import re
+
+    readme = (TESTS.parent / "README.md").read_text()
+    start = readme.index("A whole workload, the distances between two sets of points")
+    code, space = re.findall(r"```(?:python|yaml)\n(.*?)```", readme[start:], re.S)[:2]
+    assert "class DistancesWorkload(Workload):" in code and space.startswith("schema_version: 1\n")
+    (tmp_path / "distances.py").write_text(code)
+    (tmp_path / "distances.yaml").write_text(space)
+    return tmp_path
+
+
+@pytest.fixture
 def studies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh studies directory, also the working directory, so nothing lands in the checkout."""
     monkeypatch.chdir(tmp_path)

@@ -6,7 +6,6 @@ A user copies it first: a typo in it, or an API it uses that has moved, costs th
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -14,45 +13,32 @@ import pytest
 import autotune
 from tests.conftest import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = "distances.py:DistancesWorkload"
 
 
-@pytest.fixture
-def example(tmp_path: Path) -> Path:
-    """The README's `distances.py` and `distances.yaml`, written as a user would save them."""
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("A whole workload, the distances between two sets of points")
-    code, space = re.findall(r"```(?:python|yaml)\n(.*?)```", readme[start:], re.S)[:2]
-    assert "class DistancesWorkload(Workload):" in code and space.startswith("schema_version: 1\n")
-    (tmp_path / "distances.py").write_text(code)
-    (tmp_path / "distances.yaml").write_text(space)
-    return tmp_path
-
-
-def test_the_readmes_workload_searches_and_its_export_loads(example: Path, monkeypatch) -> None:
+def test_the_readmes_workload_searches_and_its_export_loads(readme_example: Path, monkeypatch) -> None:
     done = run_cli("search", "-w", WORKLOAD, "-d", "cpu", "-s", "tiny", "-n", "6", "--min-time", "0.05",
-                   "--remeasure-rounds", "1", cwd=example, timeout=300)
+                   "--remeasure-rounds", "1", cwd=readme_example, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "all 6 allowed configs of the space are measured" in done.stderr, done.stderr[-3000:]
-    exported = json.loads((example / "studies" / "distances" / "cpu-tiny.json").read_text())
+    exported = json.loads((readme_example / "studies" / "distances" / "cpu-tiny.json").read_text())
     assert exported["check"]["passed"] and exported["speedup"] > 1
     assert exported["config"]["method"] in {"loop", "cdist", "expand"}
     # As the README says a script beside the two files reads it: the workload named as --workload names it.
-    monkeypatch.chdir(example)
+    monkeypatch.chdir(readme_example)
     monkeypatch.delenv("AUTOTUNE_STUDIES", raising=False)
     tuned = autotune.load_config(WORKLOAD, device="cpu", size="tiny")
     assert tuned.source != "defaults" and dict(tuned) == exported["config"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])  # every precision its space offers
-def test_the_readmes_workload_check_fails_the_mistake_its_comment_names(example: Path, dtype: str) -> None:
+def test_the_readmes_workload_check_fails_the_mistake_its_comment_names(readme_example: Path, dtype: str) -> None:
     # The comment says the bound sits far below the expansion without its 2; at tiny as at small, it must fail.
-    source = (example / "distances.py").read_text()
+    source = (readme_example / "distances.py").read_text()
     assert source.count(" - 2 * a @ b.T") == 1
-    (example / "distances.py").write_text(source.replace(" - 2 * a @ b.T", " - a @ b.T"))
+    (readme_example / "distances.py").write_text(source.replace(" - 2 * a @ b.T", " - a @ b.T"))
     done = run_cli("run", "-w", WORKLOAD, "-d", "cpu", "-s", "tiny", "--set", "method=expand", "--set",
-                   f"dtype={dtype}", "--min-time", "0.05", "--json", cwd=example, timeout=300)
+                   f"dtype={dtype}", "--min-time", "0.05", "--json", cwd=readme_example, timeout=300)
     result = json.loads(done.stdout)
     assert result["status"] == "incorrect", result
     assert result["check"]["error"] > 100 * result["check"]["tolerance"], result["check"]

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-import pytest
-
-from tests.test_adding_a_workload import example  # noqa: F401 - the README's distances.py and .yaml, saved
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import load_benchmark
 
 
-@pytest.fixture(scope="module")
-def check_power():
-    spec = importlib.util.spec_from_file_location("check_power", ROOT / "benchmarks" / "check_power.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_a_workload_of_one_s_own_is_swept_and_held_to_the_control(check_power, example):  # noqa: F811
+def test_a_workload_of_one_s_own_is_swept_and_held_to_the_control(readme_example):
     # It took built-ins alone ("invalid choice"), though the README asks a user to show their check's power.
-    rows = check_power.measure(f"{example / 'distances.py'}:DistancesWorkload", seeds=3)
+    check_power = load_benchmark("check_power")
+    rows = check_power.measure(f"{readme_example / 'distances.py'}:DistancesWorkload", seeds=3)
     assert [row["precision"] for row in rows] == ["float64", "float32"]
     for row in rows:
         # One data seed (its size has no seed), every method of the sweep honest, each wrong copy far past its bound.
