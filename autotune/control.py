@@ -30,7 +30,7 @@ def wrong_copy(output: Any) -> Any:
 
 #: The kinds of part a wrong copy makes wrong: the first kind the output holds. A check may index with integers
 #: and select with bools, so the whole copy makes them wrong only where the output has no floating part; beside
-#: floats, each tensor or array of them is made wrong alone (:func:`wrong_parts`).
+#: floats, each tensor or array of them, or list of integers, is made wrong alone (:func:`wrong_parts`).
 KINDS = ("float", "integer", "bool", "text")
 _NUMPY_KINDS = {"float": "fc", "integer": "iu", "bool": "b", "text": "U"}  # NumPy's dtype.kind of each
 _PYTHON_KINDS: dict[str, tuple] = {"float": (float, complex), "integer": (int,), "bool": (), "text": (str, bytes)}
@@ -49,9 +49,9 @@ def _whole(output: Any) -> "tuple[Any, list[str], str | None, list[str]]":
 def _wrong(output: Any, only: int | None = None, kind: str = "float",
            arrays: bool = False) -> "tuple[Any, list[str], list[str]]":
     """:func:`wrong_copy`, made wrong in its ``only``-th part alone where given (from 0), where each part of
-    ``kind`` (see ``KINDS``; tensors and arrays alone where ``arrays``) lies in ``output`` (``['grads']``, ``[1]``,
-    ``.loss``), in the order they are counted, and the values it could not reach (an object that will not copy, an
-    array of another library)."""
+    ``kind`` (see ``KINDS``; tensors, arrays and lists of numbers alone where ``arrays``) lies in ``output``
+    (``['grads']``, ``[1]``, ``.loss``), in the order they are counted, and the values it could not reach (an object
+    that will not copy, an array of another library)."""
     import copy as copying
     import types
 
@@ -180,8 +180,9 @@ def wrong_parts(output: Any, made: "tuple[list[str], str | None] | None" = None)
     """Each part of ``output`` made wrong alone as :func:`wrong_copy` makes them (``MAX_PARTS`` of them at most),
     with where it lies (``['grads']``); none that no change moves. The parts of the kind a wrong copy makes wrong
     (``made``: their places and kind, where known), where there are several, and each tensor or array of integers
-    or bools beside them, which the copy keeps as a check may index with them: a top-k split over the corpus that
-    lost each block's offset had every index wrong beside right scores, and a check of the scores alone passed it."""
+    or bools, or list of integers, beside them, which the copy keeps as a check may index with them: a top-k split
+    over the corpus that lost each block's offset had every index wrong beside right scores, and a check of the
+    scores alone passed it."""
     parts, kind = made if made is not None else _whole(output)[1:3]
     if kind is None:
         return []
