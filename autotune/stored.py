@@ -145,24 +145,27 @@ def check_measured(storage: str, study_name: str, export: Path | None = None) ->
                             f"{export and _elsewhere(export, storage) or 'give --trials 1 or more'}")
 
 
+def _exported_study(path: Path) -> dict[str, Any]:
+    """The study the export in ``path`` names (its name and storage); empty where there is no export, or none that
+    reads (a hand edit broke it: the hints it would give are none)."""
+    try:
+        return (read_document(path).study or {}) if path.is_file() else {}
+    except InvalidConfigError:
+        return {}
+
+
 def _exporter(path: Path, studies: list[str], storage: str) -> str | None:
     """The study, one of ``studies`` in ``storage``, whose winner the export in ``path`` holds: a search of `--study
     other` wrote it, and `report` without --study said "unknown study 'chmm-cpu-tiny'" beside the study it could
     have drawn."""
-    try:
-        study = (read_document(path).study or {}) if path.is_file() else {}
-    except InvalidConfigError:
-        return None
+    study = _exported_study(path)
     return study.get("name") if study.get("name") in studies and same_storage(study.get("storage"), storage) else None
 
 
 def _elsewhere(path: Path, storage: str) -> str | None:
     """Where the export in ``path`` says its study is, as a hint, where that is not ``storage``: `report` after a
     search with `--storage studies/mlp.journal` said only "no study storage at sqlite:///studies/autotune.db"."""
-    try:
-        study = (read_document(path).study or {}) if path.is_file() else {}
-    except InvalidConfigError:
-        return None
+    study = _exported_study(path)
     where = study.get("storage")
     if not where or same_storage(where, storage):
         return None
