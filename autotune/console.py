@@ -1,7 +1,6 @@
 """What a person sees: progress lines while a search runs, and the tables and JSON of its result.
 
-Nothing here computes a figure; it formats the ones the tuner and the
-export document hold.
+Nothing here computes a figure; it formats the ones the tuner and the export document hold.
 """
 
 from __future__ import annotations
@@ -155,9 +154,8 @@ def other_work_line(candidates: list[Any]) -> str | None:
 
 def borrowed_cores(cores_used: float | None, threads: int | None) -> str:
     """What timed runs kept busy beyond their ``threads`` ("1.2 cores busy, more than its 1 thread"), or ''."""
-    if not beyond_threads(cores_used, threads):
-        return ""
-    return f"{cores_used:.1f} cores busy, more than its {plural(threads, 'thread')}"  # type: ignore[arg-type]
+    return (f"{cores_used:.1f} cores busy, more than its {plural(threads, 'thread')}"  # type: ignore[arg-type]
+            if beyond_threads(cores_used, threads) else "")
 
 
 def borrowed_cores_line(winner: Any) -> str | None:
@@ -372,12 +370,14 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
     if result.throughput is not None:
         ran = result.environment.get("cpu_threads") or result.threads  # after its run: a workload may set its own
         own = f" (the workload's own; autotune gave it {result.threads})" if result.threads not in (None, ran) else ""
+        n = result.processes  # a DataLoader's workers: their memory is in the peak
+        started = f" with the {n} process{'es' * (n != 1)} it started" if n else ""
         lines += [
             f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
             f"over {plural(len(result.times), 'run')}, spread ±{100 * (result.relative_spread or 0):.1f}%"
             f"{', noisy' if result.noisy else ''}); first run {seconds(result.warmup_seconds)}"
             f"{f', after a build of {seconds(result.build_seconds)}' if result.build_seconds else ''}",
-            f"  peak memory  {format_bytes(result.peak_memory_bytes)}{first_run_peak(result)}, "
+            f"  peak memory  {format_bytes(result.peak_memory_bytes)}{first_run_peak(result)}{started}, "
             f"{plural(ran, 'thread')}{own}",
             f"  check        {check_line(result.check)}",
         ]

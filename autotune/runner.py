@@ -21,7 +21,6 @@ error       an exception in build, run or check (its type and message kept)
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import hashlib
 import json
@@ -44,6 +43,7 @@ from autotune.control import control
 from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
+from autotune.peak_memory import PeakMemory, peak_memory
 from autotune.reference import save as save_reference
 from autotune.workload import not_a_run, synchronizer
 
@@ -106,6 +106,7 @@ class TrialResult:
     warmup_times: list[float] = field(default_factory=list, repr=False)
     peak_memory_bytes: int | None = None  # from the first run's end: its one-off compile or search left out
     first_run_peak_memory_bytes: int | None = None  # the first run's (a cold compile's, cuDNN's search), apart
+    processes: int | None = None  # processes of its own (a DataLoader's workers) whose memory is in its peak (CPU)
     threads: int | None = None
     check: dict[str, Any] | None = None
     error: str | None = None  # one line: exception type and message, or what killed it
@@ -188,31 +189,6 @@ def unless_lost(result: TrialResult) -> TrialResult:
     return result
 
 
-def _reset_peak_memory(torch_device: str) -> None:
-    """The peak anew after a config's first run: its one-off memory (a compile, cuDNN's search) is as large as the
-    caches are cold (ten's preset on the H200: 134.6 MiB on a cold compile cache, 74.2 warm, its runs alike)."""
-    import torch
-
-    if torch_device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    elif torch_device == "cpu":
-        with contextlib.suppress(OSError, AttributeError):  # glibc: freed heap (a check's) back to the system; kept,
-            ctypes.CDLL(None).malloc_trim(0)  # it was in the runs' peak (one chmm config: 279-357 MiB, 257-276 now)
-        with contextlib.suppress(OSError):  # Linux: the high-water RSS (ru_maxrss) from now; elsewhere the whole life
-            Path("/proc/self/clear_refs").write_text("5")
-
-
-def _peak_memory(torch_device: str) -> int:
-    import torch
-
-    if torch_device.startswith("cuda"):
-        return int(torch.cuda.max_memory_allocated())
-    if torch_device == "mps":
-        return int(torch.mps.driver_allocated_memory())
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)  # KiB on Linux, bytes on macOS
-
-
 def execute(request: TrialRequest) -> dict[str, Any]:
     """Build, measure and check one config in this process; returns a :class:`TrialResult` dict.
 
@@ -267,7 +243,7 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         else:
             _measure_and_check(workload, run, config, request, result)
         if result.peak_memory_bytes is None:  # else its timed runs' peak, read before their check
-            result.peak_memory_bytes = _peak_memory(request.torch_device)
+            result.peak_memory_bytes = peak_memory(request.torch_device)
         result.environment = fingerprint(request.torch_device)
     except BaseException as exc:  # noqa: BLE001 - every failure of a config is data
         # Ctrl-C here (--isolation inprocess); a trial's own process ignores SIGINT: one raised there is the workload's
@@ -312,11 +288,11 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
                          f"of {workload.unit} a run")
     # A numpy scalar (numpy.int64) would carry into every figure, and neither the study nor --json stores one.
     result.items_per_run = items = int(items) if isinstance(items, numbers.Integral) else float(items)
-    checks, peaks = [], []
+    checks, peaks, memory = [], [], PeakMemory(request.torch_device)
 
     def on_output(which: str, output: Any) -> bool:
         # Each peak before its check allocates: the first run's, then (reset after each check) the other runs'.
-        peak = _peak_memory(request.torch_device)
+        peak = memory.read()
         if which == "first":
             result.first_run_peak_memory_bytes = result.peak_memory_bytes = peak
         else:
@@ -333,11 +309,15 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         if which == "first":
             control(workload, check, output, reference, config, request.reference == request.config)  # see control
         del reference  # a check's own memory is no run's
-        _reset_peak_memory(request.torch_device)
+        memory.reset()
         return check.passed
 
     measurer = Measurer(**request.measurer, other_work=lambda: OtherWork(result.threads))  # beyond its idle cores
-    measurement = measurer.measure(run, items, synchronizer(workload), on_output)
+    try:
+        measurement = measurer.measure(run, items, synchronizer(workload), on_output)
+    finally:
+        memory.close()
+    result.processes = memory.processes or None
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()
     result.times, result.warmup_times = measurement.times, measurement.warmup_times

@@ -1156,16 +1156,6 @@ def test_a_count_of_items_is_a_positive_finite_number(in_trial_process, tmp_path
         assert (result.status, result.items_per_run) == ("ok", kept), result.error
 
 
-def test_a_cpu_s_peak_memory_is_in_bytes():
-    from autotune.runner import _peak_memory
-
-    status = Path("/proc/self/status")
-    if not status.exists():
-        pytest.skip("no /proc: the peak's unit is checked on Linux")
-    high_water = next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM:"))
-    assert 0.8 < _peak_memory("cpu") / (high_water * 1024) < 1.25  # ru_maxrss in KiB, as /proc's high-water mark
-
-
 def test_an_error_is_kept_in_one_line_of_500_characters_and_its_traceback_s_last_4000(in_trial_process, tmp_path):
     from autotune.runner import execute
 
