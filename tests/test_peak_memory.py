@@ -1,5 +1,6 @@
 """A trial's peak memory: its own high-water mark, and on a CPU the memory of the processes it started."""
 
+import importlib
 import os
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ WORKER = """        import multiprocessing, numpy
 
 
 def test_a_cpu_s_peak_memory_is_in_bytes():
-    import torch  # noqa: F401 - imported by the peak's reading: its memory before the high-water mark is read
+    importlib.import_module("torch")  # as the peak's reading does: its memory in before the high-water mark is read
 
     status = Path("/proc/self/status")
     if not status.exists():
@@ -43,7 +44,8 @@ def test_a_cpu_s_peak_memory_is_in_bytes():
 
 def _trial(runner, folder: Path, mib: int):
     folder.mkdir()
-    workload = _steady_variant(folder, "        def run():\n", WORKER.format(mib=mib), ("import time", "import os, time"))
+    workload = _steady_variant(folder, "        def run():\n", WORKER.format(mib=mib),
+                               ("import time", "import os, time"))
     for purpose in ("reference", "trial"):
         result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1000}, str(folder),
                                          {**FAST_MEASURER, "min_runs": 3}, purpose=purpose))
@@ -60,9 +62,9 @@ def test_the_memory_of_the_processes_a_trial_started_is_in_its_peak(runner, tmp_
     small, large = (_trial(runner, tmp_path / str(mib), mib) for mib in (0, 300))
     assert 250 < (large.peak_memory_bytes - small.peak_memory_bytes) / 2**20 < 400, (small, large)
     assert large.processes == small.processes == 1
-    text = run_text(SimpleNamespace(**{**vars(large), "environment": {}, "unit": "items", "noisy": False,
-                                       "beside_other_work": False}), SimpleNamespace(describe=lambda unused: "work=1000"),
-                    "steady", "cpu", "tiny")
+    shown = SimpleNamespace(**{**vars(large), "environment": {}, "unit": "items", "noisy": False,
+                               "beside_other_work": False})
+    text = run_text(shown, SimpleNamespace(describe=lambda unused: "work=1000"), "steady", "cpu", "tiny")
     assert " with the 1 process it started, " in text.splitlines()[3], text
 
 
