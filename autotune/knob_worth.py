@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune._plotly_imports import go
 from autotune.config import show
-from autotune.console import rate
+from autotune.console import format_bytes, rate
 from autotune.trials import feasible, latest_by_config
 
 if TYPE_CHECKING:
@@ -92,13 +92,15 @@ def worth_section(trials: list["FrozenTrial"], winner: dict[str, Any] | None, sp
     if space is None:
         return None, "The workload's space could not be loaded here: which knobs act under the winner is unknown."
     info = get_worth_info(trials, winner, space, memory_budget_bytes)
-    notes = [f"Only the winner's value was measured correct where the knob acts: {', '.join(info['alone'])}."
+    # Over the budget a config passed its check and cannot win: "measured correct" alone said no other ran correct.
+    within = f" within the memory budget ({format_bytes(memory_budget_bytes)})" if memory_budget_bytes else ""
+    notes = [f"Only the winner's value was measured correct{within} where the knob acts: {', '.join(info['alone'])}."
              if info["alone"] else "",
              f"Knobs the winner leaves inactive: {', '.join(info['unused'])}." if info["unused"] else ""]
     note = " ".join(filter(None, notes))
     if not info["rows"]:
-        return None, "No other value of a knob the winner uses was measured correct. " + note
+        return None, f"No other value of a knob the winner uses was measured correct{within}. " + note
     # Read off configs that differ in other knobs too, as the search's choice table is: said, and where to look.
     return draw_worth(info, unit), " ".join(filter(None, [
-        "Each bar compares the best configs the search measured with and without the value, which may differ in "
-        "other knobs too; `autotune explain` measures each change alone and inside the winner.", note]))
+        f"Each bar compares the best configs the search measured{within} with and without the value, which may "
+        "differ in other knobs too; `autotune explain` measures each change alone and inside the winner.", note]))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
 from autotune.config import Config, no_effect, show
-from autotune.console import borrowed_cores, error_against, interval_said, rate, seconds
+from autotune.console import borrowed_cores, error_against, format_bytes, interval_said, rate, seconds
 from autotune.environment import beside_other_work
 from autotune.explain_view import explain_section
 from autotune.runner import STATUSES
@@ -74,8 +74,7 @@ def _get_header_info(study: "optuna.Study", document: dict[str, Any] | None) -> 
         "title": f"{attrs.get('workload', study.study_name)} on {attrs.get('device', '?')}",
         "study": study.study_name, "workload": attrs.get("workload"), "device": attrs.get("device"),
         "device_name": (document or {}).get("device_name") or attrs.get("device_name"),
-        "size": attrs.get("size"),
-        "unit": attrs.get("unit", "items"),
+        "size": attrs.get("size"), "unit": attrs.get("unit", "items"),
         "trials": len(trials), "counts": counts, "tuning_seconds": tuning,
         "span": (min(starts).isoformat(" ", "seconds"), max(ends).isoformat(" ", "seconds")) if starts and ends else None,
         "environment": (document or {}).get("environment") or attrs.get("environment") or {},
@@ -101,12 +100,9 @@ def _get_winner_info(document: dict[str, Any] | None) -> dict[str, Any] | None:
         "rows": rows,
         "unit": document["measured"].get("unit", "items"),
         "speedup": document.get("speedup"), "interval": interval_said(document),  # as the search's table says it
-        "check_error": check.get("error"),
-        "check_tolerance": check.get("tolerance"),
-        "check_metric": check.get("metric"),
-        "passed": check.get("passed"),
-        "config": document.get("config", {}),
-        "trial": document.get("trial"),
+        "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
+        "check_metric": check.get("metric"), "passed": check.get("passed"),
+        "config": document.get("config", {}), "trial": document.get("trial"),
     }
 
 
@@ -240,6 +236,9 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
     # A trial measured with another workload file, torch or numba than the latest (trials.measured_here) is marked.
     latest = next((t.user_attrs["measured_with"] for t in reversed(trials) if "measured_with" in t.user_attrs), None)
     loose = loose_passes(trials, space.reference) if space is not None else {}  # as the search said: it cannot win
+    budget = study.user_attrs.get("memory_budget_bytes")  # the latest search's, said as its progress line said it
+    over = {t.number: f"over --memory-budget {format_bytes(budget)}: it cannot win" for t in trials if budget
+            and t.user_attrs.get("status") == "ok" and (t.user_attrs.get("peak_memory_bytes") or 0) > budget}
     for t in trials:
         if not t.state.is_finished():
             continue
@@ -255,7 +254,8 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
             "throughput": t.user_attrs.get("throughput"), "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
             "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
-            "error": t.user_attrs.get("error", f"{why}: never measured" if why else loose.get(t.number)),
+            "error": t.user_attrs.get("error", f"{why}: never measured" if why
+                                      else loose.get(t.number) or over.get(t.number)),
             "busy_elsewhere": t.user_attrs.get("busy_elsewhere"), "one_off": one_off(t.user_attrs),  # build, first run
             "borrowed": borrowed_cores(t.user_attrs.get("cores_used"), t.user_attrs.get("threads")),  # as the search's
         })

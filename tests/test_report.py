@@ -852,3 +852,28 @@ def test_the_trials_table_says_which_pass_only_a_looser_tolerance_allowed():
         "0.0003 > tolerance 1e-09), which this one's tolerance of 0.02 lets through; it cannot win")
     assert "passed only under a looser tolerance" in _render_table(rows, "items")
     assert _get_table_info(study)[0]["error"] is None  # no space, no reference: nothing said
+
+
+def test_a_config_over_the_memory_budget_is_said_so_in_the_table_and_is_no_rival_that_never_ran_correct():
+    # A loader of mine whose workers ran correct over --memory-budget 400MiB: the search said "over --memory-budget
+    # 400.0 MiB: it cannot win" of each, where the report's table said nothing, and its knob figure "No other value
+    # of a knob the winner uses was measured correct", though two had passed.
+    from autotune.knob_worth import worth_section
+    from autotune.report import _render_table
+
+    study = make_study(("loop", "float32", "ok", 10.0, 300 * 2**20), ("numba", "float32", "ok", 30.0, 500 * 2**20),
+                       ("scan", "float32", "incorrect", 40.0, 600 * 2**20))
+    study.set_user_attr("memory_budget_bytes", 400 * 2**20)
+    rows = _get_table_info(study, known_space())
+    assert [row["error"] for row in rows] == [None, "over --memory-budget 400.0 MiB: it cannot win", None]
+    assert "over --memory-budget 400.0 MiB: it cannot win" in _render_table(rows, "timesteps")
+    figure, note = worth_section(study.trials, {"kernel": "loop", "dtype": "float32"}, known_space(), 400 * 2**20,
+                                 "timesteps")
+    assert figure is None and note == (
+        "No other value of a knob the winner uses was measured correct within the memory budget (400.0 MiB). Only the "
+        "winner's value was measured correct within the memory budget (400.0 MiB) where the knob acts: kernel=loop, "
+        "dtype=float32.")
+    study.set_user_attr("memory_budget_bytes", None)  # a search without one: nothing is over it
+    assert [row["error"] for row in _get_table_info(study, known_space())] == [None, None, None]
+    assert worth_section(study.trials, {"kernel": "loop", "dtype": "float32"}, known_space(), None,
+                         "timesteps")[0] is not None  # numba, 3x: a rival
