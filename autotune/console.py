@@ -210,10 +210,8 @@ def result_table(result: Any, workers: bool = False) -> str:
     measured = "measured by its workers" if workers else measured
     restricted = (f" (and {plural(result.restricted, 'ask')} for a config that breaks a constraint: never measured)"
                   if result.restricted else "")
-    lines = [
-        f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
-        f"; in the study: {counts}{restricted}; {result.seconds:.0f} s",
-    ]
+    lines = [f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
+             f"; in the study: {counts}{restricted}; {result.seconds:.0f} s"]
     if result.winner is None and result.counts.get("ok") and not any(c.results for c in result.candidates):
         # Over --memory-budget, or outside the space as this device runs it now: neither may win (selection.py).
         lines.append(f"{plural(result.counts['ok'], 'config')} passed their check, but none may win: each is over the memory "
@@ -324,7 +322,7 @@ def best_text(doc: Any, source: str, unused: tuple[str, ...] = ()) -> str:
         f"  {'speedup':<16} {speedup_text(doc.speedup):>24}" + (f"   ({said})" if (said := interval_said(doc)) else ""),
         *filter(None, [one_off_line(doc.measured, doc.baseline)]),
         f"  {'check':<16} {check_line(doc.check)}",
-        *tuned_with(doc.environment or {}, doc.exported_at),
+        *tuned_with(doc.environment or {}, doc.exported_at, study.get("memory_budget_bytes")),
         *([f"  warning: its timed runs kept {borrowed}: a thread or process of its own ran on cores --threads left "
             "idle"] if borrowed else []),
     ])
@@ -342,9 +340,10 @@ def baseline_failure(baseline: Mapping[str, Any], remeasure: Mapping[str, Any] |
     return None if baseline.get("throughput") is not None else "not re-measured: it failed in the search"
 
 
-def tuned_with(environment: Mapping[str, Any], exported_at: str | None) -> list[str]:
-    """What an export was measured with (its CPU threads too: --threads 1 went unsaid), and this machine's torch where
-    it is another: the figures are that setup's (the presets': torch 2.11, CUDA 13.0). A line, or none if unsaid."""
+def tuned_with(environment: Mapping[str, Any], exported_at: str | None, budget: Any = None) -> list[str]:
+    """What an export was measured with (its CPU threads too: --threads 1 went unsaid; the memory budget, over which
+    a faster config could not win), and this machine's torch where it is another: the figures are that setup's (the
+    presets': torch 2.11, CUDA 13.0). A line, or none if unsaid."""
     said = ", ".join(f"{label} {environment[key]}" for key, label in (("torch", "torch"), ("cuda", "CUDA"),
                                                                       ("python", "Python")) if environment.get(key))
     said += f", {plural(environment['cpu_threads'], 'CPU thread')}" if said and environment.get("cpu_threads") else ""
@@ -354,6 +353,7 @@ def tuned_with(environment: Mapping[str, Any], exported_at: str | None) -> list[
         here = None
     other = f" (here: torch {here})" if here and environment.get("torch") and here != environment["torch"] else ""
     when = f", on {exported_at[:10]}" if exported_at else ""
+    when += f", under --memory-budget {format_bytes(budget)}" if is_number(budget) and budget > 0 else ""
     return [f"  {'tuned with':<16} {said}{when}{other}"] if said else []
 
 

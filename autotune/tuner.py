@@ -422,9 +422,8 @@ class Tuner:
         return ExportDocument(
             workload=self.workload.name, device=self.device.name, device_name=self.detected.name,
             size=self.size, workload_version=self.workload.version,
-            config=winner.config.to_dict(), measured=winner.figures(),
+            config=winner.config.to_dict(), measured=winner.figures(), check=winner.check,
             baseline={"config": baseline.config.to_dict(), **(baseline.figures() or {})}, speedup=speedup,
-            check=winner.check,
             remeasure={"rounds": len(winner.results), "speedup_interval": speedup_interval(baseline, winner),
                        "beside_other_work": loaded_rounds(c.results for c in candidates), "candidates": [
                 {"trial": c.trial, "role": c.role, "passed": c.passed,
@@ -435,7 +434,8 @@ class Tuner:
                          "workload_code": self.measured_with["workload"]},  # load_config tells an edited file
             # Its trials that count: measured (a first config queued, a restricted ask, a lost trial is none).
             study={"name": self.study_name, "storage": redact_storage(self.storage),
-                   "trials": len(counted(study.get_trials(deepcopy=False)))},
+                   "trials": len(counted(study.get_trials(deepcopy=False))),
+                   "memory_budget_bytes": self.memory_budget_bytes},  # a config over it could not win: `best` says so
             trial=winner.trial, exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         )
 

@@ -114,6 +114,12 @@ def test_tuned_with_names_the_export_s_setup_and_this_machine_s_torch_where_it_d
     assert tuned_with({"torch": "2.13.0", "cpu_threads": 2}, None) == ["  tuned with       torch 2.13.0, 2 CPU threads"]
     assert tuned_with({"python": "3.11.9"}, None) == ["  tuned with       Python 3.11.9"]  # no torch to compare
     assert tuned_with({"cpu_threads": 4}, "2026-11-25") == []  # threads alone say nothing of the setup
+    # The budget the winner was chosen under: `best` showed a loader's 1.00x and no word that its faster configs,
+    # with workers, were over --memory-budget 400MiB.
+    assert tuned_with({"torch": "2.13.0"}, "2026-12-07", 400 * 2**20) == [
+        "  tuned with       torch 2.13.0, on 2026-12-07, under --memory-budget 400.0 MiB"]
+    assert tuned_with({"torch": "2.13.0"}, None, None) == tuned_with({"torch": "2.13.0"}, None, "x") == [
+        "  tuned with       torch 2.13.0"]  # none, or a hand-written export's word: said as none
     assert tuned_with({}, None) == []
 
     def no_torch(name):
