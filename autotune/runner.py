@@ -45,6 +45,7 @@ from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
 from autotune.peak_memory import PeakMemory, peak_memory
 from autotune.reference import save as save_reference
+from autotune.twins import knobs_that_loosen
 from autotune.workload import not_a_run, synchronizer
 
 __all__ = ["STATUSES", "TRIAL_TIMEOUT", "Runner", "TrialRequest", "TrialResult"]
@@ -106,6 +107,7 @@ class TrialResult:
     warmup_times: list[float] = field(default_factory=list, repr=False)
     peak_memory_bytes: int | None = None  # from the first run's end: its one-off compile or search left out
     first_run_peak_memory_bytes: int | None = None  # the first run's (a cold compile's, cuDNN's search), apart
+    tolerance_knobs: list[str] | None = None  # those of its knobs whose reference value tightens its check's bound
     processes: int | None = None  # processes of its own (a DataLoader's workers) whose memory is in its peak (CPU)
     threads: int | None = None
     check: dict[str, Any] | None = None
@@ -308,6 +310,9 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
         checks.append(check)
         if which == "first":
             control(workload, check, output, reference, config, request.reference == request.config)  # see control
+            if check.passed:  # the knobs its twin holds at the reference's (see twins)
+                result.tolerance_knobs = knobs_that_loosen(workload.check, check.metrics, output, reference, config,
+                                                           request.reference)
         del reference  # a check's own memory is no run's
         memory.reset()
         return check.passed

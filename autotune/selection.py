@@ -151,8 +151,9 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
         seen.add(key)
         if twins.hidden(t):
             continue
-        chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate", twin=twins.of(t.user_attrs[
-            "config"]), warm_seconds=t.user_attrs.get("median_seconds"), search_one_off=one_off(t.user_attrs)))
+        chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate",
+                                twin=twins.of(t.user_attrs["config"], t.user_attrs.get("tolerance_knobs")),
+                                warm_seconds=t.user_attrs.get("median_seconds"), search_one_off=one_off(t.user_attrs)))
         if len(chosen) >= top:
             break
     # A trial timed beside other work may have read far too slow (numba's probe at chmm's tiny, 74x under a busy
@@ -168,7 +169,8 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
             if twins.hidden(t):
                 continue
             chosen.append(Candidate(Config(t.user_attrs["config"]), t.number, "candidate",
-                                    twin=twins.of(t.user_attrs["config"]), search_one_off=one_off(t.user_attrs)))
+                                    twin=twins.of(t.user_attrs["config"], t.user_attrs.get("tolerance_knobs")),
+                                    search_one_off=one_off(t.user_attrs)))
     first = latest.get(baseline.key) or next((t for t in trials if t.user_attrs.get("config_key") == baseline.key),
                                              None)
     # A baseline that timed out under a shorter trial timeout than now's may finish now: re-measured, not skipped.

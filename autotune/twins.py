@@ -5,10 +5,12 @@ changed its SGD steps failed in float32 (parameters 8.3e-4 against 1e-4) and pas
 and the search exported such a config at 1.54x (this CPU). Its twin, the same config without autocast, is judged by
 the tighter bound: where the twin fails, the knobs the two share are wrong beyond it, and the config may not win.
 
-Which knobs set the tolerance is read off the study (:func:`tolerance_knobs`): a knob does where two trials that
-differ in it alone were judged by other bounds, and the knobs so shown give each trial's bound. A knob no such pair
-shows is left as the config has it, so a twin is only as good as the study's pairs; the search's neighbour moves
-and probes make such pairs, but not every study holds them.
+Which knobs set the tolerance is read two ways, and a twin holds every knob either shows at the reference's. Each
+trial asks its own check (:func:`knobs_that_loosen`): of its output, under its config with one knob at a time at
+the reference's, a knob whose value there tightens a bound sets it. And the study shows them (:func:`tolerance_knobs`):
+a knob does where two trials that differ in it alone were judged by other bounds, and the knobs so shown give each
+trial's bound; this alone was read before, and a study with no such pair (a search of two trials: the baseline, and
+defaults of both bfloat16 and tanh's GELU) exported a GELU wrong beyond float32's bound at 2.74x (this CPU).
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from autotune.config import Config, show
-from autotune.runner import TrialResult
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
+    from autotune.runner import TrialResult
+
     from autotune.selection import Candidate
 
-__all__ = ["Twins", "checked", "loose_pass", "loose_passes", "passed_only_loosely", "tolerance_knobs"]
+__all__ = ["Twins", "checked", "knobs_that_loosen", "loose_pass", "loose_passes", "passed_only_loosely",
+           "tolerance_knobs"]
 
-Run = Callable[["Candidate"], TrialResult]  # one round of one candidate's re-measurement
+Run = Callable[["Candidate"], "TrialResult"]  # one round of one candidate's re-measurement
 
 
 def _bounds(trial: "FrozenTrial") -> dict[str, list[Any]]:
@@ -49,6 +53,27 @@ def tolerance_knobs(trials: Iterable["FrozenTrial"]) -> tuple[str, ...]:
         if shown and _determined(rows, sorted(shown)):
             knobs |= shown
     return tuple(sorted(knobs))
+
+
+def knobs_that_loosen(check: Callable[[Any, Any, Any], Any], judged: Mapping[str, Any], output: Any, reference: Any,
+                      config: Config, reference_config: Mapping[str, Any] | None) -> list[str] | None:
+    """The knobs of ``config`` each of which, set alone to the ``reference_config``'s value, tightens a bound of the
+    ``check`` of this ``output`` (a trial's first, whose check passed with the metrics ``judged``): its twin holds
+    them at the reference's. The same output is judged under each, so a bound that is a statistic of the output
+    moves with the config alone. None where there is no reference config; a knob under which the check raises is
+    left out (its value there may be one the check was never written for)."""
+    if reference_config is None:
+        return None
+    bounds = {name: pair[1] for name, pair in judged.items()}
+    knobs = []
+    for knob in sorted(k for k in config.to_dict() if k in reference_config and config[k] != reference_config[k]):
+        try:
+            theirs = check(output, reference, config.replace(**{knob: reference_config[knob]})).metrics
+        except Exception:  # noqa: BLE001 - the check's own failure under a config it never judges says nothing here
+            continue
+        if any(name in bounds and pair[1] < bounds[name] for name, pair in theirs.items()):
+            knobs.append(knob)
+    return knobs
 
 
 def _key(config: Mapping[str, Any], knobs: Iterable[str]) -> str:
@@ -140,11 +165,13 @@ class Twins:
             return True
         return False
 
-    def of(self, config: Mapping[str, Any]) -> Config | None:
+    def of(self, config: Mapping[str, Any], own: Iterable[str] | None = ()) -> Config | None:
         """The twin to measure before ``config`` may win: None where the study measured it (:meth:`hidden` read
-        it), where the space does not allow it, or where no knob of the config sets a looser tolerance."""
+        it), where the space does not allow it, or where no knob of the config sets a looser tolerance: neither one
+        the study shows nor one of its ``own`` (its trial's :func:`knobs_that_loosen`)."""
         reference = self.reference or {}
-        moved = {k: reference[k] for k in self.knobs if k in reference and config.get(k) != reference[k]}
+        moved = {k: reference[k] for k in sorted({*self.knobs, *(own or ())})
+                 if k in reference and config.get(k) != reference[k]}
         twin = Config({**config, **moved})
         return twin if moved and twin.key not in self.measured and self.admits(twin.to_dict()) else None
 
@@ -173,7 +200,8 @@ def checked(run: "Run", on_stage: Callable[[str], None]) -> "Run":
             warned.add(candidate.trial)
             on_stage(f"warning: candidate #{candidate.trial} passed its check only under a looser tolerance: its "
                      f"twin with {moved} fails its check ({measured.error}); it cannot win")
-        return TrialResult("incorrect", candidate.config.to_dict(), error=(
+        # A TrialResult, made by its class: the runner imports this module (knobs_that_loosen), not it the runner.
+        return type(measured)("incorrect", candidate.config.to_dict(), error=(
             f"its twin ({twin.describe()}) fails its check ({measured.error}): it passed only under a looser "
             "tolerance"))
 

@@ -10,6 +10,7 @@ from autotune.config import Config
 from autotune.runner import TrialResult
 from autotune.selection import Candidate, candidates
 from autotune.twins import Twins, checked, passed_only_loosely, tolerance_knobs
+from tests.conftest import FAST_MEASURER
 
 REFERENCE = Config({"autocast": "none", "batch": 16, "layout": "plain"})
 
@@ -155,3 +156,99 @@ def test_candidates_that_share_a_twin_share_its_one_measurement_and_each_is_said
     assert ran == ["twin", "twin"]  # #43's twin is #50's and #51's: measured once
     assert [line.split(":")[0] for line in said if line.startswith("warning")] == [
         "warning"] * 4 and sum("#51" in line for line in said if line.startswith("warning")) == 1
+
+
+def _check_of(bounds):
+    """A workload's check whose bound of ``parameters`` is ``bounds(config)``, and which raises for the reference's
+    batch in another layout (a pair it was never written for)."""
+    from autotune.check import Check
+
+    def check(output, reference, config):
+        if config["batch"] == 16 and config["layout"] != "plain":
+            raise KeyError("batch 16 is plain")
+        return Check.from_metrics({"parameters": (abs(output - reference), bounds(config))})
+    return check
+
+
+def test_a_trial_s_own_check_names_the_knobs_whose_reference_value_tightens_its_bound():
+    # A search of two trials (the baseline; defaults of both bfloat16 and tanh's GELU) has no pair that differs in the
+    # precision alone, so the study showed no knob, and tanh, wrong beyond float32's bound, was exported at 2.74x.
+    from autotune.twins import knobs_that_loosen
+
+    check = _check_of(lambda config: 2e-2 if config["autocast"] == "bfloat16" else 1e-4)
+    config = Config({**REFERENCE.to_dict(), "autocast": "bfloat16", "batch": 64, "layout": "last"})
+    judged = check(1.0, 1.0, config).metrics
+    assert knobs_that_loosen(check, judged, 1.0, 1.0, config, REFERENCE) == ["autocast"]  # batch, layout: no bound
+    assert knobs_that_loosen(check, judged, 1.0, 1.0, config, None) is None  # a replay: no reference config
+    assert knobs_that_loosen(check, check(1.0, 1.0, REFERENCE).metrics, 1.0, 1.0, REFERENCE, REFERENCE) == []
+    # A bound that is a statistic of the output moves with the output, which is the same under each: only the
+    # config's own share of it counts. A knob the check raises under tells nothing, and the others are still read.
+    # (batch=16 raises here, in layout=last: autocast is still read.)
+    statistic = _check_of(lambda config: 0.1 * (4 if config["autocast"] == "bfloat16" else 1))
+    assert knobs_that_loosen(statistic, statistic(2.0, 1.0, config).metrics, 2.0, 1.0, config, REFERENCE) == [
+        "autocast"]
+    assert knobs_that_loosen(check, {"parameters": (0.0, 1e-9)}, 1.0, 1.0, config, REFERENCE) == []  # none tighter
+
+
+def test_a_candidate_s_twin_holds_its_own_knobs_at_the_reference_s_where_no_pair_of_trials_shows_them():
+    winner = {**REFERENCE.to_dict(), "autocast": "bfloat16", "batch": 64, "layout": "last"}
+    alone = [trial(0, "ok", 0.0, 1e-4), trial(1, "ok", 1e-3, 2e-2, **{k: v for k, v in winner.items()})]
+    twins = Twins(alone, REFERENCE, lambda config: True, lambda message: None)
+    assert twins.knobs == () and twins.of(winner) is None  # no pair: the study shows no knob
+    assert twins.of(winner, ["autocast"]) == Config({**winner, "autocast": "none"})
+    assert twins.of(winner, None) is None  # a trial from before trials read their own
+    # Both: a knob the study shows joins the trial's own.
+    pair = [trial(0, "ok", 0.0, 1e-4, batch=8), trial(1, "ok", 1e-3, 2e-2, batch=8, autocast="bfloat16"),
+            trial(2, "ok", 0.0, 1e-4, batch=32)]
+    assert Twins(pair, REFERENCE, lambda c: True, print).of(winner, ["layout"]) == Config(
+        {**winner, "autocast": "none", "layout": "plain"})
+
+
+BLOCK = '''
+import torch
+
+from autotune import Workload
+from autotune.check import Check, relative_error
+
+
+class BlockWorkload(Workload):
+    name = "block"
+    unit = "tokens"
+    sizes = {"tiny": {}, "small": {}, "full": {}}
+
+    def build(self, config):
+        torch.manual_seed(0)
+        dtype = getattr(torch, config["dtype"])
+        x = torch.randn(256, 64).to(dtype)
+        gelu = torch.nn.GELU(approximate=config["gelu"])
+        return lambda: gelu(x).double()
+
+    def items_per_run(self, config):
+        return 256
+
+    def check(self, output, reference, config):
+        tolerance = {"float64": 1e-12, "float32": 1e-5, "bfloat16": 3e-2}[config["dtype"]]
+        return Check.from_metrics({"output": (relative_error(output, reference), tolerance)})
+'''
+
+
+def test_a_search_with_no_pair_of_trials_measures_the_twin_its_winner_s_own_check_names(studies, tmp_path):
+    # Two trials (the baseline; defaults of bfloat16 and tanh's GELU, wrong by 4e-5 beyond float32's 1e-5) had no
+    # pair that differs in the precision alone: the study showed no knob, and tanh in bfloat16 was exported at 2.74x
+    # (a transformer block of mine at `small`, this CPU).
+    from autotune.tuner import Tuner
+
+    (tmp_path / "block.py").write_text(BLOCK)
+    (tmp_path / "block.yaml").write_text(
+        "schema_version: 1\nworkload: block\nparameters:\n  dtype:\n    choices: [float64, float32, bfloat16]\n"
+        "  gelu:\n    choices: [none, tanh]\nbaseline: {dtype: float32, gelu: none}\n"
+        "defaults: {dtype: bfloat16, gelu: tanh}\nreference: {dtype: float64, gelu: none}\n")
+    said = []
+    with Tuner(f"{tmp_path / 'block.py'}:BlockWorkload", "cpu", "tiny", measurer=FAST_MEASURER, remeasure_rounds=1,
+               on_stage=said.append) as tuner:
+        result = tuner.search(n_trials=2)
+        trials = tuner.open_study().trials
+    defaults = next(t for t in trials if t.user_attrs.get("role") == "defaults")
+    assert defaults.user_attrs["status"] == "ok" and defaults.user_attrs["tolerance_knobs"] == ["dtype"]
+    assert result.winner.role == "baseline", [(c.trial, c.role, c.failure) for c in result.candidates]
+    assert any("its twin with dtype=float64 fails its check" in line for line in said), said
