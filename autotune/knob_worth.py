@@ -11,12 +11,13 @@ is worth what the best config the study measured without it lacks.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from autotune._plotly_imports import go
 from autotune.config import show
 from autotune.console import format_bytes, rate
 from autotune.trials import feasible, latest_by_config
+from autotune.twins import loose_passes
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -27,15 +28,20 @@ __all__ = ["draw_worth", "get_worth_info", "worth_section"]
 
 
 def get_worth_info(trials: list["FrozenTrial"], winner: dict[str, Any], space: "SearchSpace",
-                   memory_budget_bytes: int | None = None) -> dict[str, Any]:
+                   memory_budget_bytes: int | None = None, failed: Iterable[int] = ()) -> dict[str, Any]:
     """For each knob the winner uses: the best correct throughput with its value and without it, where the knob acts.
 
     ``rows`` holds the knobs with both (``worth``: with over without, highest first); ``alone`` the knobs whose other
     values were never measured correct where they act; ``unused`` the knobs the winner leaves inactive. A config
-    measured again stands by its latest trial, as the search's choice table reads it.
+    measured again stands by its latest trial, as the search's choice table reads it. A pass that only a looser
+    tolerance than its failed twin's allowed (:mod:`autotune.twins`), and a trial whose config ``failed`` its
+    re-measurement, are no rival: a bfloat16 config of tanh's GELU, wrong beyond float32's bound, drew the float32
+    winner's ``dtype`` at 0.37x.
     """
+    left_out = set(loose_passes(trials, space.reference)) | set(failed)
     correct = [t for t in latest_by_config(trials).values() if feasible(t, memory_budget_bytes)
-               and t.user_attrs.get("throughput") and set(space.parameters) <= set(t.user_attrs.get("config", {}))]
+               and t.user_attrs.get("throughput") and set(space.parameters) <= set(t.user_attrs.get("config", {}))
+               and t.number not in left_out]
     acting = {t.number: space.active(t.user_attrs["config"]) for t in correct}
     winner = {**space.defaults, **winner}
     uses = space.active(winner)
@@ -80,7 +86,8 @@ def draw_worth(info: dict[str, Any], unit: str) -> "go.Figure":
 
 
 def worth_section(trials: list["FrozenTrial"], winner: dict[str, Any] | None, space: "SearchSpace | None",
-                  memory_budget_bytes: int | None, unit: str) -> tuple["go.Figure | None", str | None]:
+                  memory_budget_bytes: int | None, unit: str, failed: Iterable[int] = ()
+                  ) -> tuple["go.Figure | None", str | None]:
     """The report's figure of the ``winner``'s values (its export's config; None: the study's fastest correct
     config) and a note under it, or no figure and why."""
     if not winner:
@@ -91,7 +98,7 @@ def worth_section(trials: list["FrozenTrial"], winner: dict[str, Any] | None, sp
         return None, "No config in this study passed its check: there is no winner to weigh."
     if space is None:
         return None, "The workload's space could not be loaded here: which knobs act under the winner is unknown."
-    info = get_worth_info(trials, winner, space, memory_budget_bytes)
+    info = get_worth_info(trials, winner, space, memory_budget_bytes, failed)
     # Over the budget a config passed its check and cannot win: "measured correct" alone said no other ran correct.
     within = f" within the memory budget ({format_bytes(memory_budget_bytes)})" if memory_budget_bytes else ""
     notes = [f"Only the winner's value was measured correct{within} where the knob acts: {', '.join(info['alone'])}."

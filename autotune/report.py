@@ -23,7 +23,7 @@ from autotune.console import borrowed_cores, error_against, format_bytes, interv
 from autotune.environment import beside_other_work
 from autotune.explain_view import explain_section
 from autotune.runner import STATUSES
-from autotune.selection import one_off
+from autotune.selection import failed_when_remeasured, one_off
 from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
 from autotune.export import write_atomically
@@ -97,8 +97,7 @@ def _get_winner_info(document: dict[str, Any] | None) -> dict[str, Any] | None:
                      "throughput_error": throughput * spread / 2 if throughput else 0.0})
     check = document.get("check") or {}
     return {
-        "rows": rows,
-        "unit": document["measured"].get("unit", "items"),
+        "rows": rows, "unit": document["measured"].get("unit", "items"),
         "speedup": document.get("speedup"), "interval": interval_said(document),  # as the search's table says it
         "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
         "check_metric": check.get("metric"), "passed": check.get("passed"),
@@ -231,7 +230,9 @@ def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what:
 # -- table of trials ---------------------------------------------------------------------------
 
 
-def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -> list[dict[str, Any]]:
+def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None,
+                    failed: dict[int, str] | None = None) -> list[dict[str, Any]]:
+    """A row a trial; ``failed``: the candidates that failed their re-measurement (its export's), each with how."""
     rows, trials = [], sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     # A trial measured with another workload file, torch or numba than the latest (trials.measured_here) is marked.
     latest = next((t.user_attrs["measured_with"] for t in reversed(trials) if "measured_with" in t.user_attrs), None)
@@ -255,7 +256,8 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None) -
             "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
             "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
             "error": t.user_attrs.get("error", f"{why}: never measured" if why
-                                      else loose.get(t.number) or over.get(t.number)),
+                                      else loose.get(t.number) or over.get(t.number) or (f"{failed[t.number]}: it "
+                                      "cannot win" if t.number in (failed or {}) else None)),
             "busy_elsewhere": t.user_attrs.get("busy_elsewhere"), "one_off": one_off(t.user_attrs),  # build, first run
             "borrowed": borrowed_cores(t.user_attrs.get("cores_used"), t.user_attrs.get("threads")),  # as the search's
         })
@@ -324,7 +326,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
     study = _in_memory(study)
     header = _get_header_info(study, document)
     unit = header["unit"]
-    info = ReportInfo(header, table=_get_table_info(study, space))
+    info = ReportInfo(header, table=_get_table_info(study, space, failed := failed_when_remeasured(document)))
     complete = [t for t in _trials(study) if t.state.name == "COMPLETE"]
     correct = [t for t in complete if feasible(t, None)]
 
@@ -351,16 +353,15 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
         info.extra_html["explain"] = table
 
     history = _get_history_info(study, space, unit)
-    if not history["points"]:
-        info.sections.append(("history", "Optimisation history", None, "The study has no finished trials."))
-    else:
-        info.sections.append(("history", "Optimisation history", _draw_history(history, unit), None))
+    empty = None if history["points"] else "The study has no finished trials."
+    info.sections.append(("history", "Optimisation history", None if empty else _draw_history(history, unit), empty))
 
     figure, message = _optuna_figure(lambda: _draw_memory(complete, unit, study.user_attrs.get("memory_budget_bytes"), space), 1, len(complete), "The Pareto front")
     info.sections.append(("pareto", "Throughput against peak memory (Pareto front; infeasible trials apart)", figure, message))
 
     info.sections.append(("worth", "What the winner's value of each knob is worth", *worth_section(
-        _trials(study), (document or {}).get("config"), space, study.user_attrs.get("memory_budget_bytes"), unit)))
+        _trials(study), (document or {}).get("config"), space, study.user_attrs.get("memory_budget_bytes"), unit,
+        failed)))
 
     figure, message = _optuna_figure(
         lambda: ov.plot_parallel_coordinate(study, target=lambda t: t.values[0], target_name="throughput"), 2, len(complete),
@@ -393,8 +394,7 @@ def render_html(info: ReportInfo) -> str:
         ("size", h["size"]), ("study", h["study"]), ("trials", f"{h['trials']} ({counts})"),
         ("tuning time", f"{h['tuning_seconds']:,.{1 if h['tuning_seconds'] < 9.95 else 0}f} s in trials"  # 0.4 s, not 0 s
          + (f", from {h['span'][0]} to {h['span'][1]}" if h["span"] else "")),
-        ("environment", env or "not recorded"),
-    ]
+        ("environment", env or "not recorded")]
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>autotune report: {html.escape(h['title'])}</title>",

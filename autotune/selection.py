@@ -22,8 +22,8 @@ from autotune.twins import Twins
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
-__all__ = ["Candidate", "candidates", "loaded_rounds", "next_round", "pick_winner", "quiet_everywhere", "quiet_rounds",
-           "remeasure", "runs_per_round"]
+__all__ = ["Candidate", "candidates", "failed_when_remeasured", "loaded_rounds", "next_round", "pick_winner",
+           "quiet_everywhere", "quiet_rounds", "remeasure", "runs_per_round"]
 
 # A measured config within this share of the best is a tie, unless the medians'
 # uncertainty is wider (see pick_winner).
@@ -178,6 +178,19 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
     warm = first.user_attrs.get("median_seconds") if status == "ok" else None
     return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm, search_status=status,
                       search_one_off=one_off(first.user_attrs) if status == "ok" else None), *chosen]
+
+
+def failed_when_remeasured(document: Mapping[str, Any] | None) -> dict[int, str]:
+    """The candidates of a study's export that failed a round of their re-measurement, by trial, each with how
+    ("incorrect when re-measured": one whose twin fails is that too). In the study each is its trial's figures,
+    which passed: the report's table said `ok` of a config wrong in bfloat16, and weighed the winner's values
+    against it."""
+    found = {}
+    for candidate in ((document or {}).get("remeasure") or {}).get("candidates") or []:
+        failed = next((status for status in candidate.get("statuses") or [] if status != "ok"), None)
+        if candidate.get("role") == "candidate" and failed and isinstance(candidate.get("trial"), int):
+            found[candidate["trial"]] = f"{failed} when re-measured"
+    return found
 
 
 def one_off(figures: Mapping[str, Any]) -> float | None:

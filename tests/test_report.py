@@ -877,3 +877,28 @@ def test_a_config_over_the_memory_budget_is_said_so_in_the_table_and_is_no_rival
     assert [row["error"] for row in _get_table_info(study, known_space())] == [None, None, None]
     assert worth_section(study.trials, {"kernel": "loop", "dtype": "float32"}, known_space(), None,
                          "timesteps")[0] is not None  # numba, 3x: a rival
+
+
+def test_a_candidate_that_failed_its_re_measurement_says_so_in_the_table_and_is_no_rival_of_the_winner():
+    # A search of two trials exported the float32 baseline once the bfloat16 defaults' twin (tanh's GELU in float64)
+    # failed at re-measurement: the report's table read `ok` for the defaults, with no word, and weighed the
+    # winner's float32 at 0.37x against them.
+    from autotune.knob_worth import get_worth_info
+    from autotune.selection import failed_when_remeasured
+
+    study = make_study(("loop", "float32", "ok", 10.0, 300), ("numba", "float16", "ok", 30.0, 250),
+                       ("scan", "float16", "ok", 5.0, 250))
+    document = {**DOCUMENT, "config": {"kernel": "loop", "dtype": "float32"}, "trial": 0, "remeasure": {"candidates": [
+        {"trial": 0, "role": "baseline", "passed": True, "statuses": ["ok", "ok"]},
+        {"trial": 1, "role": "candidate", "passed": False, "statuses": ["incorrect"]},
+        {"trial": 2, "role": "candidate", "passed": True, "statuses": ["ok", "ok"]}]}}
+    failed = failed_when_remeasured(document)
+    assert failed == {1: "incorrect when re-measured"} and failed_when_remeasured(None) == {}
+    rows = _get_table_info(study, known_space(), failed)
+    assert [row["error"] for row in rows] == [None, "incorrect when re-measured: it cannot win", None]
+    assert [row["error"] for row in build_report(study, document, space=known_space()).table] == [
+        row["error"] for row in rows]
+    info = get_worth_info(study.trials, document["config"], known_space(), None, failed)
+    assert [(r["knob"], r["without_trial"]) for r in info["rows"]] == [("dtype", 2), ("kernel", 2)]  # not #1
+    assert [r["without_trial"] for r in get_worth_info(study.trials, document["config"], known_space())[
+        "rows"]] == [1, 1]  # as it read before

@@ -252,3 +252,20 @@ def test_a_search_with_no_pair_of_trials_measures_the_twin_its_winner_s_own_chec
     assert defaults.user_attrs["status"] == "ok" and defaults.user_attrs["tolerance_knobs"] == ["dtype"]
     assert result.winner.role == "baseline", [(c.trial, c.role, c.failure) for c in result.candidates]
     assert any("its twin with dtype=float64 fails its check" in line for line in said), said
+
+
+def test_a_loose_pass_is_no_rival_in_the_worth_of_the_winner_s_values():
+    # Its twin failed: it cannot win, and "What each choice did" gives it no figure; the report's figure of what each
+    # of the winner's values is worth weighed the winner against it.
+    from autotune.knob_worth import get_worth_info
+    from autotune.space import SearchSpace
+
+    space = SearchSpace.from_dict({"schema_version": 1, "parameters": {
+        "autocast": {"choices": ["none", "bfloat16"]}, "batch": {"choices": [16, 32, 64]},
+        "layout": {"choices": ["plain", "last", "odd"]}}, "defaults": REFERENCE.to_dict(), "baseline": {},
+        "reference": REFERENCE.to_dict()})
+    winner = trial(4, "ok", 1e-6, 1e-4, layout="last")  # autocast none, batch 16
+    info = get_worth_info([BASELINE, HIDDEN, TWIN, winner], winner.user_attrs["config"], space)
+    assert "autocast" not in [r["knob"] for r in info["rows"]] and "autocast=none" in info["alone"]  # not #1's
+    info = get_worth_info([BASELINE, HIDDEN, winner], winner.user_attrs["config"], space)  # its twin unmeasured
+    assert [r["without_trial"] for r in info["rows"] if r["knob"] == "autocast"] == [1]
