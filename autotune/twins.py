@@ -61,19 +61,26 @@ def knobs_that_loosen(check: Callable[[Any, Any, Any], Any], judged: Mapping[str
     ``check`` of this ``output`` (a trial's first, whose check passed with the metrics ``judged``): its twin holds
     them at the reference's. The same output is judged under each, so a bound that is a statistic of the output
     moves with the config alone. None where there is no reference config; a knob under which the check raises is
-    left out (its value there may be one the check was never written for)."""
+    left out (its value there may be one the check was never written for).
+
+    The check is asked once with every such knob at the reference's, and one knob at a time only where that is
+    tighter: a config at the reference's precision costs one more check, not one a knob (a check of mine may take
+    seconds)."""
     if reference_config is None:
         return None
+    differ = sorted(k for k in config.to_dict() if k in reference_config and config[k] != reference_config[k])
     bounds = {name: pair[1] for name, pair in judged.items()}
-    knobs = []
-    for knob in sorted(k for k in config.to_dict() if k in reference_config and config[k] != reference_config[k]):
+
+    def tighter(knobs: list[str]) -> bool:
         try:
-            theirs = check(output, reference, config.replace(**{knob: reference_config[knob]})).metrics
+            theirs = check(output, reference, config.replace(**{k: reference_config[k] for k in knobs})).metrics
         except Exception:  # noqa: BLE001 - the check's own failure under a config it never judges says nothing here
-            continue
-        if any(name in bounds and pair[1] < bounds[name] for name, pair in theirs.items()):
-            knobs.append(knob)
-    return knobs
+            return False
+        return any(name in bounds and pair[1] < bounds[name] for name, pair in theirs.items())
+
+    if len(differ) > 1 and not tighter(differ):
+        return []
+    return [knob for knob in differ if tighter([knob])]
 
 
 def _key(config: Mapping[str, Any], knobs: Iterable[str]) -> str:

@@ -269,3 +269,21 @@ def test_a_loose_pass_is_no_rival_in_the_worth_of_the_winner_s_values():
     assert "autocast" not in [r["knob"] for r in info["rows"]] and "autocast=none" in info["alone"]  # not #1's
     info = get_worth_info([BASELINE, HIDDEN, winner], winner.user_attrs["config"], space)  # its twin unmeasured
     assert [r["without_trial"] for r in info["rows"] if r["knob"] == "autocast"] == [1]
+
+
+def test_a_config_at_the_reference_s_bounds_costs_its_check_one_more_call_not_one_a_knob():
+    from autotune.check import Check
+    from autotune.twins import knobs_that_loosen
+
+    calls = []
+
+    def check(output, reference, config):
+        calls.append(dict(config.to_dict()))
+        return Check.from_metrics({"parameters": (0.0, 2e-2 if config["autocast"] == "bfloat16" else 1e-4)})
+
+    config = Config({**REFERENCE.to_dict(), "batch": 64, "layout": "last"})  # autocast at the reference's already
+    assert knobs_that_loosen(check, check(1, 1, config).metrics, 1, 1, config, REFERENCE) == [] and len(calls) == 2
+    calls.clear()
+    looser = config.replace(autocast="bfloat16")  # tighter with every knob at the reference's: then one at a time
+    assert knobs_that_loosen(check, check(1, 1, looser).metrics, 1, 1, looser, REFERENCE) == ["autocast"]
+    assert len(calls) == 1 + 1 + 3
