@@ -175,8 +175,7 @@ def candidate_json(candidate: Any) -> dict[str, Any] | None:
 
 
 def result_json(result: Any) -> dict[str, Any]:
-    return {
-        "workload": result.workload, "device": result.device, "size": result.size,
+    return {"workload": result.workload, "device": result.device, "size": result.size,
         "study": result.study_name, "storage": result.storage, "unit": result.unit,
         "trials_run": len(result.trials), "counts": result.counts, "restricted_asks": result.restricted,
         "winner": candidate_json(result.winner), "baseline": candidate_json(result.baseline),
@@ -358,8 +357,7 @@ def tuned_with(environment: Mapping[str, Any], exported_at: str | None, budget: 
 
 
 def first_run_peak(result: Any) -> str:
-    """`` (its first run: 134.6 MiB)`` where the first run's own peak (a cold compile's) is over a tenth above the
-    runs' (ten's H200 preset: 134.6 MiB on a cold compile cache, 74.2 runs), else nothing."""
+    """`` (its first run: 134.6 MiB)`` where its own peak (ten's H200 preset's cold compile) is over 1.1x the runs'."""
     first, peak = result.first_run_peak_memory_bytes, result.peak_memory_bytes
     return f" (its first run: {format_bytes(first)})" if first and peak and first > 1.1 * peak else ""
 
@@ -372,6 +370,8 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
         own = f" (the workload's own; autotune gave it {result.threads})" if result.threads not in (None, ran) else ""
         n = result.processes  # a DataLoader's workers: their memory is in the peak
         started = f" with the {n} process{'es' * (n != 1)} it started" if n else ""
+        knobs = ", ".join(result.tolerance_knobs or []) if result.status == "ok" else ""  # see autotune.twins
+        looser = f" (its bound is looser than with {knobs} at the reference's: a mistake below it passes)" * bool(knobs)
         lines += [
             f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
             f"over {plural(len(result.times), 'run')}, spread ±{100 * (result.relative_spread or 0):.1f}%"
@@ -379,7 +379,7 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
             f"{f', after a build of {seconds(result.build_seconds)}' if result.build_seconds else ''}",
             f"  peak memory  {format_bytes(result.peak_memory_bytes)}{first_run_peak(result)}{started}, "
             f"{plural(ran, 'thread')}{own}",
-            f"  check        {check_line(result.check)}",
+            f"  check        {check_line(result.check)}{looser}",
         ]
         if result.beside_other_work:
             lines.append(f"  warning      other processes kept {result.busy_elsewhere:.1f} of {cpu_threads()} cores busy "

@@ -776,6 +776,12 @@ def test_figures_timed_beside_other_work_say_so_in_every_view(capsys):
     # A workload that sets its own count in build (a knob of mine, 1, 2 or 4) read "2 threads", autotune's, each time.
     own = dataclasses.replace(one, threads=2, environment={"cpu_threads": 4})
     assert ", 4 threads (the workload's own; autotune gave it 2)\n" in run_text(own, Config(x=1), "w", "cpu", "tiny")
+    # A pass under a looser bound than the reference's precision gives (tanh's GELU in bfloat16, wrong beyond float32's
+    # 1e-5) read "check passed" and no more.
+    loose = dataclasses.replace(one, tolerance_knobs=["dtype"], check={"error": 0.0025, "tolerance": 0.03, "passed": True})
+    assert run_text(loose, Config(x=1), "w", "cpu", "tiny").endswith(
+        " (its bound is looser than with dtype at the reference's: a mistake below it passes)")
+    assert "looser" not in run_text(dataclasses.replace(loose, status="incorrect"), Config(x=1), "w", "cpu", "tiny")
 
     baseline = Candidate(Config(x=0), 0, "baseline", [result(0.1), result(1.1), result(0.1)])
     best = Candidate(Config(x=1), 1, "candidate", [result(0.1), result(0.1), result(1.9)])
