@@ -24,7 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["SAMPLE_SECONDS", "SAMPLING_SHARE", "PeakMemory", "descendants", "peak_memory", "reset_peak_memory"]
+__all__ = ["SAMPLE_SECONDS", "SAMPLING_SHARE", "PeakMemory", "descendants", "peak_memory", "reset_peak_memory",
+           "wait_after"]
 
 #: Seconds between samples of a CPU trial's processes, at least: a sample without descendants reads a few bytes a
 #: thread (0.05 ms, this 2-core CPU), one beside a process that holds 200 MiB walks both processes' memory (2.5 ms).
@@ -59,6 +60,12 @@ def peak_memory(torch_device: str) -> int:
         return int(torch.mps.driver_allocated_memory())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)  # KiB on Linux, bytes on macOS
+
+
+def wait_after(sample_seconds: float) -> float:
+    """Seconds to wait after a sample that took ``sample_seconds``: :data:`SAMPLE_SECONDS`, or :data:`SAMPLING_SHARE`
+    times the sample's own time where that is longer."""
+    return max(SAMPLE_SECONDS, SAMPLING_SHARE * sample_seconds)
 
 
 def descendants(pid: int) -> list[int]:
@@ -113,7 +120,7 @@ class PeakMemory:
         while not self._stopped.wait(wait):
             started = time.perf_counter()
             self.sample()
-            wait = max(SAMPLE_SECONDS, SAMPLING_SHARE * (time.perf_counter() - started))
+            wait = wait_after(time.perf_counter() - started)
 
     def sample(self) -> None:
         """Add one sample of this process and its descendants (nothing where it has none)."""

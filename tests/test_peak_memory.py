@@ -113,3 +113,41 @@ def test_a_gpu_s_peak_is_its_allocator_s_and_no_thread_samples(monkeypatch):
     memory = PeakMemory("cuda")
     assert memory._thread is None and memory.read() == 123
     memory.close()
+
+
+def test_sampling_waits_fifty_times_a_sample_s_own_time_where_that_is_over_a_tenth_of_a_second():
+    from autotune.peak_memory import SAMPLE_SECONDS, SAMPLING_SHARE, wait_after
+
+    assert (SAMPLE_SECONDS, SAMPLING_SHARE) == (0.1, 50)
+    assert wait_after(0.00005) == 0.1 and wait_after(0.002) == 0.1  # no process of its own; one of 200 MiB
+    assert wait_after(0.02) == pytest.approx(1.0)  # eight such processes: a fiftieth of a core
+
+
+@linux
+def test_the_thread_samples_while_the_runs_run_and_a_read_samples_at_once(monkeypatch):
+    monkeypatch.setattr("autotune.peak_memory.descendants", lambda pid: [os.getpid()])  # as if it were its own
+    memory = PeakMemory("cpu")
+    try:
+        memory.reset()  # the high-water mark from now: an earlier test's may lie above all this process holds now
+        assert memory.read() > peak_memory("cpu")  # read within the first wait: its own sample, no thread's yet
+        memory.reset()
+        deadline = time.monotonic() + 10
+        while memory._tree == 0 and time.monotonic() < deadline:  # the thread's, with no read
+            time.sleep(0.02)
+        assert memory._tree > 0
+    finally:
+        memory.close()
+
+
+@linux
+def test_a_process_that_ended_before_its_sample_holds_nothing(monkeypatch):
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)
+    monkeypatch.setattr("autotune.peak_memory.descendants", lambda pid: [gone.pid])  # a worker that exited since
+    memory = PeakMemory("cuda")  # no thread: this test samples by hand
+    memory.sample()  # its smaps_rollup is gone: nothing to read
+    assert memory.processes == 1 and 0 < memory._tree < 2 * peak_memory("cpu")
+    memory.close()
