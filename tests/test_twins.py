@@ -287,3 +287,10 @@ def test_a_config_at_the_reference_s_bounds_costs_its_check_one_more_call_not_on
     looser = config.replace(autocast="bfloat16")  # tighter with every knob at the reference's: then one at a time
     assert knobs_that_loosen(check, check(1, 1, looser).metrics, 1, 1, looser, REFERENCE) == ["autocast"]
     assert len(calls) == 1 + 1 + 3
+    calls.clear()
+    alone = REFERENCE.replace(autocast="bfloat16")  # one knob differs: asked once, as itself
+    assert knobs_that_loosen(check, check(1, 1, alone).metrics, 1, 1, alone, REFERENCE) == ["autocast"]
+    assert len(calls) == 2
+    # A knob the reference config does not name (a space that gained it since) is never asked of.
+    older = {k: v for k, v in REFERENCE.to_dict().items() if k != "layout"}
+    assert knobs_that_loosen(check, check(1, 1, looser).metrics, 1, 1, looser, older) == ["autocast"]
