@@ -175,7 +175,8 @@ def candidate_json(candidate: Any) -> dict[str, Any] | None:
 
 
 def result_json(result: Any) -> dict[str, Any]:
-    return {"workload": result.workload, "device": result.device, "size": result.size,
+    return {
+        "workload": result.workload, "device": result.device, "size": result.size,
         "study": result.study_name, "storage": result.storage, "unit": result.unit,
         "trials_run": len(result.trials), "counts": result.counts, "restricted_asks": result.restricted,
         "winner": candidate_json(result.winner), "baseline": candidate_json(result.baseline),
@@ -368,8 +369,7 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
     if result.throughput is not None:
         ran = result.environment.get("cpu_threads") or result.threads  # after its run: a workload may set its own
         own = f" (the workload's own; autotune gave it {result.threads})" if result.threads not in (None, ran) else ""
-        n = result.processes  # a DataLoader's workers: their memory is in the peak
-        started = f" with the {n} process{'es' * (n != 1)} it started" if n else ""
+        started = f" with the {n} process{'es' * (n != 1)} it started" if (n := result.processes) else ""  # its workers
         knobs = ", ".join(result.tolerance_knobs or []) if result.status == "ok" else ""  # see autotune.twins
         looser = f" (its bound is looser than with {knobs} at the reference's: a mistake below it passes)" * bool(knobs)
         lines += [

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from autotune.runner import TrialResult
-
     from autotune.selection import Candidate
 
 __all__ = ["Twins", "checked", "knobs_that_loosen", "loose_pass", "loose_passes", "passed_only_loosely",
