@@ -9,7 +9,12 @@ from typing import Any
 from autotune.console import borrowed_cores, format_bytes, rate, tell
 from autotune.devices import cpu_threads
 
-__all__ = ["Progress", "terminal_width"]
+__all__ = ["Progress", "over_budget", "terminal_width"]
+
+
+def over_budget(budget: int | None) -> str:
+    """What a trial's progress line, and its row in the report, say of a pass over ``--memory-budget``."""
+    return f"over --memory-budget {format_bytes(budget)}: it cannot win"
 
 
 def terminal_width() -> int:
@@ -93,7 +98,7 @@ class Progress:
         width = len(str(total))
         figures = f"{rate(result.throughput, result.unit):>22}  {format_bytes(result.peak_memory_bytes):>10}"
         note = f"  (same config as #{record.duplicate_of}: not re-run, not counted)" if record.duplicate_of is not None else ""
-        note += f"  (over --memory-budget {format_bytes(self.memory_budget_bytes)}: it cannot win)" if over else ""
+        note += f"  ({over_budget(self.memory_budget_bytes)})" if over else ""
         note += f"  ({record.loose})" if record.loose else ""
         if result.cut_short:
             note += ("  (cut short: its first output is wrong)" if result.status == "incorrect"

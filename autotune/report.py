@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
 from autotune.config import Config, no_effect, show
-from autotune.console import borrowed_cores, error_against, format_bytes, interval_said, rate, seconds
+from autotune.console import borrowed_cores, error_against, interval_said, rate, seconds, speedup_text
 from autotune.environment import beside_other_work
 from autotune.explain_view import explain_section
 from autotune.runner import STATUSES
@@ -28,6 +28,7 @@ from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
 from autotune.export import write_atomically
 from autotune.knob_worth import worth_section
+from autotune.progress import over_budget
 from autotune.stored import open_stored_study
 from autotune.trials import ended, feasible, measured_here, never_measured, other_setups, outcomes, status_counts
 from autotune.twins import loose_passes
@@ -116,13 +117,12 @@ def _draw_winner(info: dict[str, Any]) -> "go.Figure":
                          name="throughput"), row=1, col=1)
     fig.add_trace(go.Bar(x=labels, y=[(r["peak_memory_bytes"] or 0) / 2**20 for r in info["rows"]],
                          marker_color=colours, name="peak memory"), row=1, col=2)
-    speedup = f"{info['speedup']:.2f}x" if info["speedup"] else "-"
-    interval = f" ({info['interval']})" if info.get("interval") else ""
     figures = [r["throughput"] for r in info["rows"] if r["throughput"]]
     if len(figures) == 2 and max(figures) > 10 * min(figures):  # at 270x the baseline's bar was a line at 0
         low, high = math.log10(min(figures)) - 1, math.log10(max(figures)) + 0.2  # a decade under the baseline
         fig.update_yaxes(type="log", range=[low, high], title_text="log scale", row=1, col=1)
-    fig.update_layout(title=f"Tuned against baseline, re-measured side by side: speedup {speedup}{interval}",
+    fig.update_layout(title=f"Tuned against baseline, re-measured side by side: speedup {speedup_text(info['speedup'])}"
+                      + (f" ({info['interval']})" if info.get("interval") else ""),
                       showlegend=False, height=380)
     return fig
 
@@ -238,7 +238,7 @@ def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None,
     latest = next((t.user_attrs["measured_with"] for t in reversed(trials) if "measured_with" in t.user_attrs), None)
     loose = loose_passes(trials, space.reference) if space is not None else {}  # as the search said: it cannot win
     budget = study.user_attrs.get("memory_budget_bytes")  # the latest search's, said as its progress line said it
-    over = {t.number: f"over --memory-budget {format_bytes(budget)}: it cannot win" for t in trials if budget
+    over = {t.number: over_budget(budget) for t in trials if budget
             and t.user_attrs.get("status") == "ok" and (t.user_attrs.get("peak_memory_bytes") or 0) > budget}
     for t in trials:
         if not t.state.is_finished():
