@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 __all__ = ["Check", "differs", "share_of_tolerance", "relative_error", "worst_error"]
 
@@ -198,12 +198,18 @@ def worst_error(value: Any, reference: Any) -> float:
     return diff / scale if scale > 0 else diff
 
 
-def differs(first: Check, worst: Check, is_reference: bool) -> str:
+def differs(first: Check, worst: Check, is_reference: bool, drew: Sequence[str] = ()) -> str:
     """Why a config's output failed its check (``worst``, the first run's check ``first``), and what it says where
     the config ``is_reference``: the reference config itself, built anew, did not give the output it gave when the
     reference was computed. An unseeded generator (numpy's default_rng(), drawing from the OS) failed every config
-    by 1.5 with a tolerance of 1e-9, this one too, and a tolerance raised to pass them would pass wrong outputs."""
-    later = " at a later run (the first run's passed: does a run change what the next one reads?)"
+    by 1.5 with a tolerance of 1e-9, this one too, and a tolerance raised to pass them would pass wrong outputs.
+    ``drew``: the global random generators (``"torch's"``) that a later run, failing, drew new numbers from."""
+    named = " and ".join(drew)
+    many = len(drew) > 1
+    why = (f"each run draws new numbers from {named} global random generator{'s' if many else ''}: seed "
+           f"{'them' if many else 'it'} where the run starts, or draw from a generator the run seeds itself" if drew
+           else "does a run change what the next one reads?")
+    later = f" at a later run (the first run's passed: {why})"
     text = (f"output differs from the reference{later if first.passed else ''}: {worst.metric} error "
             f"{worst.error:.3g} > tolerance {worst.tolerance:.3g}")
     if is_reference and not first.passed:

@@ -27,6 +27,7 @@ import json
 import math
 import numbers
 import os
+import random
 import resource
 import signal
 import sys
@@ -44,6 +45,7 @@ from autotune.environment import OtherWork, beside_other_work, oom_kills, thread
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
 from autotune.peak_memory import PeakMemory, peak_memory
+from autotune.randomness import GlobalGenerators
 from autotune.reference import save as save_reference
 from autotune.twins import knobs_that_loosen
 from autotune.workload import not_a_run, synchronizer
@@ -224,8 +226,10 @@ def execute(request: TrialRequest) -> dict[str, Any]:
         # numpy's BLAS and any other OpenMP pool too: torch's count alone left a workload's numpy products on
         # every core (--threads 1 ran an 800x800 product at 123 a second, 116 at 2). Held until the process ends.
         thread_pools(result.threads)
+        # Every global generator as the reference's process had it (Python's too: a fork seeds it from the OS).
         torch.manual_seed(0)
         np.random.seed(0)
+        random.seed(0)
         workload = get_workload_class(request.workload)(request.size, request.torch_device, request.cache_dir)
         check_unchanged(request.workload, request.cache_dir)  # a file edited during the search: not its config's
         result.unit = workload.unit
@@ -291,11 +295,16 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     # A numpy scalar (numpy.int64) would carry into every figure, and neither the study nor --json stores one.
     result.items_per_run = items = int(items) if isinstance(items, numbers.Integral) else float(items)
     checks, peaks, memory = [], [], PeakMemory(request.torch_device)
+    generators, drew = None, []  # the global random generators after the first run; those a later run moved
 
     def on_output(which: str, output: Any) -> bool:
+        nonlocal generators
         # Each peak before its check allocates: the first run's, then (reset after each check) the other runs'.
         peak = memory.read()
+        # Read before the check, which may draw; a later output's generators beside the first's (see randomness).
+        moved = generators.moved() if generators is not None else []
         if which == "first":
+            generators = GlobalGenerators(request.torch_device)
             result.first_run_peak_memory_bytes = result.peak_memory_bytes = peak
         else:
             peaks.append(peak)
@@ -308,6 +317,8 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
             raise TypeError(f"{type(workload).__name__}.check returned a {type(check).__name__}; it must return an "
                             "autotune.check.Check, e.g. Check.from_metrics({'output': (error, tolerance)})")
         checks.append(check)
+        if not check.passed and moved:
+            drew[:] = moved  # each run drew new numbers: said in the error (see randomness)
         if which == "first":
             control(workload, check, output, reference, config, request.reference == request.config)  # see control
             if check.passed:  # the knobs its twin holds at the reference's (see twins)
@@ -333,7 +344,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     result.busy_elsewhere, result.cores_used = measurement.busy_elsewhere, measurement.cores_used
     result.status = "ok" if worst.passed else "incorrect"
     if not worst.passed:
-        result.error = differs(checks[0], worst, is_reference=request.reference == request.config)
+        result.error = differs(checks[0], worst, is_reference=request.reference == request.config, drew=drew)
 
 
 def _mapped_bytes() -> int:

@@ -295,6 +295,30 @@ def test_a_last_output_that_fails_where_the_first_passed_says_so(runner, tmp_pat
         "next one reads?): value error "), result.error
 
 
+@pytest.mark.parametrize("draw, named", [("torch.rand(4, dtype=torch.float64)", "torch's"),
+                                         ("torch.tensor(__import__('numpy').random.rand(4))", "numpy's"),
+                                         ("torch.tensor([__import__('random').random()] * 4)", "Python's")])
+def test_a_later_output_that_fails_as_its_run_drew_new_random_numbers_says_which_generator(runner, tmp_path, draw,
+                                                                                           named):
+    # Dropout in training mode in a block of mine: each trial seeds torch before its build as the reference's did, so
+    # its first run passed and a later one failed, said as "does a run change what the next one reads?" and no word of
+    # the dropout. A run that seeds the generator where it starts is not named: its state is the same after each run.
+    drawn = f"            return torch.arange(4, dtype=torch.float64) + {draw}\n"
+    for seeded in ("", "            __import__('random').seed(0); __import__('numpy').random.seed(0); "
+                       "torch.manual_seed(0)\n"):
+        workload = _steady_variant(tmp_path, RETURNED + "\n", seeded + drawn)
+        for purpose in ("reference", "trial"):
+            result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path),
+                                             FAST_MEASURER, purpose=purpose))
+        if seeded:
+            assert result.status == "ok", result.error
+            continue
+        assert result.status == "incorrect" and result.error.startswith(
+            f"output differs from the reference at a later run (the first run's passed: each run draws new numbers "
+            f"from {named} global random generator: seed it where the run starts, or draw from a generator the run "
+            "seeds itself): value error "), result.error
+
+
 def test_an_output_wrong_after_the_last_timed_run_fails_the_trial(runner, tmp_path):
     # Its outputs go wrong once checked three times (the first run's, its negative control, the last timed run's):
     # the trial passed, as one wrong one run in five passed two times in three. Now untimed runs after the timed
