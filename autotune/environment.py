@@ -109,12 +109,18 @@ def thread_pools(threads: int, user_api: str | None = None) -> Any:
     if user_api is None:
         _numba_threads(threads)
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController, threadpool_limits
     except ImportError:
         return contextlib.nullcontext()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return threadpool_limits(threads, user_api=user_api)
+        # Those at the count already are left alone: setting OpenBLAS's in a forked process (every trial's) starts
+        # its threads afresh, and they spin a tenth of a second or more; the runs timed next on those cores stalled
+        # 4 ms every 15 or so (a 0.2 ms run's mean doubled, this CPU; benchmarks/blas_spin.py).
+        pools = ThreadpoolController().lib_controllers
+        off = {pool.filepath: threads for pool in pools if pool.num_threads != threads
+               and user_api in (None, pool.user_api)}
+        return threadpool_limits(off) if off else contextlib.nullcontext()
 
 
 #: Just under glibc's ceiling for its mmap threshold (32 MiB on 64-bit): a block this size, freed, lifts it there.

@@ -193,3 +193,20 @@ def test_errors_compare_an_output_of_parts_part_by_part():
     assert relative_error([1.0, 2.0], [1.0, 2.0]) == 0.0 and relative_error([], []) == 0.0
     sparse = torch.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse()  # "can't convert Sparse layout tensor to numpy"
     assert relative_error(sparse, sparse.to_dense()) == 0.0 and worst_error(sparse * 2, sparse.to_dense()) == 1.0
+
+
+def test_relative_error_sums_its_squares_without_blas(monkeypatch):
+    # np.linalg.norm's dot woke OpenBLAS's threads in each trial's forked process, and they spun on the cores the
+    # runs timed next needed: a 0.2 ms run stalled 4 ms every 15 or so (benchmarks/blas_spin.py). The same norm,
+    # by numpy's own pairwise sum.
+    import numpy as np
+
+    value, reference = np.random.default_rng(0).standard_normal((2, 300, 7))
+    expected = np.linalg.norm(value - reference) / np.linalg.norm(reference)
+
+    def no_blas(*args, **kwargs):
+        raise AssertionError("a BLAS call")
+
+    monkeypatch.setattr(np.linalg, "norm", no_blas)
+    assert relative_error(value, reference) == pytest.approx(expected, rel=1e-14)
+    assert relative_error(reference, reference) == 0.0 and relative_error(value, np.zeros_like(value)) > 0

@@ -608,6 +608,29 @@ def test_thread_pools_hold_and_restore_and_say_nothing_of_the_libraries(monkeypa
         pass
 
 
+def test_thread_pools_leave_a_pool_at_the_count_alone(monkeypatch):
+    # Setting OpenBLAS's count in a forked process (every trial's) starts its threads afresh, and they spin a tenth
+    # of a second on the cores the runs timed next need: a 0.2 ms run stalled 4 ms every 15 or so, its mean twice
+    # its median, where its pools were set to the counts they had (benchmarks/blas_spin.py).
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from autotune.environment import thread_pools
+
+    pools = threadpoolctl.ThreadpoolController().lib_controllers
+    blas = next((pool for pool in pools if pool.user_api == "blas"), None)
+    if blas is None:
+        pytest.skip("no BLAS that threadpoolctl knows is loaded")
+    set_to = []
+    for kind in {type(pool) for pool in pools}:
+        monkeypatch.setattr(kind, "set_num_threads", lambda self, n, real=kind.set_num_threads: (
+            set_to.append((self.filepath, n)), real(self, n))[1])
+    count = blas.num_threads
+    with thread_pools(count, "blas"):
+        assert set_to == []
+    with thread_pools(count + 1, "blas"):
+        assert set(set_to) == {(blas.filepath, count + 1)} and blas.num_threads == count + 1
+    assert blas.num_threads == count
+
+
 @pytest.mark.parametrize("numba_first", [False, True])
 def test_a_trial_s_threads_hold_numba_s_pool_imported_before_or_after(numba_first, monkeypatch):
     # A kernel of numba's parallel=True ran on both cores under --threads 1 (623,800 items a second, 626,300
