@@ -177,12 +177,11 @@ def candidate_json(candidate: Any) -> dict[str, Any] | None:
 def result_json(result: Any) -> dict[str, Any]:
     return {
         "workload": result.workload, "device": result.device, "size": result.size,
-        "study": result.study_name, "storage": result.storage, "unit": result.unit,
+        "study": result.study_name, "storage": result.storage, "unit": result.unit, "unused": list(result.unused),
         "trials_run": len(result.trials), "counts": result.counts, "restricted_asks": result.restricted,
         "winner": candidate_json(result.winner), "baseline": candidate_json(result.baseline),
         "speedup": result.speedup, "export": str(result.export_path) if result.export_path else None,
         "speedup_interval": (getattr(result.document, "remeasure", None) or {}).get("speedup_interval"),
-        "unused": list(result.unused),
         "choices": [{"parameter": o.parameter, "value": o.value, "verdict": o.verdict, "measured": o.measured,
                      "best_throughput": o.best_throughput, "statuses": o.statuses, "ruled_out": o.ruled_out}
                     for o in result.choices],
@@ -256,9 +255,10 @@ def result_table(result: Any, workers: bool = False) -> str:
         f"Exported to {result.export_path}",
     ]
     # The speedup is the median runs' ratio; where runs in a row say clearly less (beyond the noise between the two
-    # figures: measure.IN_A_ROW_NOISE), a job gets that, and is told.
+    # figures: measure.IN_A_ROW_NOISE), a job gets that, and is told; so where the baseline lost by those alone.
     share = in_a_row(winner, baseline) if winner.passed else None
-    if share is not None and result.speedup and share < (1 - IN_A_ROW_NOISE) * result.speedup:
+    if share is not None and result.speedup and (share < (1 - IN_A_ROW_NOISE) * result.speedup
+                                                 or winner is not baseline and beaten_in_a_row(baseline, [winner])):
         lines.insert(-3, f"  {'':<16} {share:>23.2f}x   over runs in a row: a cost paid every few runs is in it, left "
                          "out of a median run")
     said = one_off_line(winner.figures(), baseline.figures()) if winner is not baseline else None

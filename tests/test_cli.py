@@ -902,6 +902,14 @@ def test_a_baseline_that_wins_a_tie_says_a_candidate_was_faster_within_noise():
             "out of a median run\n  check") in result_table(table), result_table(table)
     table.candidates[1].results[0].times = [0.001] * 40  # runs in a row agree with the median run: no such line
     assert "over runs in a row" not in result_table(table)
+    # The baseline lost by its runs in a row alone (a cost every 4th run), its median faster: the winner read
+    # "0.33x" with no word of why it won (a dropout block of mine, bfloat16 at "0.94x", 2026-12-07).
+    table.candidates[0].results[0].times = [0.001, 0.001, 0.001, 0.02] * 10
+    table.candidates[1].results[0].times = [0.003] * 40
+    table.speedup = 1 / 3
+    assert ("  speedup                             0.33x   (re-measured side by side, 1 interleaved round)\n"
+            "                                      1.92x   over runs in a row: a cost paid every few runs is in it, left "
+            "out of a median run\n  check") in result_table(table), result_table(table)
     # Values as the space file and --set write them: "None" and "True" read as Python's, and --set refuses "None".
     from autotune.choices import ChoiceOutcome
     table.winner = Candidate(Config(x=None, fast=True), 1, "candidate", rounds([0.5, 0.5, 0.5]))

@@ -616,19 +616,20 @@ def test_thread_pools_leave_a_pool_at_the_count_alone(monkeypatch):
     from autotune.environment import thread_pools
 
     pools = threadpoolctl.ThreadpoolController().lib_controllers
-    blas = next((pool for pool in pools if pool.user_api == "blas"), None)
-    if blas is None:
+    blas = [pool for pool in pools if pool.user_api == "blas"]  # numpy's OpenBLAS, and scipy's where it is loaded
+    if not blas:
         pytest.skip("no BLAS that threadpoolctl knows is loaded")
-    set_to = []
-    for kind in {type(pool) for pool in pools}:
-        monkeypatch.setattr(kind, "set_num_threads", lambda self, n, real=kind.set_num_threads: (
-            set_to.append((self.filepath, n)), real(self, n))[1])
-    count = blas.num_threads
-    with thread_pools(count, "blas"):
-        assert set_to == []
-    with thread_pools(count + 1, "blas"):
-        assert set(set_to) == {(blas.filepath, count + 1)} and blas.num_threads == count + 1
-    assert blas.num_threads == count
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # each at one count before the calls are counted
+        set_to = []
+        for kind in {type(pool) for pool in pools}:
+            monkeypatch.setattr(kind, "set_num_threads", lambda self, n, real=kind.set_num_threads: (
+                set_to.append((self.filepath, n)), real(self, n))[1])
+        with thread_pools(2, "blas"):
+            assert set_to == []
+        with thread_pools(3, "blas"):
+            assert set(set_to) == {(pool.filepath, 3) for pool in blas}
+            assert [pool.num_threads for pool in blas] == [3] * len(blas)
+        assert [pool.num_threads for pool in blas] == [2] * len(blas)
 
 
 @pytest.mark.parametrize("numba_first", [False, True])
