@@ -156,7 +156,7 @@ QUIET = {"TORCHINDUCTOR_MAX_AUTOTUNE_REPORT_CHOICES_STATS": "0", "TORCHINDUCTOR_
 
 #: How long a gone process's results folder is left before another process removes it: a folder is the process's
 #: that its name says, and a process of another PID namespace (a container's) on the same /tmp may look gone here.
-#: Its server writes and removes a file there at every trial's end, which an hour's silence rules out.
+#: A trial writes its result there, and its search removes it, at every trial's end: an hour's silence rules it out.
 ORPHAN_SECONDS = 3600.0
 
 

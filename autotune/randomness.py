@@ -1,11 +1,11 @@
 """Whether a run draws new numbers from a global random generator each time it runs.
 
 A run that does (dropout in training mode, ``torch.randn`` with no generator of its own) gives a new output each
-run. Each trial's process seeds torch and numpy before its build as the reference's did, so its first run gives the
-reference's output and passes, and a later run's fails: a dropout block of mine read "does a run change what the
-next one reads?", no word of the dropout (2026-12-07, this CPU). The state of each generator after the first run,
-beside its state after a later one, says which of them each run draws from; a run that seeds its generator where it
-starts leaves the same state after every run, and is not named.
+run. Each trial's process seeds torch, numpy and Python's before its build as the reference's did, so its first run
+gives the reference's output and passes, and a later run's fails: a dropout block of mine read "does a run change
+what the next one reads?", no word of the dropout (2026-12-07, this CPU). The state of each generator after the
+first run, beside its state after a later one, says which of them each run draws from; a run that seeds its
+generator where it starts leaves the same state after every run, and is not named.
 """
 
 from __future__ import annotations
