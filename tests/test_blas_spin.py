@@ -1,15 +1,10 @@
 """benchmarks/blas_spin.py: a forked process's runs timed just after its set-up and check, as before and as now."""
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import load_benchmark
 
 
 def test_it_times_each_way_and_says_each(capsys):
-    spec = importlib.util.spec_from_file_location("blas_spin", ROOT / "benchmarks" / "blas_spin.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("blas_spin")
     assert module.main(["--rounds", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("1 rounds each way:") and len(lines) == 5
