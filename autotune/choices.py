@@ -35,7 +35,7 @@ class ChoiceOutcome:
     in_winner: bool
     over_budget: bool = False  # it passed its check, but only over the memory budget
     lost_remeasure: bool = False  # its best trial beat the winner's in the search, then lost to it side by side
-    failed_remeasure: bool = False  # its best trial was a candidate that failed a round, or whose twin failed
+    failed_remeasure: bool = False  # each of its passes was a candidate that failed a round, or whose twin failed
     ruled_out: str | None = None  # the constraint no config with this value keeps here (batch 16 of a batch of 8)
 
     @property
@@ -91,18 +91,22 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
                 t for t in trials
                 if active.get(t.number, {}).get(param.name) and t.user_attrs["config"].get(param.name) == value
             ]
+            # A pass that failed its re-measurement (a round, or its twin) is no correct figure of its value's: the
+            # row read "failed re-measure 163,543 tokens/s", the wrong pass's, under "best correct throughput".
+            failed_again = {t.number for t in mine if lost.get(t.number) is False}
             correct = [t for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")
-                       and t.number not in loose]
+                       and t.number not in loose and t.number not in failed_again]
             fits = [t for t in correct if feasible(t, memory_budget_bytes)]
             best = max(fits or correct, key=lambda t: (t.user_attrs["throughput"], -t.number), default=None)
             found.append(
                 ChoiceOutcome(
                     param.name, value, len(mine), best.user_attrs["throughput"] if best else None,
-                    dict(Counter("passed loosely" if t.number in loose else ended(t) for t in mine)),  # lost: none
+                    dict(Counter("passed loosely" if t.number in loose else "failed re-measure"
+                                 if t.number in failed_again else ended(t) for t in mine)),  # lost: none
                     bool(winner_active.get(param.name)) and winner.get(param.name) == value,  # type: ignore[union-attr]
                     over_budget=bool(correct) and not fits,
                     lost_remeasure=best is not None and best.number in lost and best.user_attrs["throughput"] > beaten,
-                    failed_remeasure=best is not None and lost.get(best.number) is False,
+                    failed_remeasure=best is None and bool(failed_again),
                     ruled_out=_ruled_out(space, param.name, value),
                 )
             )

@@ -990,6 +990,14 @@ def test_choice_outcomes_judge_a_conditional_knob_only_where_it_was_active():
     # A candidate that failed a round (or its twin) was not beaten side by side: it failed there.
     failed = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[0][0], lost={1: False})}
     assert failed[("overlap_passes", True)].verdict == "failed re-measure"
+    # Its figure is no correct one of its value's: the row read "failed re-measure 90", the wrong pass's, under
+    # "best correct throughput". Where the value has a correct config besides, that one's figure is the row's.
+    assert failed[("overlap_passes", True)].best_throughput is None
+    assert failed[("overlap_passes", True)].statuses == {"failed re-measure": 1}
+    besides = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[3][0], lost={1: False})}
+    dtype = besides[("dtype", space.defaults["dtype"])]
+    assert (dtype.verdict, dtype.best_throughput, dtype.statuses) == ("slower", 20.0, {
+        "ok": 1, "failed re-measure": 1, "incorrect": 1})
     beat = {(o.parameter, o.value): o for o in choice_outcomes(study, space, runs[1][0], lost={0: True})}
     assert beat[("messages", "loop")].verdict == "slower"  # a candidate that lost, but slower in the search too
     budget = {(o.parameter, o.value): o for o in choice_outcomes(study, space, space.baseline, 10 ** 6)}
