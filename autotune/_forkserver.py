@@ -165,26 +165,18 @@ def results_folder() -> tempfile.TemporaryDirectory:
     are removed. A process killed (SIGKILL, the OOM killer) never ran the finaliser that removes its own: 43 were
     left in /tmp in a day of this project's tests (each an empty ``autotune-*``), and a user's killed searches
     left theirs."""
+    from autotune.storage import pid_alive  # the journal's test of a worker's process (a zombie is gone)
+
     base = Path(tempfile.gettempdir())
     with contextlib.suppress(OSError):
         for folder in base.glob("autotune-*-*"):
             pid = folder.name.split("-")[1]
             with contextlib.suppress(OSError):  # another process may remove it first, or it is another user's
                 stat = folder.stat()
-                if (pid.isdigit() and not _alive(int(pid)) and stat.st_uid == os.getuid()
+                if (pid.isdigit() and not pid_alive(int(pid)) and stat.st_uid == os.getuid()
                         and time.time() - stat.st_mtime > ORPHAN_SECONDS):
                     shutil.rmtree(folder)
     return tempfile.TemporaryDirectory(prefix=f"autotune-{os.getpid()}-")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
 
 
 class ForkServer:

@@ -92,7 +92,7 @@ def choice_outcomes(study: "optuna.Study", space: "SearchSpace", winner: Config 
                 if active.get(t.number, {}).get(param.name) and t.user_attrs["config"].get(param.name) == value
             ]
             # A pass that failed its re-measurement (a round, or its twin) is no correct figure of its value's: the
-            # row read "failed re-measure 163,543 tokens/s", the wrong pass's, under "best correct throughput".
+            # row gave that pass's figure, under "best correct throughput".
             failed_again = {t.number for t in mine if lost.get(t.number) is False}
             correct = [t for t in mine if t.user_attrs.get("status") == "ok" and t.user_attrs.get("throughput")
                        and t.number not in loose and t.number not in failed_again]
