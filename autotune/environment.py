@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["BUSY_CORES", "OWN_CORES_MARGIN", "SPEED_VARIABLES", "OtherWork", "before_timing", "beside_other_work",
            "beyond_threads", "busy_cores", "fingerprint", "knob_variables", "oom_kills", "settle_allocator",
-           "thread_pools", "threads_asked"]
+           "settle_threads", "thread_pools", "threads_asked"]
 
 #: Other work keeping this many cores busy is reported: before a CPU search or explain, and while a config is timed.
 BUSY_CORES = 0.5
@@ -122,6 +122,34 @@ def thread_pools(threads: int, user_api: str | None = None) -> Any:
                and user_api in (None, pool.user_api)}
         return threadpool_limits(off) if off else contextlib.nullcontext()
 
+
+
+#: The longest a trial waits for its other threads to sleep before its timed runs (see :func:`settle_threads`).
+SETTLE_THREADS_SECONDS = 0.5
+
+
+def settle_threads(limit: float = SETTLE_THREADS_SECONDS, poll: float = 0.002) -> float:
+    """Wait until every other thread of this process sleeps, ``limit`` seconds at most; the seconds waited.
+
+    A pool's threads spin a while after their work in case more follows: OpenBLAS's a tenth of a second (2^28
+    cycles), OpenMP's a few milliseconds. A workload's check that called numpy's BLAS (``np.linalg.norm``: its
+    dot) between a trial's first run and its timed ones left OpenBLAS's threads spinning on the cores those runs
+    needed: a 0.26 ms run's mean twice its median, 12 runs of 200 over 2 ms (``autotune run``, this 2-core CPU;
+    benchmarks/blas_spin.py). Nothing to wait for where Linux's /proc does not list the threads."""
+    import threading
+
+    tasks, me, start = Path("/proc/self/task"), str(threading.get_native_id()), time.perf_counter()
+    while time.perf_counter() - start < limit:
+        try:
+            stats = [(task / "stat").read_text() for task in tasks.iterdir() if task.name != me]
+        except OSError:  # no /proc, or a thread that ended as it was read: read again
+            if not tasks.is_dir():
+                break
+            continue
+        if not any(stat.rsplit(")", 1)[-1].split()[:1] == ["R"] for stat in stats):  # its name may hold ") R"
+            break
+        time.sleep(poll)
+    return time.perf_counter() - start
 
 #: Just under glibc's ceiling for its mmap threshold (32 MiB on 64-bit): a block this size, freed, lifts it there.
 SETTLING_BYTES = 32 * 2**20 - 2 * 4096

@@ -41,7 +41,7 @@ from typing import Any
 from autotune._forkserver import ForkServer, ServerDied, signal_name
 from autotune.check import Check, differs, share_of_tolerance
 from autotune.control import control
-from autotune.environment import OtherWork, beside_other_work, oom_kills, thread_pools
+from autotune.environment import OtherWork, beside_other_work, oom_kills, settle_threads, thread_pools
 from autotune.exceptions import DiskFullError, said
 from autotune.measure import Measurement, Measurer
 from autotune.peak_memory import PeakMemory, peak_memory
@@ -326,6 +326,8 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
                                                            request.reference)
         del reference  # a check's own memory is no run's
         memory.reset()
+        if which == "first" and check.passed:  # the check's pools asleep before the runs timed next (see there)
+            settle_threads()
         return check.passed
 
     measurer = Measurer(**request.measurer, other_work=lambda: OtherWork(result.threads))  # beyond its idle cores

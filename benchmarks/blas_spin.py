@@ -1,14 +1,17 @@
-"""What a trial's own BLAS calls cost its timed runs (why ``thread_pools`` leaves a pool at its count alone and
-``relative_error`` sums its squares without BLAS).
+"""What a trial's own BLAS calls cost its timed runs (why ``thread_pools`` leaves a pool at its count alone,
+``relative_error`` sums its squares without BLAS, and a trial waits for its threads to sleep before timing).
 
 Every trial runs in a process forked from the fork server, where OpenBLAS's threads do not survive the fork. Setting
 OpenBLAS's thread count in such a process starts them afresh, and a BLAS call (``np.linalg.norm``'s dot) wakes them;
 either way they spin a tenth of a second or more in case another call follows, on the cores the runs timed next
 need. Each round forks a child of a fresh process (numpy and torch imported, as the fork server has them) per way;
-the child sets its pools and checks an output as a trial did before (``threadpool_limits`` on every pool,
-``np.linalg.norm``), as it does now (:func:`autotune.environment.thread_pools`, :func:`autotune.check.
-relative_error`), or one of each, then times 200 runs of a 0.2 ms step on every core: a matrix product and dropout,
-as a transformer block's. A plain process, which never forked, has its threads asleep: so has a user's script.
+the child sets its pools as a trial did before (``threadpool_limits`` on every pool) or as it does now
+(:func:`autotune.environment.thread_pools`), then measures 0.2 ms steps on every core (a matrix product and
+dropout, as a transformer block's) with autotune's own :class:`autotune.measure.Measurer` (a first run, warm-up,
+200 timed runs), checking the first output with ``np.linalg.norm`` (as ``relative_error`` did before, and as a
+workload's own check may) or with :func:`autotune.check.relative_error` as it is now, and waiting for its threads to
+sleep after that check (:func:`autotune.environment.settle_threads`) or not. A plain process, which never forked,
+has its threads asleep: so has a user's script.
 
 Example::
 
@@ -24,11 +27,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
-#: Each way: how its pools are set (every one, or those off the count) and how its check sums (BLAS, or not).
-WAYS = {"as before": (False, False), "pools as now": (True, False), "check as now": (False, True),
-        "as now": (True, True)}
+#: Each way: its pools set (every one, or those off the count), its check's sum (BLAS's, or not), and its threads
+#: left to sleep after the check, or not.
+WAYS = {"as before": (False, "norm", False), "pools as now": (True, "norm", False),
+        "check as now": (False, "relative_error", False), "pools and check": (True, "relative_error", False),
+        "norm, settled": (True, "norm", True), "as now": (True, "relative_error", True)}
 
 
 def _child(way: str, write_fd: int) -> None:
@@ -37,7 +41,8 @@ def _child(way: str, write_fd: int) -> None:
 
     from autotune.check import relative_error
     from autotune.devices import cpu_threads
-    from autotune.environment import thread_pools
+    from autotune.environment import settle_threads, thread_pools
+    from autotune.measure import Measurer
 
     threads = cpu_threads()
     torch.set_num_threads(threads)
@@ -48,24 +53,27 @@ def _child(way: str, write_fd: int) -> None:
         torch.manual_seed(0)
         return torch.nn.functional.dropout(x @ w, p=0.1, training=True)
 
-    new_pools, new_check = WAYS[way]
+    new_pools, check, settled = WAYS[way]
     if new_pools:
         thread_pools(threads)
     else:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(threads)
-    output = step()
-    if new_check:
-        relative_error(output, output)
-    else:
-        float(np.linalg.norm(output.double().numpy() - output.double().numpy()) / np.linalg.norm(output.numpy()))
-    times = []
-    for _ in range(200):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    os.write(write_fd, json.dumps(times).encode())
+    reference = step()
+
+    def on_output(which: str, output: torch.Tensor) -> bool:
+        if check == "relative_error":
+            relative_error(output, reference)
+        else:
+            float(np.linalg.norm(output.double().numpy() - reference.double().numpy())
+                  / np.linalg.norm(reference.double().numpy()))
+        if which == "first" and settled:
+            settle_threads()
+        return True
+
+    measurement = Measurer(min_time=0.0, min_runs=200, max_runs=200).measure(step, 1, on_output=on_output)
+    os.write(write_fd, json.dumps(measurement.times).encode())
 
 
 def _forking(rounds: int) -> dict[str, list[list[float]]]:
@@ -111,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     runs = json.loads(done.stdout)
-    print(f"200 runs of a 0.2 ms step in a forked process just after its set-up and check, {args.rounds} rounds "
-          "each way:")
+    print(f"200 timed runs of a 0.2 ms step in a forked process after its set-up, first run, check and warm-up, "
+          f"{args.rounds} rounds each way:")
     for way, held in runs.items():
         mean_over_median = statistics.median(statistics.fmean(r) / statistics.median(r) for r in held)
         stalls = statistics.median(sum(t > 2e-3 for t in r) for r in held)
-        print(f"  {way:<12} median run {1e3 * statistics.median(t for r in held for t in r):.3f} ms; mean run "
+        print(f"  {way:<15} median run {1e3 * statistics.median(t for r in held for t in r):.3f} ms; mean run "
               f"{mean_over_median:.2f}x the median; runs over 2 ms: {stalls:g} (medians over rounds)")
     return 0
 

@@ -1,7 +1,9 @@
+import hashlib
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -750,3 +752,49 @@ def test_a_settled_allocator_reuses_a_run_s_large_buffers_rather_than_faulting_t
     assert unsettled >= 3000 and settled <= 500, (unsettled, settled)  # a settled run's first blocks fault in once
     preload = (Path(__file__).resolve().parent.parent / "autotune" / "_child_preload.py").read_text()
     assert "\nsettle_allocator()\n" in preload
+
+
+def _spinner(megabytes: int) -> tuple[threading.Thread, threading.Event]:
+    """A thread that keeps a core busy, the GIL let go (as a BLAS pool's threads spin after a call), until it has
+    hashed ``megabytes`` of zeros; started and spinning when this returns, its event set once it has hashed them."""
+    begun, hashed = threading.Event(), threading.Event()
+
+    def spin() -> None:
+        data = bytes(megabytes << 20)
+        begun.set()
+        hashlib.sha256(data).digest()  # holds no GIL from here: this thread's state stays running
+        hashed.set()
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    begun.wait()
+    return thread, hashed
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux's /proc lists a process's threads")
+def test_settling_threads_waits_for_a_spinning_thread_and_no_longer():
+    # OpenBLAS's threads spin a tenth of a second after a check's np.linalg.norm: beside the runs timed next, a
+    # 0.26 ms run's mean was twice its median (benchmarks/blas_spin.py).
+    from autotune.environment import settle_threads
+
+    asleep = threading.Event()
+    sleeper = threading.Thread(target=asleep.wait, daemon=True)
+    sleeper.start()
+    try:
+        assert settle_threads(limit=5.0) < 0.5  # a thread that waits is asleep
+        thread, hashed = _spinner(256)
+        settle_threads(limit=30.0)
+        assert hashed.wait(0.05), "settled while the thread still spun"
+        thread.join(5)
+        thread, hashed = _spinner(1024)  # seconds of hashing: the limit comes first
+        assert 0.05 <= settle_threads(limit=0.05) < 0.5 and not hashed.is_set()
+        thread.join(30)
+    finally:
+        asleep.set()
+
+
+def test_settling_threads_where_no_proc_lists_them_waits_for_nothing(monkeypatch, tmp_path):
+    import autotune.environment as environment
+
+    monkeypatch.setattr(environment, "Path", lambda _: tmp_path / "no-proc")
+    assert environment.settle_threads(limit=5.0) < 0.5

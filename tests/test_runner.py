@@ -295,6 +295,27 @@ def test_a_last_output_that_fails_where_the_first_passed_says_so(runner, tmp_pat
         "next one reads?): value error "), result.error
 
 
+def test_the_runs_timed_after_a_check_wait_for_the_threads_it_left_spinning(runner, tmp_path):
+    # A check's np.linalg.norm woke OpenBLAS's threads, which spin a tenth of a second after it on the cores the
+    # runs timed next need: a 0.26 ms run's mean twice its median, 12 runs of 200 over 2 ms (this CPU). Here the
+    # check leaves a thread spinning 0.1 s (hashing, the GIL let go), and a run beside it raises.
+    workload = _steady_variant(
+        tmp_path, "import time\n",
+        "import hashlib\nimport threading\nimport time\n\nBEGUN, DONE = threading.Event(), threading.Event()\n\n\n"
+        "def _spin():\n    data = bytes(2**27)\n    BEGUN.set()\n    hashlib.sha256(data).digest()\n    DONE.set()\n",
+        ("        def run():\n            time.sleep(seconds)\n",
+         "        def run():\n            if BEGUN.is_set() and not DONE.wait(0.01):\n"
+         "                raise RuntimeError('run beside the thread the check left spinning')\n"
+         "            time.sleep(seconds)\n"),
+        ("    def check(self, output, reference, config):\n",
+         "    def check(self, output, reference, config):\n        if not BEGUN.is_set():\n"
+         "            threading.Thread(target=_spin, daemon=True).start()\n            BEGUN.wait()\n"))
+    for purpose in ("reference", "trial"):
+        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
+                                         purpose=purpose))
+        assert result.status == "ok", result.error
+
+
 @pytest.mark.parametrize("draw, named", [("torch.rand(4, dtype=torch.float64)", "torch's"),
                                          ("torch.tensor(__import__('numpy').random.rand(4))", "numpy's"),
                                          ("torch.tensor([__import__('random').random()] * 4)", "Python's")])
