@@ -171,7 +171,7 @@ def candidate_json(candidate: Any) -> dict[str, Any] | None:
         return None
     return {"trial": candidate.trial, "config": candidate.config.to_dict(), "passed": candidate.passed,
             "measured": candidate.figures(), "check": candidate.check,
-            "statuses": [r.status for r in candidate.results]}
+            "statuses": [r.status for r in candidate.results], "error": candidate.error}
 
 
 def result_json(result: Any) -> dict[str, Any]:
@@ -221,9 +221,7 @@ def result_table(result: Any, workers: bool = False) -> str:
         # Why, in the first failed candidate's words: it read "...and fit the memory budget" where none was given
         # and every round had failed (a workload file edited during the search).
         failed = next((c for c in result.candidates if c.role != "baseline" and c.failure), None)
-        error = next((r.error for r in failed.results if r.status != "ok" and r.error), None) if failed else None
-        why = (f" (candidate #{failed.trial}: {failed.failure}{f': {error}' if error else ''})" if failed
-               else " within the memory budget")
+        why = f" (candidate #{failed.trial}: {failed.failure})" if failed else " within the memory budget"
         lines.append(f"{plural(result.counts['ok'], 'config')} passed their check, but none of them passed again when "
                      f"re-measured{why}: nothing exported.")
         return "\n".join(lines)
@@ -335,8 +333,8 @@ def baseline_failure(baseline: Mapping[str, Any], remeasure: Mapping[str, Any] |
     if rounds is None:
         return None  # a hand-written export, or one from before re-measurements were recorded
     failed = next((status for status in rounds.get("statuses", []) if status != "ok"), None)
-    if failed is not None:
-        return f"{failed} when re-measured"
+    if failed is not None:  # with what it said (an export written before 2026-12-07 has no word of it)
+        return f"{failed} when re-measured" + (f": {rounds['error']}" if rounds.get("error") else "")
     return None if baseline.get("throughput") is not None else "not re-measured: it failed in the search"
 
 

@@ -70,9 +70,15 @@ class Candidate:
     def failure(self) -> str | None:
         """Why it has no figures to trust: a round that failed, or a timeout in the search (then it is not run)."""
         failed = next((r.status for r in self.results if r.status != "ok"), None)
-        if failed is not None:
-            return f"{failed} when re-measured"
+        if failed is not None:  # with what it said: the table's row said "(incorrect when re-measured)", not why
+            return f"{failed} when re-measured" + (f": {self.error}" if self.error else "")
         return "timeout in the search, not re-measured" if self.search_status == "timeout" else None
+
+    @property
+    def error(self) -> str | None:
+        """What its first failed round said: the export keeps it, as the report's row said "incorrect when
+        re-measured" and not why (the search had said it, as the round ended)."""
+        return next((r.error for r in self.results if r.status != "ok" and r.error), None)
 
     @property
     def measurement(self) -> Measurement | None:
@@ -189,7 +195,8 @@ def failed_when_remeasured(document: Mapping[str, Any] | None) -> dict[int, str]
     for candidate in ((document or {}).get("remeasure") or {}).get("candidates") or []:
         failed = next((status for status in candidate.get("statuses") or [] if status != "ok"), None)
         if candidate.get("role") == "candidate" and failed and isinstance(candidate.get("trial"), int):
-            found[candidate["trial"]] = f"{failed} when re-measured"
+            found[candidate["trial"]] = f"{failed} when re-measured" + (f" ({candidate['error']})"
+                                                                         if candidate.get("error") else "")
     return found
 
 

@@ -428,7 +428,7 @@ class Tuner:
                        "beside_other_work": loaded_rounds(c.results for c in candidates), "candidates": [
                 {"trial": c.trial, "role": c.role, "passed": c.passed,
                  "throughput": (c.measurement.throughput if c.measurement else None),
-                 "statuses": [r.status for r in c.results]} for c in candidates]},
+                 "statuses": [r.status for r in c.results], "error": c.error} for c in candidates]},
             environment={**next((r.environment for r in winner.results if r.environment), {}),
                          **({"isolation": "inprocess"} if self.runner.isolation == "inprocess" else {}),
                          "workload_code": self.measured_with["workload"]},  # load_config tells an edited file

@@ -924,8 +924,8 @@ def test_best_says_why_the_baseline_has_no_figures_or_no_speedup():
 
     from autotune.console import best_text
 
-    def doc(baseline, statuses):
-        remeasure = {"candidates": [{"role": "baseline", "statuses": statuses},
+    def doc(baseline, statuses, error=None):
+        remeasure = {"candidates": [{"role": "baseline", "statuses": statuses, "error": error},
                                     {"role": "candidate", "statuses": ["ok"]}]} if statuses is not None else None
         return SimpleNamespace(workload="bf", size="tiny", device="cpu", device_name=None, trial=7,
                                config={"kernel": "fast"}, measured={"throughput": 2.0, "unit": "items"},
@@ -936,6 +936,8 @@ def test_best_says_why_the_baseline_has_no_figures_or_no_speedup():
         return next(line for line in best_text(document, "x.json").splitlines() if line.startswith("  baseline"))
 
     assert row(doc({}, ["oom"])).endswith("  (oom when re-measured)")
+    # With what it said, where its export kept it (since 2026-12-07): the row said "oom", not of what.
+    assert row(doc({}, ["ok", "oom"], "CUDA out of memory")).endswith("  (oom when re-measured: CUDA out of memory)")
     assert row(doc({"throughput": 1.0, "unit": "items"}, ["incorrect", "ok"])).endswith("  (incorrect when re-measured)")
     assert row(doc({}, [])).endswith("  (not re-measured: it failed in the search)")
     assert "(" not in row(doc({"throughput": 1.0, "unit": "items"}, ["ok"]))

@@ -293,7 +293,7 @@ def test_the_json_of_a_search_holds_its_winner_baseline_and_candidates():
     result = _table(document=SimpleNamespace(remeasure={"speedup_interval": [3.9, 4.1]}), unused=("y",))
     said = result_json(result)
     assert said["winner"] == {"trial": 3, "config": {"x": 1}, "passed": True, "measured": result.winner.figures(),
-                              "check": None, "statuses": ["ok", "ok", "ok"]}
+                              "check": None, "statuses": ["ok", "ok", "ok"], "error": None}
     assert said["baseline"]["trial"] == 0 and [c["trial"] for c in said["candidates"]] == [0, 3]
     assert (said["speedup"], said["speedup_interval"], said["unused"], said["trials_run"]) == (4.0, [3.9, 4.1],
                                                                                             ["y"], 4)

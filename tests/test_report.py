@@ -890,12 +890,16 @@ def test_a_candidate_that_failed_its_re_measurement_says_so_in_the_table_and_is_
                        ("scan", "float16", "ok", 5.0, 250))
     document = {**DOCUMENT, "config": {"kernel": "loop", "dtype": "float32"}, "trial": 0, "remeasure": {"candidates": [
         {"trial": 0, "role": "baseline", "passed": True, "statuses": ["ok", "ok"]},
-        {"trial": 1, "role": "candidate", "passed": False, "statuses": ["incorrect"]},
+        {"trial": 1, "role": "candidate", "passed": False, "statuses": ["incorrect"], "error": "its twin fails"},
         {"trial": 2, "role": "candidate", "passed": True, "statuses": ["ok", "ok"]}]}}
     failed = failed_when_remeasured(document)
-    assert failed == {1: "incorrect when re-measured"} and failed_when_remeasured(None) == {}
+    # With what it said (the row said "incorrect when re-measured", not why); an export before 2026-12-07 had none.
+    assert failed == {1: "incorrect when re-measured (its twin fails)"} and failed_when_remeasured(None) == {}
+    before = {"remeasure": {"candidates": [{k: v for k, v in c.items() if k != "error"}
+                                           for c in document["remeasure"]["candidates"]]}}
+    assert failed_when_remeasured(before) == {1: "incorrect when re-measured"}
     rows = _get_table_info(study, known_space(), failed)
-    assert [row["error"] for row in rows] == [None, "incorrect when re-measured: it cannot win", None]
+    assert [row["error"] for row in rows] == [None, "incorrect when re-measured (its twin fails): it cannot win", None]
     assert [row["error"] for row in build_report(study, document, space=known_space()).table] == [
         row["error"] for row in rows]
     info = get_worth_info(study.trials, document["config"], known_space(), None, failed)

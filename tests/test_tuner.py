@@ -1368,11 +1368,13 @@ def test_a_candidate_that_fails_a_round_or_timed_out_in_the_search_is_not_run_ag
 
     def run(candidate):
         ran.append(candidate.trial)
-        return TrialResult("crash" if candidate.trial in (1, 3) else "ok", candidate.config.to_dict())
+        return TrialResult("crash" if candidate.trial in (1, 3) else "ok", candidate.config.to_dict(),
+                           error="process died from SIGSEGV" if candidate.trial == 3 else None)
 
     remeasure([slow, flaky, steady, crashed], run, rounds=3)
     assert sorted(ran) == [1, 2, 2, 2, 3]
     assert slow.failure == "timeout in the search, not re-measured" and flaky.failure == "crash when re-measured"
+    assert crashed.failure == "crash when re-measured: process died from SIGSEGV"  # not why alone
     assert steady.failure is None and steady.passed and not flaky.passed and not slow.passed
 
 
