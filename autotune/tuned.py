@@ -21,7 +21,8 @@ from autotune.exceptions import AutotuneError, ConfigNotFoundError, InvalidConfi
 from autotune.export import ExportDocument, read_document
 from autotune.limits import check_numbers
 from autotune.parameters import canonical_values
-from autotune.registry import FILE_NAME, declared_version, space_path, workload_code, workload_facts
+from autotune.registry import (FILE_NAME, WorkloadFacts, declared_version, space_path, workload_code,
+                               workload_facts)
 from autotune.shipped import folder
 from autotune.space import SearchSpace
 
@@ -221,6 +222,19 @@ def named_by_its_file(error: UnknownNameError, studies: str | os.PathLike | None
                 f"{path} was tuned on the workload in the file {file}: name it as its search did: "
                 f"path/to/{file}:ClassName"))
     return error
+
+
+def known_workload(workload: str, studies: str | os.PathLike | None = None) -> WorkloadFacts:
+    """:func:`autotune.registry.workload_facts`, whose unknown name says how a file workload's search named it
+    (:func:`named_by_its_file`): ``Tuner("mine")`` said only "unknown workload 'mine'" where `load_config` and every
+    command said how."""
+    try:
+        return workload_facts(workload)
+    except UnknownNameError as error:
+        said = named_by_its_file(error, studies)
+        if said is error:
+            raise
+        raise said from None
 
 
 def _space_named(workload: str, studies: str | os.PathLike | None) -> SearchSpace:

@@ -44,7 +44,8 @@ from autotune.stored import check_made_for, check_measured
 from autotune.trials import TrialRecord, counted, feasible, so_far, status_counts
 from autotune.twins import checked
 from autotune.registry import (BUILTINS, WorkloadFacts, cache_folder, earlier_versions, measured_with,
-                               numba_folder, trial_spec, workload_facts)
+                               numba_folder, trial_spec)
+from autotune.tuned import known_workload
 
 if TYPE_CHECKING:
     import optuna
@@ -97,7 +98,7 @@ class Tuner:
         self.workload_spec = workload
         # A built-in's facts are read from its source: this process never imports it (nor torch, for the CPU),
         # so a bad name, size or --set is refused in half a second; the runner's children run the workload.
-        self.workload: WorkloadFacts = workload_facts(workload)
+        self.workload: WorkloadFacts = known_workload(workload, studies)  # a file's by its name: says how to name it
         self.size = self.workload.size_named(size)
         self.detected: DetectedDevice = resolve_device(device)
         self.device = self.detected.profile
@@ -225,8 +226,7 @@ class Tuner:
                 # One objective: the sampler chases throughput alone; peak memory is a constraint (--memory-budget)
                 # and breaks ties at the re-measurement. Two objectives made the search near random on recorded
                 # spaces (benchmarks/search_quality.py). An older version's study keeps its two (loaded as stored).
-                directions=OBJECTIVES,
-                sampler=sampler, load_if_exists=True,
+                directions=OBJECTIVES, sampler=sampler, load_if_exists=True,
             )
         except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
             raise storage_failure(self.storage, exc) from None

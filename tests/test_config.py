@@ -243,6 +243,11 @@ def test_a_file_workloads_name_alone_says_how_its_search_named_it(tmp_path):
         with pytest.raises(UnknownNameError) as raised:
             load_config("mine", device="cpu", studies=tmp_path, strict=strict)
         assert str(raised.value) == said
+    from autotune.tuner import Tuner
+
+    with pytest.raises(UnknownNameError) as raised:  # so does a Tuner made in Python: it said "unknown workload" alone
+        Tuner("mine", device="cpu", studies=tmp_path)
+    assert str(raised.value) == said
     # A name that is a path is looked up nowhere (here "deeper/.." is that folder), and a built-in's export names
     # no file (autotune's version).
     (tmp_path / "mine" / "deeper").mkdir()
