@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import hashlib
 import json
 import math
@@ -326,8 +327,9 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
                                                            request.reference)
         del reference  # a check's own memory is no run's
         memory.reset()
-        if which == "first" and check.passed:  # the check's pools asleep before the runs timed next (see there)
+        if which == "first" and check.passed:  # before the runs timed next: the check's pools asleep (see there),
             settle_threads()
+            gc.collect()  # and the collector's generations emptied of what the build and checks made (see README)
         return check.passed
 
     measurer = Measurer(**request.measurer, other_work=lambda: OtherWork(result.threads))  # beyond its idle cores

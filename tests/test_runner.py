@@ -316,6 +316,29 @@ def test_the_runs_timed_after_a_check_wait_for_the_threads_it_left_spinning(runn
         assert result.status == "ok", result.error
 
 
+def test_the_runs_timed_after_a_check_start_with_the_collector_s_young_generations_empty(runner, tmp_path):
+    # The first collection in a trial's runs walked every object its build and checks had made: a gen-1 collection
+    # of 2.7-3.2 ms in each trial of my micro-batch gradient, whose runs took 40 us. Here the check leaves 20,000
+    # objects young, and the first warm-up run raises where a collection is still to walk them, or where the fork
+    # server's objects are not frozen out of its collections (a full one walked them: 88-159 ms a trial).
+    workload = _steady_variant(
+        tmp_path, "import time\n", "import gc\nimport time\n\nKEPT = []\n",
+        ("        def run():\n            time.sleep(seconds)\n",
+         "        calls = []\n\n        def run():\n            calls.append(gc.get_count())\n"
+         "            if len(calls) == 2 and calls[1][1:] != (0, 0):\n"
+         "                raise RuntimeError(f'young generations at the warm-up: {calls[1]}')\n"
+         "            if gc.get_freeze_count() < 10_000:\n"
+         "                raise RuntimeError(f'{gc.get_freeze_count()} objects frozen')\n"
+         "            time.sleep(seconds)\n"),
+        ("    def check(self, output, reference, config):\n",
+         "    def check(self, output, reference, config):\n        gc.disable()\n"
+         "        KEPT.append([[] for _ in range(20_000)])\n        gc.enable()\n"))
+    for purpose in ("reference", "trial"):
+        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
+                                         purpose=purpose))
+        assert result.status == "ok", result.error
+
+
 @pytest.mark.parametrize("draw, named", [("torch.rand(4, dtype=torch.float64)", "torch's"),
                                          ("torch.tensor(__import__('numpy').random.rand(4))", "numpy's"),
                                          ("torch.tensor([__import__('random').random()] * 4)", "Python's")])
