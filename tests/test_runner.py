@@ -140,13 +140,20 @@ def _reference_then_trial(workload: str, folder: Path) -> tuple[TrialRequest, Tr
     return request, runner.run(dataclasses.replace(request, purpose="trial"))
 
 
+def _trial(runner, workload: str, folder: Path, work: int = 5, measurer: dict | None = None) -> TrialResult:
+    """``workload``'s reference by ``runner`` (it must pass), then a trial of the same config checked against it."""
+    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": work}, str(folder), measurer or FAST_MEASURER,
+                           purpose="reference")
+    reference = runner.run(request)
+    assert reference.status == "ok", reference.error
+    return runner.run(dataclasses.replace(request, purpose="trial"))
+
+
 def test_a_count_of_items_given_as_a_numpy_scalar_is_stored_as_a_number(tmp_path):
     # numpy.int64 from items_per_run carried into the throughput: the study's attributes and --json failed on it.
     workload = _steady_variant(tmp_path, "        return 100", "        import numpy\n        return numpy.int64(100)")
     runner = Runner("inprocess")
-    for purpose in ("reference", "trial"):
-        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
-                                         purpose=purpose))
+    result = _trial(runner, workload, tmp_path)
     assert result.status == "ok", result.error
     assert type(result.items_per_run) is int and type(result.throughput) is float
     json.dumps(result.to_dict())
@@ -231,9 +238,7 @@ def test_a_build_s_time_is_kept_apart_from_the_first_run_s(runner, tmp_path):
     from autotune.console import run_text
 
     workload = _steady_variant(tmp_path, "        def run():\n", "        time.sleep(0.3)\n\n        def run():\n")
-    for purpose in ("reference", "trial"):
-        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
-                                         purpose=purpose))
+    result = _trial(runner, workload, tmp_path)
     assert result.status == "ok" and 0.3 <= result.build_seconds < result.wall_seconds, result
     assert result.warmup_seconds < 0.3 and f", after a build of {result.build_seconds:.3g} s" in run_text(
         result, Config(result.config), "steady", "cpu", "tiny")
@@ -287,56 +292,46 @@ def test_a_last_output_that_fails_where_the_first_passed_says_so(runner, tmp_pat
                                "            return torch.arange(4, dtype=torch.float64)\n",
                                "        calls = []\n\n        def run():\n            calls.append(1)\n"
                                "            return torch.arange(4, dtype=torch.float64) * len(calls)\n")
-    for purpose in ("reference", "trial"):
-        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
-                                         purpose=purpose))
+    result = _trial(runner, workload, tmp_path)
     assert result.status == "incorrect" and result.error.startswith(
         "output differs from the reference at a later run (the first run's passed: does a run change what the "
         "next one reads?): value error "), result.error
 
 
-def test_the_runs_timed_after_a_check_wait_for_the_threads_it_left_spinning(runner, tmp_path):
-    # A check's np.linalg.norm woke OpenBLAS's threads, which spin a tenth of a second after it on the cores the
-    # runs timed next need: a 0.26 ms run's mean twice its median, 12 runs of 200 over 2 ms (this CPU). Here the
-    # check leaves a thread spinning 0.1 s (hashing, the GIL let go), and a run beside it raises.
-    workload = _steady_variant(
-        tmp_path, "import time\n",
+#: What a check leaves behind, and what its runs meet: its module's header, then the first lines of its run and its
+#: check. A check's np.linalg.norm woke OpenBLAS's threads, which spin a tenth of a second after it on the cores the
+#: runs timed next need (a 0.26 ms run's mean twice its median, this CPU): here it leaves a thread spinning 0.1 s
+#: (hashing, the GIL let go), and a run beside it raises. The first collection in a trial's runs walked every object
+#: its build and checks had made (2.7-3.2 ms in each trial of my micro-batch gradient, whose runs took 40 us): here
+#: the check leaves 20,000 objects young, and the first warm-up run raises where a collection is still to walk them,
+#: or where the fork server's objects are not frozen out of its collections (a full one walked them: 88-159 ms).
+LEFT_BEHIND = {
+    "a spinning thread": (
         "import hashlib\nimport threading\nimport time\n\nBEGUN, DONE = threading.Event(), threading.Event()\n\n\n"
         "def _spin():\n    data = bytes(2**27)\n    BEGUN.set()\n    hashlib.sha256(data).digest()\n    DONE.set()\n",
-        ("        def run():\n            time.sleep(seconds)\n",
-         "        def run():\n            if BEGUN.is_set() and not DONE.wait(0.01):\n"
-         "                raise RuntimeError('run beside the thread the check left spinning')\n"
-         "            time.sleep(seconds)\n"),
-        ("    def check(self, output, reference, config):\n",
-         "    def check(self, output, reference, config):\n        if not BEGUN.is_set():\n"
-         "            threading.Thread(target=_spin, daemon=True).start()\n            BEGUN.wait()\n"))
-    for purpose in ("reference", "trial"):
-        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
-                                         purpose=purpose))
-        assert result.status == "ok", result.error
+        "            if BEGUN.is_set() and not DONE.wait(0.01):\n"
+        "                raise RuntimeError('run beside the thread the check left spinning')\n",
+        "        if not BEGUN.is_set():\n            threading.Thread(target=_spin, daemon=True).start()\n"
+        "            BEGUN.wait()\n"),
+    "young objects": (
+        "import gc\nimport time\n\nKEPT = []\nCALLS = []\n",
+        "            CALLS.append(gc.get_count())\n"
+        "            if len(CALLS) == 2 and CALLS[1][1:] != (0, 0):\n"
+        "                raise RuntimeError(f'young generations at the warm-up: {CALLS[1]}')\n"
+        "            if gc.get_freeze_count() < 10_000:\n"
+        "                raise RuntimeError(f'{gc.get_freeze_count()} objects frozen')\n",
+        "        gc.disable()\n        KEPT.append([[] for _ in range(20_000)])\n        gc.enable()\n"),
+}
 
 
-def test_the_runs_timed_after_a_check_start_with_the_collector_s_young_generations_empty(runner, tmp_path):
-    # The first collection in a trial's runs walked every object its build and checks had made: a gen-1 collection
-    # of 2.7-3.2 ms in each trial of my micro-batch gradient, whose runs took 40 us. Here the check leaves 20,000
-    # objects young, and the first warm-up run raises where a collection is still to walk them, or where the fork
-    # server's objects are not frozen out of its collections (a full one walked them: 88-159 ms a trial).
-    workload = _steady_variant(
-        tmp_path, "import time\n", "import gc\nimport time\n\nKEPT = []\n",
-        ("        def run():\n            time.sleep(seconds)\n",
-         "        calls = []\n\n        def run():\n            calls.append(gc.get_count())\n"
-         "            if len(calls) == 2 and calls[1][1:] != (0, 0):\n"
-         "                raise RuntimeError(f'young generations at the warm-up: {calls[1]}')\n"
-         "            if gc.get_freeze_count() < 10_000:\n"
-         "                raise RuntimeError(f'{gc.get_freeze_count()} objects frozen')\n"
-         "            time.sleep(seconds)\n"),
-        ("    def check(self, output, reference, config):\n",
-         "    def check(self, output, reference, config):\n        gc.disable()\n"
-         "        KEPT.append([[] for _ in range(20_000)])\n        gc.enable()\n"))
-    for purpose in ("reference", "trial"):
-        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 5}, str(tmp_path), FAST_MEASURER,
-                                         purpose=purpose))
-        assert result.status == "ok", result.error
+@pytest.mark.parametrize("left", LEFT_BEHIND)
+def test_the_runs_timed_after_a_check_meet_nothing_it_left_behind(runner, tmp_path, left):
+    header, run_starts, check_starts = LEFT_BEHIND[left]
+    run, check = "        def run():\n", "    def check(self, output, reference, config):\n"
+    workload = _steady_variant(tmp_path, "import time\n", header, (run, run + run_starts),
+                               (check, check + check_starts))
+    result = _trial(runner, workload, tmp_path)
+    assert result.status == "ok", result.error
 
 
 @pytest.mark.parametrize("draw, named", [("torch.rand(4, dtype=torch.float64)", "torch's"),
@@ -372,9 +367,7 @@ def test_an_output_wrong_after_the_last_timed_run_fails_the_trial(runner, tmp_pa
                                "        if len(self.checked) > 3:\n            output = output * 2\n"
                                "        return Check.from_metrics(")
     measurer = {**FAST_MEASURER, "check_share": 1.0}
-    for purpose in ("reference", "trial"):
-        result = runner.run(TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 500}, str(tmp_path), measurer,
-                                         purpose=purpose))
+    result = _trial(runner, workload, tmp_path, 500, measurer=measurer)
     assert result.status == "incorrect" and not result.cut_short, result
     assert result.error.startswith("output differs from the reference at a later run"), result.error
 
