@@ -123,7 +123,6 @@ def thread_pools(threads: int, user_api: str | None = None) -> Any:
         return threadpool_limits(off) if off else contextlib.nullcontext()
 
 
-
 #: The longest a trial waits for its other threads to sleep before its timed runs (see :func:`settle_threads`).
 SETTLE_THREADS_SECONDS = 0.5
 
@@ -150,6 +149,7 @@ def settle_threads(limit: float = SETTLE_THREADS_SECONDS, poll: float = 0.002) -
             break
         time.sleep(poll)
     return time.perf_counter() - start
+
 
 #: Just under glibc's ceiling for its mmap threshold (32 MiB on 64-bit): a block this size, freed, lifts it there.
 SETTLING_BYTES = 32 * 2**20 - 2 * 4096

@@ -231,10 +231,7 @@ def known_workload(workload: str, studies: str | os.PathLike | None = None) -> W
     try:
         return workload_facts(workload)
     except UnknownNameError as error:
-        said = named_by_its_file(error, studies)
-        if said is error:
-            raise
-        raise said from None
+        raise named_by_its_file(error, studies) from None
 
 
 def _space_named(workload: str, studies: str | os.PathLike | None) -> SearchSpace:
@@ -242,10 +239,7 @@ def _space_named(workload: str, studies: str | os.PathLike | None) -> SearchSpac
     try:
         return SearchSpace.from_file(space_path(workload))
     except UnknownNameError as error:
-        said = named_by_its_file(error, studies)
-        if said is error:
-            raise
-        raise said from None
+        raise named_by_its_file(error, studies) from None
 
 
 def load_config(
