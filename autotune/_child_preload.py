@@ -16,6 +16,6 @@ from autotune.environment import settle_allocator
 settle_allocator()
 # What the server holds, frozen out of the collector's view: a trial's collections walk what the trial made alone.
 # The full one each trial runs before its warm-up (autotune.runner) walked the server's 170,000 objects too: 88-159 ms
-# a trial of chmm or ten at tiny, 0.4-66 ms frozen (this CPU).
+# a trial of chmm or ten at tiny, 0.4-67 ms frozen (this CPU).
 gc.collect()
 gc.freeze()
