@@ -19,7 +19,7 @@ from autotune.environment import beyond_threads
 from autotune.exceptions import SearchSpaceError
 from autotune.export import is_number
 from autotune.measure import IN_A_ROW_NOISE
-from autotune.selection import beaten_in_a_row, in_a_row, quiet_everywhere
+from autotune.selection import beaten_in_a_row, in_a_row, quiet_everywhere, remeasure_failure
 
 __all__ = ["best_text", "devices_json", "devices_text", "result_json", "result_table", "run_text",
            "tell", "to_devnull", "warnings_only", "workload_text"]
@@ -334,7 +334,7 @@ def baseline_failure(baseline: Mapping[str, Any], remeasure: Mapping[str, Any] |
         return None  # a hand-written export, or one from before re-measurements were recorded
     failed = next((status for status in rounds.get("statuses", []) if status != "ok"), None)
     if failed is not None:  # with what it said (an export written before 2026-12-07 has no word of it)
-        return f"{failed} when re-measured" + (f": {rounds['error']}" if rounds.get("error") else "")
+        return remeasure_failure(failed, rounds.get("error"))
     return None if baseline.get("throughput") is not None else "not re-measured: it failed in the search"
 
 

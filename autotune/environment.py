@@ -109,7 +109,7 @@ def thread_pools(threads: int, user_api: str | None = None) -> Any:
     if user_api is None:
         _numba_threads(threads)
     try:
-        from threadpoolctl import ThreadpoolController, threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:
         return contextlib.nullcontext()
     with warnings.catch_warnings():
@@ -117,10 +117,10 @@ def thread_pools(threads: int, user_api: str | None = None) -> Any:
         # Those at the count already are left alone: setting OpenBLAS's in a forked process (every trial's) starts
         # its threads afresh, and they spin a tenth of a second or more; the runs timed next on those cores stalled
         # 4 ms every 15 or so (a 0.2 ms run's mean doubled, this CPU; benchmarks/blas_spin.py).
-        pools = ThreadpoolController().lib_controllers
-        off = {pool.filepath: threads for pool in pools if pool.num_threads != threads
+        controller = ThreadpoolController()  # one: threadpool_limits would find every pool again
+        off = {pool.filepath: threads for pool in controller.lib_controllers if pool.num_threads != threads
                and user_api in (None, pool.user_api)}
-        return threadpool_limits(off) if off else contextlib.nullcontext()
+        return controller.limit(limits=off) if off else contextlib.nullcontext()
 
 
 #: The longest a trial waits for its other threads to sleep before its timed runs (see :func:`settle_threads`).
@@ -130,8 +130,8 @@ SETTLE_THREADS_SECONDS = 0.5
 def settle_threads(limit: float = SETTLE_THREADS_SECONDS, poll: float = 0.002) -> float:
     """Wait until every other thread of this process sleeps, ``limit`` seconds at most; the seconds waited.
 
-    A pool's threads spin a while after their work in case more follows: OpenBLAS's a tenth of a second (2^28
-    cycles), OpenMP's a few milliseconds. A workload's check that called numpy's BLAS (``np.linalg.norm``: its
+    A pool's threads spin a while after their work in case more follows: OpenBLAS's a tenth of a second (0.10 s
+    here), torch's OpenMP's 7-10 ms. A workload's check that called numpy's BLAS (``np.linalg.norm``: its
     dot) between a trial's first run and its timed ones left OpenBLAS's threads spinning on the cores those runs
     needed: a 0.26 ms run's mean twice its median, 12 runs of 200 over 2 ms (``autotune run``, this 2-core CPU;
     benchmarks/blas_spin.py). Nothing to wait for where Linux's /proc does not list the threads."""

@@ -71,7 +71,7 @@ class Candidate:
         """Why it has no figures to trust: a round that failed, or a timeout in the search (then it is not run)."""
         failed = next((r.status for r in self.results if r.status != "ok"), None)
         if failed is not None:  # with what it said: the table's row said "(incorrect when re-measured)", not why
-            return f"{failed} when re-measured" + (f": {self.error}" if self.error else "")
+            return remeasure_failure(failed, self.error)
         return "timeout in the search, not re-measured" if self.search_status == "timeout" else None
 
     @property
@@ -184,6 +184,11 @@ def candidates(trials: list["FrozenTrial"], baseline: Config, top: int, memory_b
     warm = first.user_attrs.get("median_seconds") if status == "ok" else None
     return [Candidate(baseline, first.number if first else None, "baseline", warm_seconds=warm, search_status=status,
                       search_one_off=one_off(first.user_attrs) if status == "ok" else None), *chosen]
+
+
+def remeasure_failure(status: str, error: str | None) -> str:
+    """How a re-measurement failed (``status``: a round's), with what the round said where that was kept."""
+    return f"{status} when re-measured" + (f": {error}" if error else "")
 
 
 def failed_when_remeasured(document: Mapping[str, Any] | None) -> dict[int, str]:

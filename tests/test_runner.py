@@ -131,22 +131,21 @@ def _steady_variant(folder: Path, old: str, new: str, *more: tuple[str, str]) ->
 RETURNED, METHODS = "            return torch.arange(4, dtype=torch.float64)", "    def items_per_run(self, config):"
 
 
-def _reference_then_trial(workload: str, folder: Path) -> tuple[TrialRequest, TrialResult]:
-    """``workload``'s reference computed in this process, then a trial of the same config checked against it."""
-    runner = Runner("inprocess")
-    request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": 1}, str(folder), FAST_MEASURER,
-                           purpose="reference")
-    assert runner.run(request).status == "ok"
-    return request, runner.run(dataclasses.replace(request, purpose="trial"))
-
-
-def _trial(runner, workload: str, folder: Path, work: int = 5, measurer: dict | None = None) -> TrialResult:
-    """``workload``'s reference by ``runner`` (it must pass), then a trial of the same config checked against it."""
+def _reference_then_trial(workload: str, folder: Path, runner: Runner | None = None, work: int = 1,
+                          measurer: dict | None = None) -> tuple[TrialRequest, TrialResult]:
+    """``workload``'s reference (it must pass), then a trial of the same config checked against it, by ``runner``
+    (else in this process)."""
+    runner = runner or Runner("inprocess")
     request = TrialRequest(workload, "tiny", "cpu", "cpu", {"work": work}, str(folder), measurer or FAST_MEASURER,
                            purpose="reference")
     reference = runner.run(request)
     assert reference.status == "ok", reference.error
-    return runner.run(dataclasses.replace(request, purpose="trial"))
+    return request, runner.run(dataclasses.replace(request, purpose="trial"))
+
+
+def _trial(runner, workload: str, folder: Path, work: int = 5, measurer: dict | None = None) -> TrialResult:
+    """:func:`_reference_then_trial` by ``runner``: the trial's result."""
+    return _reference_then_trial(workload, folder, runner, work, measurer)[1]
 
 
 def test_a_count_of_items_given_as_a_numpy_scalar_is_stored_as_a_number(tmp_path):
