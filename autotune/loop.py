@@ -82,6 +82,8 @@ def _run_trials(tuner: "Tuner", study: "optuna.Study", budget: TrialBudget, retr
                     continue
             trial = guard(budget.take, "taking a trial")
             if trial is DONE:
+                if said := budget.out_of_asks():  # else a search of 20 trials ended at 15 without a word
+                    tuner.on_stage(said)
                 break
             if trial is WAIT:
                 # Other workers' trials fill the budget for now; one of them may die, and its retry needs a worker.
@@ -262,5 +264,15 @@ def _next_unseen(tuner: "Tuner", study: "optuna.Study", known: dict[str, int], r
     # A sparse space, where random draws miss: a recorded one lists its configs (a study's 8 configs of lsd
     # are 8 of 19,200 combinations of their knobs' values), and its replay goes on to the last of them; so
     # does a search of a space small enough to list.
-    left = [config for config in every or tuner.configs() if config.key not in known]
-    return (rng.choice(left) if left else None), "random"  # None: the space is (nearly) exhausted
+    listed = every or tuner.configs()
+    if listed:
+        left = [config for config in listed if config.key not in known]
+        return (rng.choice(left) if left else None), "random"  # None: the space is (nearly) exhausted
+    # A space too large to list, whose allowed configs random draws miss: a chunk that must divide a length of 2**20,
+    # drawn from 16..65536, divides it at 13 of 65,521 values. A search of mine ended at 15 of its 20 trials, its asks
+    # spent on repeats and broken constraints. The allowed moves from each measured config, fastest first, reach them.
+    for trial in sorted(done, key=lambda t: t.user_attrs.get("throughput") or 0.0, reverse=True):
+        if moves := [config for config in tuner.space.repairs(Config(trial.user_attrs["config"]))
+                     if config.key not in known]:
+            return rng.choice(moves), "neighbour"  # workers on one study draw different ones
+    return None, "random"

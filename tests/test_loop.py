@@ -113,3 +113,52 @@ def test_a_sampler_that_repeats_itself_is_moved_to_a_neighbour_of_the_best_corre
         assert role == "neighbour"
         moves.add((config["x"], config["y"]))
     assert moves == {(4, 10), (8, 20), (4, 20)}  # one knob of (8, 10) moved, or now and then both
+
+
+def test_a_sparse_space_too_large_to_list_moves_on_from_the_next_fastest_config():
+    # A logsumexp of mine in chunks: a chunk from 1024..2**20 (log) that must divide 2**20 divides it at 11 values,
+    # which random draws miss. Once the best config's moves were measured the loop found nothing new to queue, and
+    # its search of 20 trials ended at 15, its asks spent on repeats and broken constraints.
+    import random
+
+    from autotune.loop import _next_unseen
+    from autotune.space import SearchSpace
+
+    space = SearchSpace.from_dict({
+        "schema_version": 1,
+        "parameters": {"method": {"choices": ["whole", "chunked"]}, "dtype": {"choices": ["float64", "float32"]},
+                       "chunk": {"type": "int", "low": 1024, "high": 2**20, "log": True,
+                                 "condition": "method == 'chunked'"}},
+        "constraints": ["method == 'whole' or 1048576 % chunk == 0"],
+        "defaults": {"method": "chunked", "chunk": 4096, "dtype": "float32"},
+        "baseline": {"method": "whole", "dtype": "float64"}}, source="lse.yaml")
+    assert space.every_config() == []  # too large to list
+    study = optuna.create_study(direction="maximize")
+    measured = [({"method": "whole", "dtype": "float64"}, 1.0), ({"method": "whole", "dtype": "float32"}, 2.4),
+                ({"method": "chunked", "chunk": 4096, "dtype": "float32"}, 1.4),
+                ({"method": "chunked", "chunk": 4096, "dtype": "float64"}, 0.9)]
+    known = {}
+    for values, throughput in measured:
+        config = space.complete(values)
+        known[config.key] = len(known)
+        study.add_trial(optuna.trial.create_trial(
+            value=throughput, user_attrs={"status": "ok", "config": config.to_dict(), "throughput": throughput}))
+
+    class Tuner:
+        pass
+
+    tuner = Tuner()
+    tuner.space, tuner.configs = space, space.every_config
+    # Every move from the fastest (whole, float32) is measured: one move from the next fastest is queued.
+    moves = {(c["chunk"], c["dtype"], role) for seed in range(5)
+             for c, role in [_next_unseen(tuner, study, known, random.Random(seed), [])]}
+    assert moves == {(2048, "float32", "neighbour"), (8192, "float32", "neighbour")}
+
+
+def test_a_sampler_that_has_converged_is_given_its_whole_budget():
+    # Each new config then takes REPEAT_LIMIT repeats and one more ask: at 5 asks a trial of the budget, that search
+    # of 20 trials ended at 19 (78 repeats, 3 restricted asks), though the loop had configs to queue.
+    from autotune.loop import REPEAT_LIMIT
+    from autotune.shared_study import DUPLICATE_ASK_FACTOR
+
+    assert DUPLICATE_ASK_FACTOR >= 2 * (REPEAT_LIMIT + 1)

@@ -58,16 +58,19 @@ def test_a_trial_is_handed_out_only_while_the_budget_has_room_for_those_in_fligh
     assert budget.progress() == (3, 3) and _budget(study, 5, shared=False).progress() == (0, 2)
 
 
-def test_asks_stop_at_five_a_trial_of_the_budget_when_every_answer_is_a_repeat():
+def test_asks_stop_at_twelve_a_trial_of_the_budget_when_every_answer_is_a_repeat_and_say_so():
     study = optuna.create_study()
     _count(study, study.ask())
     _count(study, study.ask())
-    budget = _budget(study, 4)  # 2 trials of this run's budget: 10 asks
-    for _ in range(10):  # DUPLICATE_ASK_FACTOR asks per trial of the budget
+    budget = _budget(study, 4)  # 2 trials of this run's budget: 24 asks
+    for _ in range(24):
+        assert budget.out_of_asks() == ""
         trial = budget.take()
         trial.set_user_attr("duplicate_of", 0)  # a repeat: not counted
         study.tell(trial, 1.0)
     assert budget.take() is DONE
+    assert budget.out_of_asks().startswith("24 asks of the sampler (12 a trial of the budget) found no config to "
+                                           "measure for 2 of the 4 trials: ")  # the study's budget: workers share it
 
 
 def _claimed(study, claim):

@@ -535,7 +535,7 @@ def test_repeats_cost_no_budget_and_an_exhausted_space_ends(studies, tmp_path):
                   on_stage=said.append)
     try:
         result = tuner.search(n_trials=4)  # only two configs exist
-        # Once both are measured the search ends: no repeats asked for until the sampler gives up (4 x 5 asks),
+        # Once both are measured the search ends: no repeats asked for until the sampler gives up (4 x 12 asks),
         # and a search resumed on the study asks for none.
         again = tuner.search(n_trials=4)
     finally:
@@ -2375,3 +2375,29 @@ def test_a_reference_config_that_fails_is_one_error_saying_how(studies, tmp_path
         with pytest.raises(AutotuneError, match=r"^the reference config of 'broken' failed \(error\): ValueError: "
                                                 r"broken on purpose in build$"):
             tuner.ensure_reference()
+
+
+def test_a_search_that_runs_out_of_asks_says_so(studies, tmp_path):
+    # A space too large to list with two allowed configs: the sampler's asks break the constraint until they are
+    # spent, 12 a trial of the budget. Before, a search of 20 trials ended at 15 so without a word.
+    import shutil
+
+    from tests.conftest import TESTS
+
+    shutil.copy(TESTS / "workloads" / "broken.py", tmp_path / "sparse.py")
+    (tmp_path / "sparse.yaml").write_text(
+        "schema_version: 1\nparameters:\n  behaviour: {choices: [ok]}\n"
+        "  n: {type: int, low: 1, high: 1000000, log: true}\nconstraints: ['n % 500000 == 0']\n"
+        "defaults: {behaviour: ok, n: 1000000}\nbaseline: {behaviour: ok, n: 500000}\n"
+    )
+    said: list[str] = []
+    tuner = Tuner(f"{tmp_path / 'sparse.py'}:BrokenWorkload", "cpu", "tiny", measurer=FAST_MEASURER,
+                  remeasure_rounds=1, on_stage=said.append)
+    try:
+        result = tuner.search(n_trials=3)
+    finally:
+        tuner.close()
+    assert sorted(r.config["n"] for r in result.trials) == [500000, 1000000]
+    assert ("36 asks of the sampler (12 a trial of the budget) found no config to measure for 1 of the 3 trials: "
+            "each repeated a measured one or broke a constraint; no new trials (the space's allowed configs may be "
+            "nearly all measured)") in said
