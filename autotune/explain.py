@@ -107,11 +107,8 @@ def shift(space: "SearchSpace", start: Config, end: Config, knobs: Iterable[str]
     for _ in range(len(space.parameters) + 1):
         config = space.complete({**start.to_dict(), **{name: end[name] for name in moved}})
         active = space.active(config)
-        more: set[str] = set()
-        for name in moved:
-            condition = space.parameters[name].condition
-            if not active[name] and condition is not None:
-                more |= set(condition.names)
+        more = {read for name in moved if not active[name] and (condition := space.parameters[name].condition)
+                is not None for read in condition.names}
         more |= {name for name, on in active.items()
                  if on and not active_start[name] and show(config[name]) != show(end[name])}
         broken = space.violated(config)
@@ -125,8 +122,7 @@ def shift(space: "SearchSpace", start: Config, end: Config, knobs: Iterable[str]
         moved |= more
     if broken is not None:
         return None, (), f"breaks the constraint {broken!r}"
-    inactive = [name for name in asked if not space.active(config)[name]]
-    if inactive:
+    if inactive := [name for name in asked if not space.active(config)[name]]:
         return None, (), f"{', '.join(inactive)} has no effect under the other knobs"
     return config, tuple(sorted(moved - set(asked))), None
 
@@ -394,8 +390,11 @@ def target_config(tuner: Any, path: Path | None) -> Config:
     if path is not None:
         return target_from_file(tuner.space, path)
     # The workload as the user named it: a path/to/file.py:Class is no name load_config can find by its class name.
-    export = load_config(tuner.workload_spec, tuner.device.name, tuner.size, strict=True, studies=tuner.studies).export
-    return tuner.space.allowed(export.config, "the exported config")
+    tuned = load_config(tuner.workload_spec, tuner.device.name, tuner.size, strict=True, studies=tuner.studies)
+    if (target := tuner.space.allowed(tuned.export.config, "the exported config")).key == tuner.space.baseline.key:
+        raise InvalidConfigError(f"the exported winner ({tuned.source}) is the baseline: its search found nothing "
+                                 "faster, so there is no fix to explain; give --config FILE to explain another config")
+    return target
 
 
 def target_from_file(space: "SearchSpace", path: Path, base: Config | None = None) -> Config:

@@ -580,6 +580,22 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, f
     assert not (tmp_path / "studies" / "steady" / "explain").exists()
 
 
+def test_an_exported_winner_that_is_the_baseline_says_why_there_is_nothing_to_explain(tmp_path):
+    # A Pool of mine lost to the plain loop: "the target config is the baseline: there is no fix to explain" named
+    # neither the export nor what to do.
+    from autotune.config import config_path, write_tuned_config
+
+    studies = tmp_path / "studies"
+    write_tuned_config({"schema_version": 1, "workload": "steady", "device": "cpu", "size": "tiny",
+                        "config": {"work": 1000}}, config_path("steady", "cpu", "tiny", studies))
+    done = run_cli("explain", "-w", STEADY, "-d", "cpu", "--studies", str(studies), cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"autotune: error: the exported winner ({config_path('steady', 'cpu', 'tiny', studies)}) is the baseline: its "
+        "search found nothing faster, so there is no fix to explain; give --config FILE to explain another config"]
+    assert not (studies / "steady" / "explain").exists()
+
+
 def _tuner(space, runner, studies):
     """What explain_workload reads of a Tuner, with ``runner`` answering each request."""
     from types import SimpleNamespace
