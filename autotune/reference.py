@@ -76,11 +76,13 @@ def _nan_in(value: Any) -> str:
 
 
 def _not_plain(value: Any) -> str:
-    """What in ``value`` is not plain tensor data: the first such type, by name."""
+    """What in ``value`` is not plain tensor data: the first such type, by name, and where it is."""
     import torch
 
-    return next((f"a {type(leaf).__module__}.{type(leaf).__qualname__}" for _, leaf in _leaves(value)
-                 if not (leaf is None or isinstance(leaf, (torch.Tensor, bool, int, float, str)))), "")
+    # Python's own numbers and strings, not their subclasses: numpy.float64 is a float, which torch cannot load (a
+    # Monte-Carlo pi of mine returned one, and was told "a value torch cannot load").
+    return next((f"a {type(leaf).__module__}.{type(leaf).__qualname__} ({where})" for where, leaf in _leaves(value)
+                 if not (leaf is None or isinstance(leaf, torch.Tensor) or type(leaf) in (bool, int, float, str))), "")
 
 
 def _tensor_bytes(value: Any) -> int:

@@ -441,9 +441,11 @@ def test_a_run_whose_signature_cannot_be_read_is_called_as_it_is():
 
 
 @pytest.mark.parametrize("output, held", [
-    ("{'x': [numpy.arange(4.0)]}", "a numpy.ndarray"),
+    ("{'x': [numpy.arange(4.0)]}", "a numpy.ndarray (output['x'][0])"),
+    # A float all the same, which torch cannot load: a Monte-Carlo pi of mine was told "a value torch cannot load".
+    ("numpy.float64(3.14)", "a numpy.float64 (output)"),
     # A generator (a run() that yields) cannot be saved at all: it failed with pickle's words, naming no cause.
-    ("(x for x in [torch.ones(2)])", "a builtins.generator"),
+    ("(x for x in [torch.ones(2)])", "a builtins.generator (output)"),
 ])
 def test_a_reference_output_that_is_not_plain_tensor_data_fails_the_reference_and_says_why(tmp_path, output, held):
     # Before: written anyway, then every trial failed with torch's "Weights only load failed".
@@ -525,7 +527,8 @@ def test_a_reference_saved_but_not_loadable_is_its_type_not_the_disk(tmp_path, m
 
 @pytest.mark.parametrize("output, error, said", [
     # A dict's keys are saved too: a key no trial can load, or a NaN key, is named as a value would be.
-    ({frozenset({1}): 0}, TypeError, "holds a builtins.frozenset, which a reference file cannot"),
+    ({frozenset({1}): 0}, TypeError, "holds a builtins.frozenset (output key frozenset({1})), which a reference file "
+                                     "cannot"),
     ({float("nan"): 0}, ValueError, "holds NaN (output key nan)"),
 ])
 def test_a_reference_s_dict_keys_are_checked_as_its_values_are(tmp_path, output, error, said):
