@@ -18,20 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune._plotly_imports import go, plotly_js
-from autotune.config import Config, no_effect, show
-from autotune.console import borrowed_cores, error_against, interval_said, rate, seconds, speedup_text
-from autotune.environment import beside_other_work
+from autotune.config import no_effect, show
+from autotune.console import interval_said, rate, speedup_text
 from autotune.explain_view import explain_section
 from autotune.runner import STATUSES
-from autotune.selection import failed_when_remeasured, one_off
+from autotune.selection import failed_when_remeasured
 from autotune.exceptions import AutotuneError
 from autotune.explain import explain_path, read_explanation
 from autotune.export import write_atomically
 from autotune.knob_worth import worth_section
-from autotune.progress import over_budget
 from autotune.stored import open_stored_study
-from autotune.trials import ended, feasible, measured_here, never_measured, other_setups, outcomes, status_counts
-from autotune.twins import loose_passes
+from autotune.trial_table import described, inactive_knobs, render_table, table_rows
+from autotune.trials import ended, feasible, outcomes, status_counts
 
 if TYPE_CHECKING:
     import optuna
@@ -48,17 +46,6 @@ STATUS_COLOURS = {"ok": "#1f77b4", "incorrect": "#d62728", "oom": "#9467bd", "ti
 def _trials(study: "optuna.Study") -> list["optuna.trial.FrozenTrial"]:
     """The study's outcomes: repeats of a config, and trials a retry replaced, are left out (as `search` counts)."""
     return outcomes(study.get_trials(deepcopy=False))
-
-
-def _inactive(config: dict[str, Any], space: "SearchSpace | None") -> list[str]:
-    """The knobs of ``config`` (those recorded) its others leave inactive under the workload's space now."""
-    unused = space.unused({**space.defaults, **config}) if space is not None else ()
-    return [name for name in unused if name in config]
-
-
-def _described(config: dict[str, Any], space: "SearchSpace | None") -> str:
-    """``config`` as `search` and `best` print it: the knobs inactive under its others named, without a value."""
-    return Config(config).describe(_inactive(config, space))
 
 
 # -- header ---------------------------------------------------------------------------
@@ -155,7 +142,7 @@ def _get_history_info(study: "optuna.Study", space: "SearchSpace | None" = None,
 def _hover(t: "optuna.trial.FrozenTrial", space: "SearchSpace | None" = None, unit: str = "items") -> str:
     """A trial's hover text: its figure as `search` wrote it (a format of whole numbers read 0.4 steps/s as 0)."""
     config, figure = t.user_attrs.get("config", t.params), t.user_attrs.get("throughput")
-    inactive = _inactive(config, space)
+    inactive = inactive_knobs(config, space)
     lines = [f"trial #{t.number}: {ended(t)}", *(f"{k}={show(v)}" for k, v in config.items() if k not in inactive)]
     lines += [no_effect(inactive)] if inactive else []
     lines += [rate(figure, unit)] if figure is not None else []
@@ -227,72 +214,6 @@ def _optuna_figure(draw: Callable[[], "go.Figure"], needs: int, have: int, what:
         return None, f"{what} could not be computed: {exc}"
 
 
-# -- table of trials ---------------------------------------------------------------------------
-
-
-def _get_table_info(study: "optuna.Study", space: "SearchSpace | None" = None,
-                    failed: dict[int, str] | None = None) -> list[dict[str, Any]]:
-    """A row a trial; ``failed``: the candidates that failed their re-measurement (its export's), each with how."""
-    rows, trials = [], sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    # A trial measured with another workload file, torch or numba than the latest (trials.measured_here) is marked.
-    latest = next((t.user_attrs["measured_with"] for t in reversed(trials) if "measured_with" in t.user_attrs), None)
-    loose = loose_passes(trials, space.reference) if space is not None else {}  # as the search said: it cannot win
-    budget = study.user_attrs.get("memory_budget_bytes")  # the latest search's, said as its progress line said it
-    over = {t.number: over_budget(budget) for t in trials if budget
-            and t.user_attrs.get("status") == "ok" and (t.user_attrs.get("peak_memory_bytes") or 0) > budget}
-    for t in trials:
-        if not t.state.is_finished():
-            continue
-        check, config = t.user_attrs.get("check") or {}, t.user_attrs.get("config", t.params)
-        why = never_measured(t)  # asked for, never measured: not a failure of its config
-        status = ("restricted" if "restricted" in t.user_attrs else "skipped") if why else t.state.name.lower()
-        rows.append({
-            "number": t.number, "status": ended(t, status), "role": t.user_attrs.get("role", ""),  # lost: re-run
-            "repeat_of": t.user_attrs.get("duplicate_of"),
-            "setup": None if latest is None or measured_here(t, latest) else other_setups([t.user_attrs.get(
-                "measured_with")], latest),
-            "config": config, "described": _described(config, space),  # as its progress line said it
-            "throughput": t.user_attrs.get("throughput"), "peak_memory_bytes": t.user_attrs.get("peak_memory_bytes"),
-            "spread": (t.user_attrs.get("iqr_seconds") or 0) / t.user_attrs["median_seconds"] if t.user_attrs.get("median_seconds") else None,
-            "check_error": check.get("error"), "check_tolerance": check.get("tolerance"),
-            "error": t.user_attrs.get("error", f"{why}: never measured" if why
-                                      else loose.get(t.number) or over.get(t.number) or (f"{failed[t.number]}: it "
-                                      "cannot win" if t.number in (failed or {}) else None)),
-            "busy_elsewhere": t.user_attrs.get("busy_elsewhere"), "one_off": one_off(t.user_attrs),  # build, first run
-            "borrowed": borrowed_cores(t.user_attrs.get("cores_used"), t.user_attrs.get("threads")),  # as the search's
-        })
-    return rows
-
-
-def _render_table(rows: list[dict[str, Any]], unit: str) -> str:
-    def cell(value: Any) -> str:
-        return f"<td>{html.escape(str(value)) if value is not None else ''}</td>"
-
-    out = ["<table class='trials'><thead><tr><th>#</th><th>status</th><th>config</th>"
-           "<th>throughput</th><th>peak memory</th><th>spread</th><th>build and first run</th>"
-           "<th>check error / tolerance</th><th>error</th></tr></thead><tbody>"]
-    for row in rows:
-        config = row["described"] + (f" (repeat of #{row['repeat_of']})" if row["repeat_of"] is not None else "")
-        config += f" (measured with {row['setup']})" if row.get("setup") else ""  # its file edited since, say
-        if row["role"] in ("baseline", "defaults", "probe"):
-            config = f"[{row['role']}] {config}"
-        throughput = rate(row["throughput"], unit) if row["throughput"] else None
-        if throughput and beside_other_work(row["busy_elsewhere"]):  # as the search's progress line says
-            throughput += f" (timed beside other work: {row['busy_elsewhere']:.1f} cores busy)"
-        if throughput and row.get("borrowed"):  # more cores than its threads: a thread or process of its own
-            throughput += f" (its timed runs kept {row['borrowed']})"
-        memory = f"{row['peak_memory_bytes'] / 2**20:.1f} MiB" if row["peak_memory_bytes"] else None
-        spread = f"±{100 * row['spread']:.1f}%" if row["spread"] is not None else None
-        one_off_text = seconds(row["one_off"]) if row.get("one_off") is not None else None  # a compile's, say
-        check = (" / ".join(error_against(row["check_error"], row["check_tolerance"]))  # as the terminal says it
-                 if row["check_error"] is not None else ("inf" if row["check_tolerance"] else None))
-        out.append(f"<tr class='status-{html.escape(row['status'])}'>" + cell(row["number"]) + cell(row["status"])
-                   + cell(config) + cell(throughput) + cell(memory) + cell(spread) + cell(one_off_text) + cell(check)
-                   + cell(row["error"]) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
 # -- the page -------------------------------------------------------------------------------------
 
 
@@ -326,7 +247,7 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
     study = _in_memory(study)
     header = _get_header_info(study, document)
     unit = header["unit"]
-    info = ReportInfo(header, table=_get_table_info(study, space, failed := failed_when_remeasured(document)))
+    info = ReportInfo(header, table=table_rows(study, space, failed := failed_when_remeasured(document)))
     complete = [t for t in _trials(study) if t.state.name == "COMPLETE"]
     correct = [t for t in complete if feasible(t, None)]
 
@@ -342,12 +263,12 @@ def build_report(study: "optuna.Study", document: dict[str, Any] | None = None,
         # and why there is no speedup where the baseline failed ("oom when re-measured").
         failure = baseline_failure(document.get("baseline") or {}, document.get("remeasure"))
         info.sections.append(("winner", "Tuned against baseline", _draw_winner(winner), f"Trial #{winner['trial']} won, "
-                              "exported as: " + _described(winner["config"], space)
+                              "exported as: " + described(winner["config"], space)
                               + f"; check {check_line(document.get('check'))}"
                               + (f"; the baseline: {failure}, so no speedup" if failure else "")))
     # Of the exported winner, or said to be of another config (--config, or an earlier search's winner).
     title, figure, note, table = explain_section(explanation, document.get("config") if document else None,
-                                                 lambda config: _described(dict(config), space))
+                                                 lambda config: described(dict(config), space))
     info.sections.append(("explain", title, figure, note))
     if table is not None:
         info.extra_html["explain"] = table
@@ -415,7 +336,7 @@ def render_html(info: ReportInfo) -> str:
             parts.append(f"<p class='empty' id='empty-{section_id}'>{html.escape(message or '')}</p>")
         parts.append(info.extra_html.get(section_id, ""))
     parts.append("<h2>Every trial</h2>")
-    parts.append(_render_table(info.table, h["unit"]) if info.table else "<p class='empty'>No finished trials.</p>")
+    parts.append(render_table(info.table, h["unit"]) if info.table else "<p class='empty'>No finished trials.</p>")
     parts.append(f"<p><small>Written by autotune on {time.strftime('%Y-%m-%d %H:%M:%S')}.</small></p></body></html>")
     return "".join(parts)
 

@@ -12,12 +12,12 @@ from autotune.config import Config
 from autotune.report import (
     _get_header_info,
     _get_history_info,
-    _get_table_info,
     _get_winner_info,
     build_report,
     render_html,
     write_report,
 )
+from autotune.trial_table import render_table, table_rows
 
 KERNEL = CategoricalDistribution(["loop", "numba", "scan"])
 DTYPE = CategoricalDistribution(["float32", "float16"])
@@ -120,7 +120,7 @@ def test_header_counts_a_trial_a_stop_cut_short_as_lost_as_search_does():
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
     info = _get_header_info(study, DOCUMENT)
     assert info["counts"] == {"ok": 3, "incorrect": 1, "oom": 0, "timeout": 0, "crash": 1, "error": 0, "lost": 1}
-    row = _get_table_info(study)[-1]  # the trial table says so too
+    row = table_rows(study)[-1]  # the trial table says so too
     assert row["status"] == "lost" and row["error"] == "interrupted before the trial finished"
     points = _get_history_info(study)["points"]  # and the history, which drew it among the errors
     assert points["lost"]["number"] == [trial.number] and "error" not in points
@@ -157,7 +157,6 @@ def test_winner_against_baseline_with_spread():
 def test_a_trial_measured_with_another_workload_file_or_torch_is_marked_in_the_trials_table():
     # A study resumed after its file was edited holds a config twice, its old outcome and its new
     # (trials.measured_here), and nothing in the table told them apart.
-    from autotune.report import _render_table
 
     now = {"workload": "fixw.py 222222222222", "torch": "2.13.0+cpu"}
     study = optuna.create_study(direction="maximize")
@@ -167,15 +166,14 @@ def test_a_trial_measured_with_another_workload_file_or_torch_is_marked_in_the_t
         for key, value in {"status": status, "config": {"kernel": "fast"}, "measured_with": measured_with}.items():
             trial.set_user_attr(key, value)
         study.tell(trial, 1.0)
-    rows = _get_table_info(study)
+    rows = table_rows(study)
     assert [row["setup"] for row in rows] == ["another fixw.py", None, "torch 2.11.0", None]
-    assert "kernel=fast (measured with another fixw.py)" in _render_table(rows, "items")
-    assert [row["setup"] for row in _get_table_info(make_study(*KNOWN))] == [None] * len(KNOWN)  # nothing recorded
+    assert "kernel=fast (measured with another fixw.py)" in render_table(rows, "items")
+    assert [row["setup"] for row in table_rows(make_study(*KNOWN))] == [None] * len(KNOWN)  # nothing recorded
 
 
 def test_the_trials_table_gives_each_trial_s_build_and_first_run():
     # What a job pays once (ten's cold compile at `tiny`: 37 s against 1.08 s) was in no view of the report.
-    from autotune.report import _render_table
 
     study = optuna.create_study(direction="maximize")
     for attrs in ({"status": "ok", "config": {"k": 1}, "warmup_seconds": 35.0, "build_seconds": 2.0},
@@ -184,9 +182,9 @@ def test_the_trials_table_gives_each_trial_s_build_and_first_run():
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         study.tell(trial, 1.0)
-    rows = _get_table_info(study)
+    rows = table_rows(study)
     assert [row["one_off"] for row in rows] == [37.0, 0.5, None]
-    table = _render_table(rows, "items")
+    table = render_table(rows, "items")
     assert "<th>build and first run</th>" in table and "<td>37 s</td>" in table and "<td>0.5 s</td>" in table
 
 
@@ -232,7 +230,7 @@ def test_the_report_says_which_config_won_not_only_by_how_much():
 
 
 def test_table_keeps_every_trial_with_its_error():
-    rows = _get_table_info(make_study(*KNOWN))
+    rows = table_rows(make_study(*KNOWN))
     assert [r["status"] for r in rows] == ["ok", "ok", "incorrect", "crash", "ok"]
     assert rows[3]["error"] == "process died from SIGSEGV" and rows[2]["check_error"] == 0.5
 
@@ -291,7 +289,7 @@ def test_a_restricted_ask_is_listed_as_never_measured_not_as_a_failure():
     trial.set_user_attr("config", {"kernel": "numba", "dtype": "float16"})
     trial.set_user_attr("restricted", "kernel != 'numba' or dtype == 'float32'")
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    row = _get_table_info(study)[-1]
+    row = table_rows(study)[-1]
     assert row["status"] == "restricted"
     assert row["error"] == "breaks kernel != 'numba' or dtype == 'float32': never measured"
     page = render_html(build_report(study, DOCUMENT))
@@ -371,7 +369,7 @@ def test_each_figure_draws_what_its_titles_and_axes_say():
 
 
 def test_a_study_of_one_objective_as_search_makes_now_has_every_figure_drawn_from_its_trials():
-    from autotune.report import _draw_winner, _render_table
+    from autotune.report import _draw_winner
 
     info = build_report(make_study(*KNOWN, directions=["maximize"]), DOCUMENT, explanation(), known_space())
     figures = {section_id: figure for section_id, _, figure, _ in info.sections}
@@ -386,7 +384,7 @@ def test_a_study_of_one_objective_as_search_makes_now_has_every_figure_drawn_fro
     assert sorted(zip(correct.x, correct.y)) == [(280 / 2**20, 20.0), (300 / 2**20, 10.0), (400 / 2**20, 30.0)]
     # The winner's memory beside the baseline's, and each trial's in the table, in MiB; its spread in percent.
     assert list(_draw_winner(_get_winner_info(DOCUMENT)).data[1].y) == [400.0, 300.0]
-    table = _render_table(_get_table_info(make_study(("loop", "float32", "ok", 10.0, 300 * 2**20))), "timesteps")
+    table = render_table(table_rows(make_study(("loop", "float32", "ok", 10.0, 300 * 2**20))), "timesteps")
     assert "<td>300.0 MiB</td>" in table and "<td>±10.0%</td>" in table
 
 
@@ -833,7 +831,6 @@ def test_the_trials_table_says_which_pass_only_a_looser_tolerance_allowed():
     # A block of mine with tanh's GELU passed in bfloat16 and failed in float64: its table row read "ok" with no
     # word that its twin failed, though the search had said it could not win.
     from autotune.devices import PROFILES
-    from autotune.report import _render_table
     from autotune.space import load_space
 
     space = load_space("chmm").for_device(PROFILES["cpu"])
@@ -846,12 +843,12 @@ def test_the_trials_table_says_which_pass_only_a_looser_tolerance_allowed():
                            "check": {"error": bound[0], "tolerance": bound[1], "metrics": {"ll": bound}}}.items():
             trial.set_user_attr(key, value)
         study.tell(trial, 1.0)
-    rows = _get_table_info(study, space)
+    rows = table_rows(study, space)
     assert rows[0]["status"] == "ok" and rows[0]["error"] == (
         "passed only under a looser tolerance: #1, the same config with dtype=float64, fails its check (ll error "
         "0.0003 > tolerance 1e-09), which this one's tolerance of 0.02 lets through; it cannot win")
-    assert "passed only under a looser tolerance" in _render_table(rows, "items")
-    assert _get_table_info(study)[0]["error"] is None  # no space, no reference: nothing said
+    assert "passed only under a looser tolerance" in render_table(rows, "items")
+    assert table_rows(study)[0]["error"] is None  # no space, no reference: nothing said
 
 
 def test_a_config_over_the_memory_budget_is_said_so_in_the_table_and_is_no_rival_that_never_ran_correct():
@@ -859,14 +856,13 @@ def test_a_config_over_the_memory_budget_is_said_so_in_the_table_and_is_no_rival
     # 400.0 MiB: it cannot win" of each, where the report's table said nothing, and its knob figure "No other value
     # of a knob the winner uses was measured correct", though two had passed.
     from autotune.knob_worth import worth_section
-    from autotune.report import _render_table
 
     study = make_study(("loop", "float32", "ok", 10.0, 300 * 2**20), ("numba", "float32", "ok", 30.0, 500 * 2**20),
                        ("scan", "float32", "incorrect", 40.0, 600 * 2**20))
     study.set_user_attr("memory_budget_bytes", 400 * 2**20)
-    rows = _get_table_info(study, known_space())
+    rows = table_rows(study, known_space())
     assert [row["error"] for row in rows] == [None, "over --memory-budget 400.0 MiB: it cannot win", None]
-    assert "over --memory-budget 400.0 MiB: it cannot win" in _render_table(rows, "timesteps")
+    assert "over --memory-budget 400.0 MiB: it cannot win" in render_table(rows, "timesteps")
     figure, note = worth_section(study.trials, {"kernel": "loop", "dtype": "float32"}, known_space(), 400 * 2**20,
                                  "timesteps")
     assert figure is None and note == (
@@ -874,7 +870,7 @@ def test_a_config_over_the_memory_budget_is_said_so_in_the_table_and_is_no_rival
         "winner's value was measured correct within the memory budget (400.0 MiB) where the knob acts: kernel=loop, "
         "dtype=float32.")
     study.set_user_attr("memory_budget_bytes", None)  # a search without one: nothing is over it
-    assert [row["error"] for row in _get_table_info(study, known_space())] == [None, None, None]
+    assert [row["error"] for row in table_rows(study, known_space())] == [None, None, None]
     assert worth_section(study.trials, {"kernel": "loop", "dtype": "float32"}, known_space(), None,
                          "timesteps")[0] is not None  # numba, 3x: a rival
 
@@ -898,7 +894,7 @@ def test_a_candidate_that_failed_its_re_measurement_says_so_in_the_table_and_is_
     before = {"remeasure": {"candidates": [{k: v for k, v in c.items() if k != "error"}
                                            for c in document["remeasure"]["candidates"]]}}
     assert failed_when_remeasured(before) == {1: "incorrect when re-measured"}
-    rows = _get_table_info(study, known_space(), failed)
+    rows = table_rows(study, known_space(), failed)
     assert [row["error"] for row in rows] == [None, "incorrect when re-measured (its twin fails): it cannot win", None]
     assert [row["error"] for row in build_report(study, document, space=known_space()).table] == [
         row["error"] for row in rows]

@@ -1110,7 +1110,7 @@ def test_a_config_another_worker_is_measuring_is_not_measured_again_and_never_co
     # Two workers on a five-config space measured the baseline's config twice: one took it from the queue while
     # the other's sampler asked for it, and both runs counted toward the budget.
     from autotune.loop import run_trial
-    from autotune.report import _get_table_info
+    from autotune.trial_table import table_rows
     from autotune.trials import counted
 
     space = SearchSpace.from_dict({"schema_version": 1, "parameters": {"batch": {"choices": [1, 2, 4]}},
@@ -1126,7 +1126,7 @@ def test_a_config_another_worker_is_measuring_is_not_measured_again_and_never_co
     assert run_trial(_Worker(space), study, trial, trials, {}, 0.0, lambda action, what: action()) is None
     skipped = study.get_trials(deepcopy=False)[1]
     assert skipped.state.name == "FAIL" and skipped.user_attrs["in_flight"] == 0 and not counted([skipped])
-    row = _get_table_info(study)[0]
+    row = table_rows(study)[0]
     assert row["status"] == "skipped" and row["error"] == "being measured by trial #0: never measured"
 
 
