@@ -188,6 +188,24 @@ def test_the_trials_table_gives_each_trial_s_build_and_first_run():
     assert "<th>build and first run</th>" in table and "<td>37 s</td>" in table and "<td>0.5 s</td>" in table
 
 
+def test_a_repeat_of_a_measured_config_is_said_in_that_trial_s_row_not_in_a_row_of_its_own():
+    # A search of mine measured 20 configs in 102 trials: 79 rows of two configs asked for again, their figures the
+    # measured trials', each "(repeat of #5)", between the 23 rows of configs measured or restricted.
+    study = optuna.create_study(direction="maximize")
+    for number, repeat_of in enumerate([None, None, 1, 0, 1, 1, 1, 1, 1, 1, 1, None]):
+        trial = study.ask()
+        config = {"k": 9} if repeat_of is None and number == 11 else {"k": 1 if (repeat_of or number) == 1 else 0}
+        for key, value in {"status": "ok", "config": config, "throughput": 2.0, "median_seconds": 0.5,
+                           **({"duplicate_of": repeat_of} if repeat_of is not None else {})}.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, 2.0)
+    table = render_table(table_rows(study), "items")
+    assert table.count("<tr class=") == 3  # trials #0, #1 and #11
+    assert "<td>k=0 (asked again 1 time: #3)</td>" in table
+    assert "<td>k=1 (asked again 8 times: #2, #4, #5, #6, #7, #8 and 2 more)</td>" in table
+    assert "<td>k=9</td>" in table and "repeat of" not in table
+
+
 def test_the_report_says_why_there_is_no_speedup_where_the_baseline_failed():
     # Its figure read "speedup -" with a bar of nothing, and no word why; the search had said "oom when re-measured".
     document = {**DOCUMENT, "baseline": {"config": {"dtype": "float32"}}, "speedup": None,
