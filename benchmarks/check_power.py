@@ -57,6 +57,10 @@ def honest(bench: Bench, precision: Any, worst: dict[str, float], ratio: dict[st
     for values in knob_values(bench):
         try:
             config = bench.config({**values, bench.precision_knob: precision})
+            # A combination the space's constraints rule out is never run by a search (a chunk of mine that does not
+            # divide the length raised in build: a traceback ended the sweep).
+            if bench.space.violated(config) is not None:
+                continue
             run = bench.workload.build(config)
         except ValueError:
             continue  # refused as named (a micro-batch the size cannot honour): not an honest run

@@ -52,6 +52,7 @@ class Bench:
         # Every precision a CPU may offer: bf16 too, though this CPU emulates it (a check must hold wherever it runs).
         cpu = resolve_device("cpu").profile
         space = load_space(name).for_device(replace(cpu, capabilities=cpu.capabilities | {"bf16"}))
+        space = space.for_size(workload.params, size)  # its constraints on the size's parameters, as a search's
         reference_config = space.reference
         reference = workload.to_reference(workload.build(reference_config)())
         return cls(workload, space, reference)
@@ -104,7 +105,8 @@ def knob_values(bench: Bench) -> list[dict[str, Any]]:
         values = list(param.choices) if param.type == "categorical" else sorted({param.low, param.high})
         for value in values:
             base = next((b for b in bases if space.is_active(param.name, {**b, param.name: value})), None)
-            if base is not None:
-                found.append({**{k: v for k, v in base.items() if k != bench.precision_knob},
-                              param.name: value})
+            values = {**{k: v for k, v in (base or {}).items() if k != bench.precision_knob}, param.name: value}
+            # Not one the space's constraints rule out at the size: a search never runs it (see Bench.open).
+            if base is not None and space.violated(bench.config(values)) is None:
+                found.append(values)
     return found
