@@ -37,6 +37,7 @@ OWN_CORES_MARGIN = 0.1
 #: into another (TORCH_COMPILE_DISABLE, TORCHINDUCTOR_MAX_AUTOTUNE, NUMBA_DISABLE_JIT, NVIDIA_TF32_OVERRIDE),
 #: that trial fails instead, saying so (workloads._torch, workloads.chmm, workloads.lsd).
 SPEED_VARIABLES = ("ATEN_CPU_CAPABILITY", "CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNCH_BLOCKING", "DNNL_MAX_CPU_ISA",
+                   "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",  # in place of settle_allocator's
                    "MKL_NUM_THREADS", "NUMBA_DISABLE_JIT", "NUMBA_OPT", "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS",
                    "ONEDNN_MAX_CPU_ISA", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
                    "TORCH_COMPILE_DISABLE", "TORCHINDUCTOR_FREEZING", "TORCHINDUCTOR_MAX_AUTOTUNE")
@@ -151,30 +152,33 @@ def settle_threads(limit: float = SETTLE_THREADS_SECONDS, poll: float = 0.002) -
     return time.perf_counter() - start
 
 
-#: Just under glibc's ceiling for its mmap threshold (32 MiB on 64-bit): a block this size, freed, lifts it there.
-SETTLING_BYTES = 32 * 2**20 - 2 * 4096
+#: glibc's thresholds as a trial holds them (mallopt): a block up to its own ceiling for the mmap threshold (32 MiB on
+#: 64-bit) comes from the heap, and up to 1 GiB of free heap is kept for the next run rather than handed back.
+MMAP_THRESHOLD, TRIM_THRESHOLD = 32 * 2**20, 2**30
 
 
 def settle_allocator() -> None:
-    """Free one large block, as a program that has loaded data or built a model has, so that glibc keeps a run's
-    buffers of up to 32 MiB in its heap for reuse rather than handing them back and faulting them in anew.
+    """Fix glibc's thresholds, so that a run's buffers are reused from its heap, as a program that has loaded data or
+    built a model reuses them, in every trial alike.
 
     glibc maps a block over its mmap threshold afresh, and gives the free top of its heap back to the kernel past
-    its trim threshold; it lifts the first to the largest mapped block it has freed (32 MiB at most) and the second
-    to twice that. So whether a run's buffers were reused or faulted in anew (a page fault every 4 KiB, every run)
-    depended on what the process had freed before: the README's distances example ran at 0.18 or 0.95 billion
-    pairs/s by trial, each trial with a tight spread (`benchmarks/allocator_regimes.py`). Nothing to do on another
-    C library, or where MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ fixes them (glibc then never moves them).
+    its trim threshold; left to itself, it lifts the first to the largest mapped block it has freed (32 MiB at most)
+    and the second to twice that. So whether a run's buffers were reused or faulted in anew (a page fault every 4 KiB,
+    every run) depended on what the process had freed before, and on where its heap's free space lay: the README's
+    distances example ran at 0.18 or 0.95 billion pairs/s by trial, each trial with a tight spread, and a small conv
+    net of mine, whose runs free some 50 MiB at the heap's top, at 1,158 to 3,670 images/s with the thresholds lifted
+    as far as glibc lifts them, 3,569 to 3,924 with them fixed (`benchmarks/allocator_regimes.py`). Nothing to do on
+    another C library, or where MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ fixes them: the user's choice.
     """
-    if platform.libc_ver()[0] != "glibc":
+    if platform.libc_ver()[0] != "glibc" or {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"} & os.environ.keys():
         return
     import ctypes
 
-    libc = ctypes.CDLL(None)
-    malloc, free = libc.malloc, libc.free
-    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    free.restype, free.argtypes = None, [ctypes.c_void_p]
-    free(malloc(SETTLING_BYTES))
+    mallopt = ctypes.CDLL(None).mallopt
+    mallopt.restype, mallopt.argtypes = ctypes.c_int, [ctypes.c_int, ctypes.c_int]
+    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+    mallopt(m_mmap_threshold, MMAP_THRESHOLD)
+    mallopt(m_trim_threshold, TRIM_THRESHOLD)
 
 
 def _numba_threads(threads: int) -> None:

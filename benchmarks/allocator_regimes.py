@@ -4,7 +4,7 @@ A config whose runs allocate large fresh buffers (a 1024x1024 float32 output and
 spends much of a run in page faults where glibc hands its buffers back to the kernel after each run: a block over
 its mmap threshold is mapped afresh, and the free top of its heap is given back past its trim threshold. glibc
 lifts both as the process frees large mapped blocks, so two processes of one config could sit in different
-regimes for their whole life, each with a tight spread. Since 2026-12-07 the fork server settles them before any
+regimes for their whole life, each with a tight spread. Since 2026-12-07 the fork server fixes them before any
 trial forks from it (``autotune.environment.settle_allocator``): the ``autotune`` figures should agree with the
 ``pinned`` ones, where a plain script's may not.
 
