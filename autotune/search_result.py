@@ -41,6 +41,7 @@ class SearchResult:
 
     def __repr__(self) -> str:
         from autotune import console  # click: not for the tuner's own import
+        from autotune.config import no_effect
 
         # What a notebook cell shows for `tuner.search(20)`: the answer, not every run's time of every trial
         # (the dataclass's own repr was 60,000 characters for a search of 3 trials).
@@ -50,7 +51,10 @@ class SearchResult:
             measurement = self.winner.measurement
             rate = f" at {console.rate(measurement.throughput, self.unit)}" if measurement is not None else ""
             speedup = f", {self.speedup:.2f}x the baseline's" if self.speedup else ""
-            found = f"winner trial #{self.winner.trial} {self.winner.config.to_dict()}{rate}{speedup}"
+            # Its knobs in effect, as `search` prints it: a value of one its others leave off reads as tuned.
+            used = {k: v for k, v in self.winner.config.to_dict().items() if k not in self.unused}
+            unused = f" {no_effect(self.unused)}" if self.unused else ""
+            found = f"winner trial #{self.winner.trial} {used}{unused}{rate}{speedup}"
         export = f"; exported to {str(self.export_path)!r}" if self.export_path is not None else ""
         return (f"SearchResult({self.workload!r} at {self.size!r} on {self.device!r}: {found}; {len(self.trials)} "
                 f"trials in {self.seconds:.0f} s; study {self.study_name!r} in {self.storage!r} ({statuses}){export})")
