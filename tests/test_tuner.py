@@ -224,15 +224,19 @@ def test_a_results_repr_says_when_nothing_won_or_was_exported_and_a_winner_witho
     result = SearchResult("chmm", "cpu", "tiny", "chmm-cpu-tiny", "studies/autotune.db", "sequences", [],
                           {"wrong": 2, "error": 1}, [], None, None, None, None, None, 12.4)
     assert repr(result) == ("SearchResult('chmm' at 'tiny' on 'cpu': no winner: no config passed its check and fit "
-                            "the memory budget; 0 trials in 12 s; study 'chmm-cpu-tiny' in 'studies/autotune.db' "
-                            "(error 1, wrong 2))")
+                            "the memory budget; 0 configs measured in 12 s; study 'chmm-cpu-tiny' in "
+                            "'studies/autotune.db' (error 1, wrong 2))")
     winner = SimpleNamespace(trial=3, config=Config({"x": 1, "tile": 64}), measurement=None)
     shown = repr(dataclasses.replace(result, winner=winner, speedup=None, export_path=Path("e.json")))
-    assert "winner trial #3 {'tile': 64, 'x': 1}; 0 trials" in shown and shown.endswith("; exported to 'e.json')")
+    assert "winner trial #3 {'tile': 64, 'x': 1}; 0 configs measured" in shown
+    assert shown.endswith("; exported to 'e.json')")
     # A knob its others leave off is named, without the value it holds (lse.py of mine: 'chunk': 1024 under
     # method=whole read as tuned).
-    shown = repr(dataclasses.replace(result, winner=winner, unused=("tile",)))
-    assert "winner trial #3 {'x': 1} (no effect under these: tile); 0 trials" in shown
+    # And a repeat of a measured config is no trial, as `search` counts (its "31 trials" were 6 configs measured).
+    records = [SimpleNamespace(duplicate_of=None), SimpleNamespace(duplicate_of=0), SimpleNamespace(duplicate_of=0)]
+    shown = repr(dataclasses.replace(result, winner=winner, unused=("tile",), trials=records))
+    assert "winner trial #3 {'x': 1} (no effect under these: tile); 1 config measured (+2 repeats not re-run) in" \
+        in shown
 
 
 def test_a_study_survives_every_failure_and_never_picks_a_wrong_answer(studies):
