@@ -68,8 +68,12 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
         elsewhere = None if named else _elsewhere(export, where)
         if elsewhere is not None:
             raise UnknownNameError("study", study_name, exc.valid, hint="T" + elsewhere[1:]) from None
+        if named:  # the studies it could open: a study of another workload is refused (check_made_for)
+            raise UnknownNameError("study", study_name, _studies_of(where, exc.valid, facts.name),
+                                   hint=f"Those are {facts.name}'s in {redact_storage(where)}: run `autotune search` "
+                                   "for it first, or pass --storage or --study") from None
         sizes = [name for name in facts.sizes if f"{facts.name}-{device}-{name}" in exc.valid]
-        if named or not sizes:
+        if not sizes:
             raise
         raise UnknownNameError("study", study_name, exc.valid, hint=f"{facts.name} on {device} was searched at size "
                                f"{', '.join(map(repr, sizes))} only: pass -s {sizes[-1]}, or run `autotune search "
@@ -84,6 +88,16 @@ def open_stored_study(workload: str, device: str = "auto", size: str | None = No
     except AutotuneError:  # a study outlives its space file: the report then shows every knob of each config
         space = None
     return StoredStudy(study, document, root, facts.name, device, size, space, problem)
+
+
+def _studies_of(storage: str, names: list[str], workload: str) -> list[str]:
+    """Of ``names`` in ``storage``, the studies of ``workload`` and those that do not say whose they are: `report -w
+    lse --study nosuch` listed every study there as valid, another workload's too."""
+    import optuna
+
+    summaries = optuna.get_all_study_summaries(open_storage(storage, read_only=True), include_best_trial=False)
+    theirs = {s.study_name for s in summaries if s.user_attrs.get("workload", workload) == workload}
+    return [name for name in names if name in theirs]
 
 
 def open_study(storage: str, study_name: str | None = None) -> "optuna.Study":

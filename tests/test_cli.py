@@ -539,7 +539,8 @@ def test_search_then_best(tmp_path):
     # The report names the winner as `best` does: the knobs with no effect without a value that does nothing.
     assert f"exported as: {best_line.split('): ', 1)[1]}; check passed" in page
     missing = run_cli("report", "-w", "chmm", "-d", "cpu", "-s", "tiny", "--study", "nope", cwd=tmp_path)
-    assert missing.returncode == 2 and "unknown study 'nope'; valid: chmm-cpu-tiny. Looked in sqlite:///" in missing.stderr
+    assert missing.returncode == 2 and "unknown study 'nope'; valid: chmm-cpu-tiny. Those are chmm's in sqlite:///" \
+        in missing.stderr
     # `best` took the size searched; `report` takes the workload's (small) and says which size to pass.
     other_size = run_cli("report", "-w", "chmm", "-d", "cpu", cwd=tmp_path)
     assert other_size.returncode == 2 and "chmm on cpu was searched at size 'tiny' only: pass -s tiny, or run " \

@@ -845,6 +845,23 @@ def test_an_unreadable_export_beside_a_study_of_another_name_is_no_guide_to_whic
         open_stored_study("chmm", "cpu", "tiny", storage=storage, studies=tmp_path)
 
 
+def test_a_study_named_that_is_not_there_lists_the_workload_s_studies_alone(tmp_path):
+    # `report -w lse --study nosuch` listed every study in the storage as valid, another workload's too, which it
+    # refuses ("is a study of workload poolfeat, not workload lse").
+    from autotune.exceptions import UnknownNameError
+    from autotune.stored import open_stored_study
+
+    storage = f"sqlite:///{tmp_path / 'autotune.db'}"
+    for name, workload in (("mine", "chmm"), ("theirs", "ten"), ("unsaid", None)):
+        study = optuna.create_study(storage=storage, study_name=name, directions=["maximize"])
+        if workload:
+            study.set_user_attr("workload", workload)
+    with pytest.raises(UnknownNameError) as raised:
+        open_stored_study("chmm", "cpu", "tiny", storage=storage, study_name="nosuch", studies=tmp_path)
+    assert str(raised.value) == (f"unknown study 'nosuch'; valid: mine, unsaid. Those are chmm's in {storage}: run "
+                                 "`autotune search` for it first, or pass --storage or --study")
+
+
 def test_the_trials_table_says_which_pass_only_a_looser_tolerance_allowed():
     # A block of mine with tanh's GELU passed in bfloat16 and failed in float64: its table row read "ok" with no
     # word that its twin failed, though the search had said it could not win.
