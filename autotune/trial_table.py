@@ -37,7 +37,7 @@ def described(config: dict[str, Any], space: "SearchSpace | None") -> str:
 
 
 def table_rows(study: "optuna.Study", space: "SearchSpace | None" = None,
-                    failed: dict[int, str] | None = None) -> list[dict[str, Any]]:
+               failed: dict[int, str] | None = None) -> list[dict[str, Any]]:
     """A row a trial; ``failed``: the candidates that failed their re-measurement (its export's), each with how."""
     rows, trials = [], sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     # A trial measured with another workload file, torch or numba than the latest (trials.measured_here) is marked.
