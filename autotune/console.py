@@ -78,6 +78,13 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def configs_measured(trials: Any, when: str = "") -> str:
+    """``20 configs measured this run (+1 repeat not re-run)``: a repeat of a measured config is no trial."""
+    repeats = sum(1 for record in trials if record.duplicate_of is not None)
+    return f"{plural(len(trials) - repeats, 'config')} measured{when}" + (
+        f" (+{plural(repeats, 'repeat')} not re-run)" if repeats else "")
+
+
 def speedup_text(value: float | None) -> str:
     return f"{value:.2f}x" if value else "-"
 
@@ -185,8 +192,7 @@ def result_json(result: Any) -> dict[str, Any]:
         "choices": [{"parameter": o.parameter, "value": o.value, "verdict": o.verdict, "measured": o.measured,
                      "best_throughput": o.best_throughput, "statuses": o.statuses, "ruled_out": o.ruled_out}
                     for o in result.choices],
-        "candidates": [candidate_json(c) for c in result.candidates], "seconds": result.seconds,
-    }
+        "candidates": [candidate_json(c) for c in result.candidates], "seconds": result.seconds}
 
 
 def figures_row(label: str, figures: dict[str, Any] | None, failure: str | None = None) -> str:
@@ -203,10 +209,7 @@ def figures_row(label: str, figures: dict[str, Any] | None, failure: str | None 
 def result_table(result: Any, workers: bool = False) -> str:
     """A search's summary; ``workers``: its trials were run by worker processes, which the result does not hold."""
     counts = ", ".join(f"{status} {n}" for status, n in result.counts.items())
-    repeats = sum(1 for record in result.trials if record.duplicate_of is not None)
-    measured = f"{plural(len(result.trials) - repeats, 'config')} measured this run" + (
-        f" (+{plural(repeats, 'repeat')} not re-run)" if repeats else "")
-    measured = "measured by its workers" if workers else measured
+    measured = "measured by its workers" if workers else configs_measured(result.trials, " this run")
     restricted = (f" (and {plural(result.restricted, 'ask')} for a config that breaks a constraint: never measured)"
                   if result.restricted else "")
     lines = [f"{result.workload} ({result.size}) on {result.device}: study {result.study_name}, {measured}"
@@ -430,8 +433,7 @@ def devices_json(found: list[Any], profiles: dict[str, Any]) -> dict[str, Any]:
         "detected": [{"profile": d.profile.name, "name": d.name, "memory_bytes": d.memory_bytes, **d.details,
                       "capabilities": sorted(d.profile.capabilities), "lacks": dict(d.profile.lacks)} for d in found],
         "profiles": {p.name: {"kind": p.kind, "description": p.description, "memory_bytes": p.memory_bytes,
-                              "capabilities": sorted(p.capabilities)} for p in profiles.values()},
-    }
+                              "capabilities": sorted(p.capabilities)} for p in profiles.values()}}
 
 
 def devices_text(found: list[Any], profiles: dict[str, Any]) -> str:

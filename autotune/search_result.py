@@ -57,8 +57,6 @@ class SearchResult:
             found = f"winner trial #{self.winner.trial} {used}{unused}{rate}{speedup}"
         export = f"; exported to {str(self.export_path)!r}" if self.export_path is not None else ""
         # As `search` says it: a repeat of a measured config is no trial ("31 trials" where 6 configs were measured).
-        repeats = sum(1 for record in self.trials if record.duplicate_of is not None)
-        measured = console.plural(len(self.trials) - repeats, "config") + " measured" + (
-            f" (+{console.plural(repeats, 'repeat')} not re-run)" if repeats else "")
-        return (f"SearchResult({self.workload!r} at {self.size!r} on {self.device!r}: {found}; {measured} in "
-                f"{self.seconds:.0f} s; study {self.study_name!r} in {self.storage!r} ({statuses}){export})")
+        return (f"SearchResult({self.workload!r} at {self.size!r} on {self.device!r}: {found}; "
+                f"{console.configs_measured(self.trials)} in {self.seconds:.0f} s; study {self.study_name!r} in "
+                f"{self.storage!r} ({statuses}){export})")
