@@ -321,7 +321,8 @@ def studies_option(f: Callable) -> Callable:
 
 def measure_options(f: Callable) -> Callable:
     f = click.option("--min-time", type=Seconds(), default=1.0, show_default=True,
-                     help="Seconds of timed runs per measurement, at least (and at least 3 runs; at most 200 runs).")(f)
+                     help="Seconds of timed runs per measurement, at least (and at least 3 runs; runs shorter "
+                     "than a 200th of it are timed in blocks).")(f)
     f = click.option("--trial-timeout", type=Seconds(), default=None,
                      help="Seconds before a trial is killed and recorded as a timeout, measured again under a "
                           f"longer one [default: {TRIAL_TIMEOUT:g}].")(f)

@@ -74,8 +74,8 @@ def warnings_only(message: str) -> None:
 
 
 def plural(n: int, noun: str) -> str:
-    """``1 config``, ``3 configs`` (not :func:`autotune.trials.counted`, the trials a budget counts)."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    """``1 config``, ``14,163 runs`` (not :func:`autotune.trials.counted`, the trials a budget counts)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}" if isinstance(n, int) else f"{n} {noun}s"
 
 
 def configs_measured(trials: Any, when: str = "") -> str:
@@ -374,8 +374,8 @@ def run_text(result: Any, config: Any, workload: str, device: str, size: str, un
         knobs = ", ".join(result.tolerance_knobs or []) if result.status == "ok" else ""  # see autotune.twins
         looser = f" (its bound is looser than with {knobs} at the reference's: a mistake below it passes)" * bool(knobs)
         lines += [
-            f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s "
-            f"over {plural(len(result.times), 'run')}, spread ±{100 * (result.relative_spread or 0):.1f}%"
+            f"  throughput   {rate(result.throughput, result.unit)} (median {result.median_seconds:.4g} s over "
+            f"{plural(result.timed_runs or len(result.times), 'run')}, spread ±{result.relative_spread or 0:.1%}"
             f"{', noisy' if result.noisy else ''}); first run {seconds(result.warmup_seconds)}"
             f"{f', after a build of {seconds(result.build_seconds)}' if result.build_seconds else ''}",
             f"  peak memory  {format_bytes(result.peak_memory_bytes)}{first_run_peak(result)}{started}, "

@@ -363,7 +363,7 @@ def _beyond_threads(*measured: Measured) -> dict[str, Any] | None:
 def _figures(config: Config, results: list["TrialResult"]) -> dict[str, Any]:
     pooled = _pooled(results)
     return {"config": config.to_dict(), "throughput": pooled.throughput if pooled else None,
-            "unit": results[0].unit if results else None, "runs": len(pooled.times) if pooled else 0,
+            "unit": results[0].unit if results else None, "runs": pooled.runs if pooled else 0,
             "one_off_seconds": most_one_off(results)}  # as search's winner
 
 

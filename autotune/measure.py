@@ -34,7 +34,7 @@ IN_A_ROW_NOISE = 0.1
 class Measurement:
     """Raw times of one measured configuration and the statistics derived from them."""
 
-    times: list[float]  # seconds per timed run
+    times: list[float]  # seconds per timed run (per run of a block, where short runs were timed in blocks)
     items_per_run: int
     first_run_seconds: float  # includes compilation and cold caches
     warmup_times: list[float] = field(default_factory=list)
@@ -43,6 +43,12 @@ class Measurement:
     busy_elsewhere: float | None = None  # cores other processes kept busy meanwhile (Measurer.other_work)
     cores_used: float | None = None  # cores its own process group kept busy over the timed runs (Measurer.other_work)
     rounds: list[int] = field(default_factory=list)  # pooled: how many of ``times`` each round gave, in order
+    timed_runs: int | None = None  # runs timed, where blocks of them made ``times`` (Measurer.block_seconds)
+
+    @property
+    def runs(self) -> int:
+        """How many runs were timed: one a time, or more where short runs were timed in blocks."""
+        return self.timed_runs or len(self.times)
 
     @property
     def median(self) -> float:
@@ -91,6 +97,7 @@ class Measurement:
             warmup_times=[t for part in parts for t in part.warmup_times],
             noisy_threshold=parts[0].noisy_threshold,
             rounds=[n for part in parts for n in (part.rounds or [len(part.times)])],
+            timed_runs=sum(part.runs for part in parts),
         )
 
     def by_round(self) -> list[list[float]]:
@@ -174,6 +181,13 @@ class Measurer:
     min_time: float = 1.0  # seconds of timed runs, at least
     min_runs: int = 3
     max_runs: int = 200
+    #: A timing's least length: runs shorter are timed in blocks of runs in a row (each synchronised), a block's
+    #: mean one of the times, so that ``max_runs`` of them span ``min_time`` (None: ``min_time / max_runs``; 0:
+    #: each run alone). Timed alone, 200 runs of 50-120 us spanned 10-24 ms of the second asked for, and a fresh
+    #: process may run slow for its first tens of ms at a pace its runs agree on, or still be warming up: 10
+    #: fresh trials of chmm's numba at tiny read 1.06x apart timed alone, 1.03x in blocks; a compiled MLP's 1.09x
+    #: and 1.06x, its median 6% higher (benchmarks/short_runs.py; README, "Honest timing").
+    block_seconds: float | None = None
     max_warmup_runs: int = 5
     warmup_agreement: float = 0.1  # two consecutive warm-up runs within 10% count as stable
     max_warmup_time: float = 10.0
@@ -214,7 +228,8 @@ class Measurer:
     #: meanwhile (:class:`autotune.environment.OtherWork`), recorded, not acted on: the figures say so.
     other_work: Callable[[], Any] | None = None
 
-    def _timed(self, run: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
+    def timed(self, run: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
+        """One run, synchronised before and after: its seconds and its output."""
         sync()
         start = self.clock()
         output = run()
@@ -252,7 +267,7 @@ class Measurer:
                     and items_per_run / min(seconds, previous) < self.race_below)
 
         begun = self.clock()
-        first, output = self._timed(run, sync)
+        first, output = self.timed(run, sync)
         if deferred := deferred_part(output):  # a generator's run took 0.36 us where its work took 17 ms
             raise ValueError(f"the run returned {deferred}: its work happens where the output is read, after the "
                              "clock stops, so the time measured none of it; return the data itself (a tensor, a list)")
@@ -267,7 +282,7 @@ class Measurer:
         spent = first
         while (len(warmup) < self.max_warmup_runs and spent < self.max_warmup_time and not hopeless(first)
                and not known_warm(first)):
-            seconds, output = self._timed(run, sync)
+            seconds, output = self.timed(run, sync)
             warmup.append(seconds)
             spent += seconds
             if raced(seconds, previous):
@@ -289,17 +304,25 @@ class Measurer:
             return (len(times) < self.noisy_runs and total < self.noisy_time_factor * self.min_time
                     and Measurement(times, items_per_run, first, noisy_threshold=self.noisy_threshold).noisy)
 
+        block = self.min_time / self.max_runs if self.block_seconds is None else self.block_seconds
+        runs = 0
         while len(times) < self.max_runs and more(times, total):
-            output = None  # the last run's output is not held while the next allocates its own, as in the warm-up
-            seconds, output = self._timed(run, sync)
+            spent, count = 0.0, 0
+            while count == 0 or spent < block:  # one run, or a block of short ones
+                output = None  # the last run's output is not held while the next allocates its own, as in warm-up
+                seconds, output = self.timed(run, sync)
+                spent, count = spent + seconds, count + 1
+            seconds = spent / count
             times.append(seconds)
-            total += seconds
+            runs += count
+            total += spent
             # A first run over max_warmup_time leaves no warm-up: the first timed run is its first warm run,
             # and the hopeless cut and the race judge it (a 13 s run of chmm at small ran three times before).
             if len(times) == 1 and not warmup and (hopeless(first) and hopeless(seconds) or raced(seconds, first)):
                 if on_output is not None:
                     on_output("last", output)
-                return Measurement(times, items_per_run, first, warmup, self.noisy_threshold, cut_short=True)
+                return Measurement(times, items_per_run, first, warmup, self.noisy_threshold, cut_short=True,
+                                   timed_runs=runs)
         cores_used = own.own_cores() if own is not None else None
         if on_output is not None:
             started = self.clock()
@@ -310,8 +333,9 @@ class Measurer:
             while passed and spent + cost <= budget and more_runs < len(times):  # no more than were timed
                 more_runs += 1
                 started = self.clock()
-                _, output = self._timed(run, sync)
+                _, output = self.timed(run, sync)
                 passed = on_output("run", output) is not False
                 del output
                 spent += self.clock() - started
-        return Measurement(times, items_per_run, first, warmup, self.noisy_threshold, cores_used=cores_used)
+        return Measurement(times, items_per_run, first, warmup, self.noisy_threshold, cores_used=cores_used,
+                           timed_runs=runs)

@@ -105,6 +105,7 @@ class TrialResult:
     cut_short: bool | None = None  # stopped early: far slower than the best once warm, or a wrong first output
     # Every run's time, a traceback, the environment: in the study, not a repr (60,000 characters for 3 trials).
     times: list[float] = field(default_factory=list, repr=False)
+    timed_runs: int | None = None  # more than len(times) where short runs were timed in blocks (Measurer.block_seconds)
     warmup_seconds: float | None = None  # the first run, compilation included
     build_seconds: float | None = None  # build(config), before the first run
     warmup_times: list[float] = field(default_factory=list, repr=False)
@@ -129,7 +130,8 @@ class TrialResult:
 
     def measurement(self) -> Measurement | None:
         return None if not self.times or self.items_per_run is None else Measurement(
-            self.times, self.items_per_run, self.warmup_seconds or 0.0, self.warmup_times, self.noisy_threshold)
+            self.times, self.items_per_run, self.warmup_seconds or 0.0, self.warmup_times, self.noisy_threshold,
+            timed_runs=self.timed_runs)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -276,12 +278,9 @@ def _died(config: dict[str, Any], error: str, signum: int, kills: int | None, st
 
 def _write_reference(workload: Any, run: Any, path: Path, result: TrialResult) -> None:
     """One run of the reference config, its output saved as the reference file (:func:`autotune.reference.save`)."""
-    sync = synchronizer(workload)  # as a timed run's: a workload's own wait alone could leave the device's work going
-    sync()
-    start = time.perf_counter()
-    output = run()
-    sync()
-    result.times, result.status = [time.perf_counter() - start], "ok"
+    # Synchronised as a timed run is: a workload's own wait alone could leave the device's work going.
+    seconds, output = Measurer().timed(run, synchronizer(workload))
+    result.times, result.status = [seconds], "ok"
     save_reference(workload, workload.to_reference(output), path)
 
 
@@ -340,7 +339,7 @@ def _measure_and_check(workload: Any, run: Any, config: Any, request: TrialReque
     result.processes = memory.processes or None
     worst = max(checks, key=lambda c: (not c.passed, share_of_tolerance(c.error, c.tolerance)))
     result.check = worst.to_dict()
-    result.times, result.warmup_times = measurement.times, measurement.warmup_times
+    result.times, result.warmup_times, result.timed_runs = measurement.times, measurement.warmup_times, measurement.runs
     result.warmup_seconds, result.throughput = measurement.first_run_seconds, measurement.throughput
     result.median_seconds, result.iqr_seconds = measurement.median, measurement.iqr
     result.relative_spread, result.cut_short = measurement.relative_spread, measurement.cut_short

@@ -116,7 +116,7 @@ class Candidate:
             "iqr_seconds": m.iqr,
             "relative_spread": m.relative_spread,
             "noisy": m.noisy,
-            "runs": len(m.times),
+            "runs": m.runs,
             "peak_memory_bytes": self.peak_memory_bytes,
             "warmup_seconds": self.results[0].warmup_seconds,
             "build_seconds": self.results[0].build_seconds,

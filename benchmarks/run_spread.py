@@ -6,7 +6,10 @@ warm run (warm-up runs after the first, and timed runs) to the trial's median
 time: its smallest and largest value and the 1st and 99th percentiles. The
 race (``autotune/tuner.py``, ``RACE_FACTOR``) cuts a config that is warm and
 more than RACE_FACTOR times slower than the study's best; it is safe while the
-largest ratio here stays well below RACE_FACTOR.
+largest ratio here stays well below RACE_FACTOR. Since 2026-12-08 runs shorter
+than a 200th of ``--min-time`` are timed in blocks, each time a block's mean,
+which strays less than one run does; the race judges runs of 0.1 s or more,
+which are timed one by one.
 
 Example::
 

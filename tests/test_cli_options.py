@@ -252,7 +252,7 @@ def test_the_shared_options_their_defaults_and_bounds(tmp_path):
         "isolation": "subprocess", "threads": None}.items())) + "\n"
     helped = " ".join(run("--help").output.split())
     assert "--device TEXT Device profile" in helped and "[default: auto]" in helped
-    assert "at most 200 runs). [default: 1.0]" in helped and "(debugging only). [default: subprocess]" in helped
+    assert "are timed in blocks). [default: 1.0]" in helped and "(debugging only). [default: subprocess]" in helped
     assert run().exit_code == 2 and "Missing option '--workload'" in run().output
     (tmp_path / "file").write_text("")
     assert run("-w", "chmm", "--studies", str(tmp_path / "file")).exit_code == 2  # a file is no folder of studies

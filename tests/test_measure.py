@@ -74,6 +74,34 @@ def test_runs_continue_until_minimum_time():
     assert len(m.times) == 8 and m.median == 0.125
 
 
+def test_runs_shorter_than_a_share_of_the_minimum_time_are_timed_in_blocks_that_span_it():
+    # 200 runs of 50 us, each timed alone, spanned 10 ms of the second asked for: a fresh process's first tens
+    # of ms ran a compiled MLP 1.7x slower, at a pace its runs agreed on (benchmarks/short_runs.py).
+    clock = FakeClock([2.0 ** -10] * 10_000)  # binary-exact: 32 of them are 1/32 s
+    m = Measurer(min_time=0.5, max_runs=16, max_warmup_runs=1, clock=clock).measure(clock.run, 1)
+    assert m.times == [2.0 ** -10] * 16  # each the mean of a block of 32 runs, min_time / max_runs = 1/32 s long
+    assert m.runs == 16 * 32 and sum(m.times) * 32 == 0.5 and m.throughput == 1024
+    # Each run timed alone (block_seconds=0), as before: 16 runs, 1/64 of the minimum time.
+    clock = FakeClock([2.0 ** -10] * 10_000)
+    m = Measurer(min_time=0.5, max_runs=16, max_warmup_runs=1, block_seconds=0, clock=clock).measure(clock.run, 1)
+    assert m.times == [2.0 ** -10] * 16 and m.runs == 16
+    # Runs as long as a block are timed one by one.
+    clock = FakeClock([0.125] * 100)
+    m = Measurer(min_time=1.0, max_runs=8, max_warmup_runs=1, clock=clock).measure(clock.run, 1)
+    assert m.times == [0.125] * 8 and m.runs == 8
+
+
+def test_a_block_s_time_is_the_mean_of_its_runs_and_each_run_is_synchronised():
+    clock = FakeClock([1.0] + [2.0 ** -10, 3 * 2.0 ** -10] * 5_000)  # first run, then runs of 1 and 3 ms in turn
+    synced = []
+    m = Measurer(min_time=0.25, max_runs=8, max_warmup_runs=0, clock=clock).measure(
+        clock.run, 1, sync=lambda: synced.append(clock.calls))
+    assert m.times == [2 * 2.0 ** -10] * 8 and m.runs == 8 * 16  # blocks of 1/32 s: 16 runs, their mean 2 ms
+    assert synced == [c for n in range(1 + 8 * 16) for c in (n, n + 1)]  # before and after every run, blocks too
+    pooled = Measurement.pooled([m, Measurement([0.5], 1, 0.5)])
+    assert pooled.runs == 8 * 16 + 1 and pooled.rounds == [8, 1]
+
+
 def test_noisy_runs_go_on_until_they_settle_and_quiet_ones_stop_at_the_minimum_time():
     # Two of the first three timed runs slowed by other work on the machine: their median was 18x the config's
     # time (vlm_mc's defaults at tiny in a search on this CPU: runs of 0.68, 0.83 and 0.049 s; alone, 0.037 s).

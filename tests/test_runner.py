@@ -148,6 +148,21 @@ def _trial(runner, workload: str, folder: Path, work: int = 5, measurer: dict | 
     return _reference_then_trial(workload, folder, runner, work, measurer)[1]
 
 
+def test_a_trial_of_short_runs_times_them_in_blocks_and_says_how_many_ran(tmp_path):
+    # Runs of 0.02 ms or so (sleeps), blocks of 5 ms: ten timings span the 0.05 s asked for, not 10 runs' 0.2 ms.
+    from autotune.config import Config
+    from autotune.console import run_text
+
+    measurer = {**FAST_MEASURER, "max_runs": 10}
+    result = _trial(Runner("inprocess"), f"{Path(BROKEN.split(':')[0]).parent / 'steady.py'}:SteadyWorkload",
+                    tmp_path, work=1, measurer=measurer)
+    assert result.status == "ok", result.error
+    assert len(result.times) <= 10 and result.timed_runs >= 2 * len(result.times)
+    assert sum(result.times) * result.timed_runs / len(result.times) >= 0.8 * measurer["min_time"]
+    assert result.measurement().runs == result.timed_runs
+    assert f"over {result.timed_runs:,} runs, spread" in run_text(result, Config(work=1), "steady", "cpu", "tiny")
+
+
 def test_a_count_of_items_given_as_a_numpy_scalar_is_stored_as_a_number(tmp_path):
     # numpy.int64 from items_per_run carried into the throughput: the study's attributes and --json failed on it.
     workload = _steady_variant(tmp_path, "        return 100", "        import numpy\n        return numpy.int64(100)")

@@ -1644,7 +1644,7 @@ def test_a_memory_limit_on_a_gpu_is_refused_not_dropped(studies, monkeypatch):
     # and a trial timeout went unenforced: a trial that hung in this process hung the search.
     ({"isolation": "inprocess", "trial_timeout": 5}, "--trial-timeout kills a trial's own process"),
     # A measurer setting it lacks failed every trial ("unexpected keyword argument"); a negative time timed 3 runs.
-    ({"measurer": {"min_tme": 0.5}}, "measurer must be a dict of Measurer settings (check_share, cut_min_seconds, "),
+    ({"measurer": {"min_tme": 0.5}}, "measurer must be a dict of Measurer settings (block_seconds, check_share, "),
     ({"measurer": {"min_time": -1}}, "measurer's min_time must be a number over 0, not -1"),
     # The options refuse these (an unset variable); from Python, "" silently became the default name or storage.
     ({"study_name": ""}, "study_name '' is refused: it needs a character other than a space"),
