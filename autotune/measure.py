@@ -218,7 +218,7 @@ class Measurer:
     #: stall: on this 2-core CPU, chmm at tiny as fast as the best ran its 3.8 ms scan runs at 24 ms and its 8 ms
     #: loop runs at 32 ms, runs that agreed, and the race cut 2 of 40 trials of each as over 3x slower
     #: (benchmarks/cold_start.py; 9 of 40 of the scan in another run). The longest stalled run was 36 ms, and
-    #: runs under this cost little to measure in full (at most max_runs of them, or min_time).
+    #: runs under this cost little to measure in full (min_time's worth).
     cut_min_seconds: float = 0.1
     #: A run time this config is known to settle at (its median in the search, for a re-measurement): a run
     #: within ``warmup_agreement`` of it is warm, so a first run that already agrees needs no warm-up.
