@@ -35,3 +35,19 @@ def test_readme_section_links_resolve() -> None:
 def test_named_repository_files_exist(doc: Path) -> None:
     named = set(REPOSITORY_PATH.findall(doc.read_text()))
     assert [path for path in sorted(named) if not (ROOT / path).exists()] == []
+
+
+def test_every_space_file_in_the_readme_loads(tmp_path: Path) -> None:
+    # The format's example declared a condition over a knob below it, gave no default for a knob and constrained
+    # knobs it did not have: a copy of it was refused at once ("names kernel, which is not a parameter declared
+    # above it").
+    from autotune.space import SearchSpace
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    spaces = [block for block in blocks if "schema_version:" in block]
+    assert len(spaces) >= 2, "the README's space files are gone"
+    for number, block in enumerate(spaces):
+        path = tmp_path / f"space{number}.yaml"
+        path.write_text(block)
+        space = SearchSpace.from_file(path)
+        assert space.violated(space.defaults) is None
