@@ -28,6 +28,8 @@ __all__ = ["Measurement", "Measurer", "deferred_part", "ratio_interval"]
 STRETCHES = 5
 #: Runs in a row slower than the median run by more than this share say a cost the median leaves out (the 99% above).
 IN_A_ROW_NOISE = 0.1
+#: The most runs a block of short runs holds (Measurer.block_seconds): 100,000 runs of 0.05 us span 5 ms.
+BLOCK_RUNS = 100_000
 
 
 @dataclass
@@ -308,7 +310,8 @@ class Measurer:
         runs = 0
         while len(times) < self.max_runs and more(times, total):
             spent, count = 0.0, 0
-            while count == 0 or spent < block:  # one run, or a block of short ones
+            # One run, or a block of short ones (of at most BLOCK_RUNS: a clock that does not move ends it too).
+            while count == 0 or spent < block and count < BLOCK_RUNS:
                 output = None  # the last run's output is not held while the next allocates its own, as in warm-up
                 seconds, output = self.timed(run, sync)
                 spent, count = spent + seconds, count + 1

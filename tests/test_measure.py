@@ -74,7 +74,7 @@ def test_runs_continue_until_minimum_time():
     assert len(m.times) == 8 and m.median == 0.125
 
 
-def test_runs_shorter_than_a_share_of_the_minimum_time_are_timed_in_blocks_that_span_it():
+def test_runs_shorter_than_a_share_of_the_minimum_time_are_timed_in_blocks_that_span_it(monkeypatch):
     # 200 runs of 50 us, each timed alone, spanned 10 ms of the second asked for: a fresh process's first tens
     # of ms ran a compiled MLP 1.7x slower, at a pace its runs agreed on (benchmarks/short_runs.py).
     clock = FakeClock([2.0 ** -10] * 10_000)  # binary-exact: 32 of them are 1/32 s
@@ -89,6 +89,11 @@ def test_runs_shorter_than_a_share_of_the_minimum_time_are_timed_in_blocks_that_
     clock = FakeClock([0.125] * 100)
     m = Measurer(min_time=1.0, max_runs=8, max_warmup_runs=1, clock=clock).measure(clock.run, 1)
     assert m.times == [0.125] * 8 and m.runs == 8
+    # A clock that does not move (a run too short for it) ends a block at BLOCK_RUNS runs, not never.
+    monkeypatch.setattr("autotune.measure.BLOCK_RUNS", 50)
+    clock = FakeClock([1.0] + [0.0] * 10_000)
+    m = Measurer(min_time=0.5, max_runs=16, max_warmup_runs=1, clock=clock).measure(clock.run, 1)
+    assert m.runs == 16 * 50 and m.times == [0.0] * 16
 
 
 def test_a_block_s_time_is_the_mean_of_its_runs_and_each_run_is_synchronised():
