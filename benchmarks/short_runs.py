@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", default="chmm", help="workload (a name or FILE.py:Class) [default: chmm]")
     parser.add_argument("--size", default="tiny", help="size [default: tiny]")
+    parser.add_argument("--device", default="cpu", help="device profile, or auto or cuda [default: cpu]")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         help="knob=value over the defaults (repeatable)")
     parser.add_argument("--trials", type=int, default=20, help="trials each way [default: 20]")
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, list] = {way: [] for way in WAYS}
     with tempfile.TemporaryDirectory() as studies:
-        with Tuner(args.workload, device="cpu", size=args.size, studies=studies,
+        with Tuner(args.workload, device=args.device, size=args.size, studies=studies,
                    measurer={"min_time": args.min_time}) as tuner:
             config = tuner.space.parse_assignments(tuple(args.assignments), tuner.space.defaults)
             first = tuner.run_config(config)  # writes the reference
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"{len(failed)} trials failed: {failed[0].status} {failed[0].error}", file=sys.stderr)
         return 1
-    print(f"{tuner.workload.name} ({args.size}) {config.describe()}: {args.trials} fresh trials each way, in turn")
+    print(f"{tuner.workload.name} ({args.size}) on {tuner.device.name} {config.describe()}: {args.trials} fresh trials "
+          "each way, in turn")
     for way, rs in results.items():
         figures = sorted(r.throughput for r in rs)
         runs = statistics.median(r.timed_runs for r in rs)
