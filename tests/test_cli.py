@@ -1318,7 +1318,8 @@ def test_what_a_workload_file_prints_as_it_is_imported_leaves_json_whole(tmp_pat
     # stdout: no script could parse them. Its module is imported in autotune's own process too, not only in a trial's.
     workload = _file_workload(tmp_path, "loud", head="print('loud: module loaded')\n",
                               build="        import torch\n        return lambda: torch.arange(3.0)\n")
-    for args in (("run", "--min-time", "0.01"), ("search", "-n", "1", "--remeasure-top", "1"), ("best",)):
+    quick = ("--min-time", "0.01")  # its runs of microseconds, timed in blocks: 0.01 s, not the default second
+    for args in (("run", *quick), ("search", "-n", "1", "--remeasure-top", "1", *quick), ("best",)):
         done = run_cli(*args, "-w", workload, "-d", "cpu", "--json", cwd=tmp_path, timeout=300)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) and "loud: module loaded" in done.stderr, done.stdout[:200]
