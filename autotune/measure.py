@@ -333,7 +333,7 @@ class Measurer:
             del output
             cost = statistics.median(times) + self.clock() - started  # of one more checked run
             budget, spent, more_runs = self.check_share * (self.clock() - begun), 0.0, 0
-            while passed and spent + cost <= budget and more_runs < len(times):  # no more than were timed
+            while passed and spent + cost <= budget and more_runs < len(times):  # no more than its timings
                 more_runs += 1
                 started = self.clock()
                 _, output = self.timed(run, sync)
