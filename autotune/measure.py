@@ -309,16 +309,16 @@ class Measurer:
         block = self.min_time / self.max_runs if self.block_seconds is None else self.block_seconds
         runs = 0
         while len(times) < self.max_runs and more(times, total):
-            spent, count = 0.0, 0
+            took, count = 0.0, 0
             # One run, or a block of short ones (of at most BLOCK_RUNS: a clock that does not move ends it too).
-            while count == 0 or spent < block and count < BLOCK_RUNS:
+            while count == 0 or took < block and count < BLOCK_RUNS:
                 output = None  # the last run's output is not held while the next allocates its own, as in warm-up
                 seconds, output = self.timed(run, sync)
-                spent, count = spent + seconds, count + 1
-            seconds = spent / count
+                took, count = took + seconds, count + 1
+            seconds = took / count
             times.append(seconds)
             runs += count
-            total += spent
+            total += took
             # A first run over max_warmup_time leaves no warm-up: the first timed run is its first warm run,
             # and the hopeless cut and the race judge it (a 13 s run of chmm at small ran three times before).
             if len(times) == 1 and not warmup and (hopeless(first) and hopeless(seconds) or raced(seconds, first)):
