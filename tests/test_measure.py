@@ -76,12 +76,12 @@ def test_runs_continue_until_minimum_time():
 
 def test_runs_shorter_than_a_share_of_the_minimum_time_are_timed_in_blocks_that_span_it(monkeypatch):
     # 200 runs of 50 us, each timed alone, spanned 10 ms of the second asked for: a fresh process's first tens
-    # of ms ran a compiled MLP 1.7x slower, at a pace its runs agreed on (benchmarks/short_runs.py).
+    # of ms ran a compiled MLP of mine up to 1.7x slower, at a pace its runs agreed on (README, "Honest timing").
     clock = FakeClock([2.0 ** -10] * 10_000)  # binary-exact: 32 of them are 1/32 s
     m = Measurer(min_time=0.5, max_runs=16, max_warmup_runs=1, clock=clock).measure(clock.run, 1)
     assert m.times == [2.0 ** -10] * 16  # each the mean of a block of 32 runs, min_time / max_runs = 1/32 s long
     assert m.runs == 16 * 32 and sum(m.times) * 32 == 0.5 and m.throughput == 1024
-    # Each run timed alone (block_seconds=0), as before: 16 runs, 1/64 of the minimum time.
+    # Each run timed alone (block_seconds=0), as before: 16 runs, 1/32 of the minimum time.
     clock = FakeClock([2.0 ** -10] * 10_000)
     m = Measurer(min_time=0.5, max_runs=16, max_warmup_runs=1, block_seconds=0, clock=clock).measure(clock.run, 1)
     assert m.times == [2.0 ** -10] * 16 and m.runs == 16
