@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if whole:  # how far one trial's figure strays from another's, each in a fresh process
         print(f"throughput of the trials measured in full: min {whole[0]:,.0f}, median {statistics.median(whole):,.0f}, "
               f"max {whole[-1]:,.0f} {full.unit}/s ({whole[-1] / whole[0]:.2f}x); timed runs a trial: "
-              f"median {statistics.median(len(r.times) for r in in_full):.0f}")
+              f"median {statistics.median(r.timed_runs or len(r.times) for r in in_full):.0f}")
     return 0
 
 
