@@ -96,12 +96,13 @@ def _check_measurer(measurer: Any) -> None:
         raise AutotuneError(f"measurer must be a dict of Measurer settings ({', '.join(sorted(settable))}), not "
                             f"{measurer!r}")
     for name, value in measurer.items():
-        whole = isinstance(settable[name], int)
+        whole, zero = isinstance(settable[name], int), name == "block_seconds"  # 0 blocks: each run timed alone
         if value is None and settable[name] is None:
             continue
         if (isinstance(value, bool) or not isinstance(value, numbers.Integral if whole else numbers.Real)
-                or not 0 < value <= (2**62 if whole else MAX_SECONDS)):
-            raise AutotuneError(f"measurer's {name} must be a {'whole ' if whole else ''}number over 0, not {value!r}")
+                or not (0 <= value if zero else 0 < value) or not value <= (2**62 if whole else MAX_SECONDS)):
+            raise AutotuneError(f"measurer's {name} must be a {'whole ' if whole else ''}number "
+                                f"{'0 or more' if zero else 'over 0'}, not {value!r}")
 
 
 def check_limits(isolation: str, device_kind: str, memory_limit_bytes: int | None, trial_timeout: float | None) -> None:

@@ -21,6 +21,7 @@ from autotune.limits import MAX_SECONDS, check_numbers
     ({"measurer": {"min_runs": 2.5}}, "measurer's min_runs must be a whole number over 0, not 2.5"),
     ({"measurer": {"min_runs": 2**63}}, "measurer's min_runs must be a whole number over 0, not 9223372036854775808"),
     ({"measurer": {"min_runs": True}}, "measurer's min_runs must be a whole number over 0, not True"),
+    ({"measurer": {"block_seconds": -1}}, "measurer's block_seconds must be a number 0 or more, not -1"),
 ])
 def test_a_number_or_name_out_of_bounds_says_what_is_allowed(given, said):
     with pytest.raises(AutotuneError) as refused:
@@ -32,3 +33,5 @@ def test_numbers_and_names_within_bounds_pass():
     # Each bound itself is allowed: a storage that names one, a folder, the most seconds, a float's settings.
     check_numbers(study_name="mine", storage="sqlite:///a.db", studies="s", threads=1, seed=2**32 - 1,
                   trial_timeout=MAX_SECONDS, measurer={"min_time": 0.5, "min_runs": 2**62, "hopeless_below": None})
+    # 0 blocks: each run timed alone, as until 2026-12-08 (Measurer.block_seconds); refused as "over 0" before.
+    check_numbers(measurer={"block_seconds": 0})
