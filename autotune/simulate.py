@@ -271,7 +271,8 @@ def _and(items: list[str]) -> str:
 def simulation_table(recorded: Any, summaries: dict[str, dict[str, Any]], repeats: int) -> str:
     """`autotune simulate`: each strategy's mean score (and spread) at each budget of its summary, and at its time."""
     budgets = [key for key in next(iter(summaries.values())) if key.isdigit()]  # "20", "50"... as summary made them
-    lines = [f"{recorded.source}: optimum {recorded.optimum:.4g} ({recorded.objective}, {recorded.direction}d); "
+    unit = " in ms" if recorded.objective == "time" else ""  # Kernel Tuner's, and a study's per item of its unit
+    lines = [f"{recorded.source}: optimum {recorded.optimum:.4g} ({recorded.objective}{unit}, {recorded.direction}d); "
              f"score 0 = random search, 1 = the optimum; mean ± sd over {repeats} repeat{'s' * (repeats != 1)}",
              f"  {'strategy':<18} " + " ".join(f"{'at ' + m:>13}" for m in budgets) + f" {'ms/evaluation':>14}"]
     for name, figures in summaries.items():

@@ -290,6 +290,9 @@ def test_a_table_of_one_evaluation_says_it_in_the_singular():
     recorded = SimpleNamespace(source="x.json", optimum=1.0, objective="time", direction="minimize")
     table = simulation_table(recorded, {"tpe": summary}, 1)
     assert "at the time that 1 evaluation takes on average" in table and "mean ± sd over 1 repeat\n" in table
+    assert "x.json: optimum 1 (time in ms, minimized)" in table  # "(time, minimized)": of what, it did not say
+    named = SimpleNamespace(source="x.json", optimum=2.0, objective="GFLOP/s", direction="maximize")
+    assert "x.json: optimum 2 (GFLOP/s, maximized)" in simulation_table(named, {"tpe": summary}, 1)
 
 
 def test_simulate_command_prints_a_table_at_the_trials_it_was_given(tmp_path):
