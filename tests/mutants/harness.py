@@ -105,8 +105,8 @@ def knob_values(bench: Bench) -> list[dict[str, Any]]:
         values = list(param.choices) if param.type == "categorical" else sorted({param.low, param.high})
         for value in values:
             base = next((b for b in bases if space.is_active(param.name, {**b, param.name: value})), None)
-            values = {**{k: v for k, v in (base or {}).items() if k != bench.precision_knob}, param.name: value}
+            knobs = {**{k: v for k, v in (base or {}).items() if k != bench.precision_knob}, param.name: value}
             # Not one the space's constraints rule out at the size: a search never runs it (see Bench.open).
-            if base is not None and space.violated(bench.config(values)) is None:
-                found.append(values)
+            if base is not None and space.violated(bench.config(knobs)) is None:
+                found.append(knobs)
     return found
